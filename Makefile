@@ -1,0 +1,58 @@
+# One-command entry points. `make demo` and `make test` install what is missing (Debian 12,
+# as root), build, and run. Build trees: build/ (release), build-asan/ (ASan+UBSan).
+PACKAGES := build-essential cmake pkg-config clang clang-format liburing-dev libcli11-dev \
+            libfmt-dev nlohmann-json3-dev libzstd-dev zstd libgtest-dev libgmock-dev \
+            libbenchmark-dev babeltrace2 util-linux procps
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup build build-asan test test-release test-asan demo bench format format-check install clean
+
+all: build
+
+setup:
+	@missing=""; for p in $(PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+build: setup
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	cmake --build build -j$(JOBS)
+
+build-asan: setup
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNANOTRACE_SANITIZE=ON -DNANOTRACE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	cmake --build build-asan -j$(JOBS)
+
+test-release: build
+	cd build && ctest --output-on-failure -j$(JOBS)
+
+test-asan: build-asan
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$(JOBS) -LE no-asan
+
+test: format-check test-release test-asan
+
+demo: build
+	./scripts/demo.sh
+
+bench: build
+	./scripts/bench.sh
+
+format:
+	git ls-files '*.cc' '*.cpp' '*.hpp' '*.h' | xargs clang-format -i
+
+format-check: setup
+	@bad=$$(git ls-files '*.cc' '*.cpp' '*.hpp' '*.h' | xargs clang-format --dry-run 2>&1 | grep -c warning); \
+	if [ "$$bad" != "0" ]; then echo "clang-format: $$bad issues; run 'make format'"; \
+	  git ls-files '*.cc' '*.cpp' '*.hpp' '*.h' | xargs clang-format --dry-run 2>&1 | grep warning | head; exit 1; fi; \
+	echo "format: ok"
+
+install: build
+	cmake --install build
+
+clean:
+	rm -rf build build-asan

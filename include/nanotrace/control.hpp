@@ -1,0 +1,45 @@
+// In-process control of nanotrace: configuration before the first event, and groups at run
+// time. Everything here is optional: without a call, the environment decides
+// (NANOTRACE_MODE, NANOTRACE_BUFFER, NANOTRACE_THREADS, NANOTRACE_GROUPS, NANOTRACE_NAME,
+// NANOTRACE_KEEP, NANOTRACE_CLOCK), and an option set here wins over the environment.
+//
+// Thread safety: all functions may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "nanotrace/abi.hpp"
+#include "nanotrace/status.hpp"
+
+namespace nanotrace {
+
+using Mode = abi::Mode;
+
+struct Options {
+  std::optional<Mode> mode;              // default kOverwrite
+  std::optional<uint32_t> buffer_bytes;  // per thread, rounded up to a power of two >= 64 KiB
+  std::optional<uint32_t> max_threads;   // thread slots (rings), default 256
+  std::optional<std::string> groups;     // "all" (default), "io,sched", "all,-debug"
+  std::optional<std::string> name;       // a name tools can find the process by
+  std::optional<bool> keep_on_exit;      // keep the segment after a clean exit
+};
+
+// Applies options. Mode, buffer size and thread count can only change before any thread has
+// recorded an event (the segment is rebuilt); afterwards they give kBusy. Groups, name and
+// keep_on_exit always apply.
+Status configure(const Options& options);
+
+// Enables or disables a group (as `nanotrace enable/disable` does from outside).
+// An unknown group gives kNotFound.
+Status set_group_enabled(std::string_view group, bool enabled);
+
+// Path of this process's segment (e.g. /dev/shm/nanotrace-1234), empty if none.
+std::string segment_path();
+
+// Mode ring buffers use in this process.
+Mode mode();
+
+}  // namespace nanotrace

@@ -1,0 +1,144 @@
+// nanotrace: always-on tracepoints into per-thread shared-memory rings.
+//
+// Quickstart
+//   #include <nanotrace/nanotrace.hpp>
+//   NANOTRACE(io, submit, "req={} offset={} len={}", id, off, len);
+//   if (NANOTRACE_ENABLED(io)) { auto s = expensive(); NANOTRACE(io, detail, "s={}", s); }
+//
+// A tracepoint names a group, an event and a format whose "name={}" placeholders name the
+// fields, one per argument; the argument count and types are checked at compile time.
+// Fields are integers, enums, bool, float/double, pointers, and strings (const char*,
+// std::string_view, std::string), kept up to abi::kMaxStringBytes bytes. Everything static
+// about a call site (group, event, field names and types, file, line) is a constant
+// descriptor registered at process start, so `nanotrace events PID` lists every call site
+// before it runs, and the ring only receives the timestamp, the event id and the values.
+//
+// Cost: a disabled tracepoint is one byte load and one branch. An enabled one reads the
+// time stamp counter and writes 8 bytes of header plus 8 per scalar field into the calling
+// thread's ring: no lock, no atomic read-modify-write, no system call. Configuration (mode,
+// buffer size, enabled groups) comes from nanotrace/control.hpp or the environment:
+// NANOTRACE_MODE=overwrite|discard|block, NANOTRACE_BUFFER=<bytes per thread, K/M suffix>,
+// NANOTRACE_GROUPS=io,sched (or "all", or "-io" to disable), NANOTRACE_NAME=<name>.
+//
+// Why macros: the call site's location and the format string must become a unique constant
+// descriptor, and the disabled check must be a single load of that descriptor.
+//
+// Thread safety: any thread may hit any tracepoint at any time; each thread writes only its
+// own ring.
+#pragma once
+
+#include <x86intrin.h>
+
+#include <cstdint>
+
+#include "nanotrace/abi.hpp"
+#include "nanotrace/detail/fields.hpp"
+
+namespace nanotrace::detail {
+
+// The calling thread's view of its ring. `check` bounds where records may be written
+// without entering the slow path: the end of the current block. Before the thread claims a
+// ring, slot points at a dummy with head 0 and check is 0, so the first event takes the
+// slow path.
+struct Writer {
+  uint8_t* data;
+  uint64_t mask;
+  uint64_t check;
+  abi::ThreadSlot* slot;
+};
+
+extern constinit thread_local Writer t_writer __attribute__((tls_model("initial-exec")));
+extern constinit bool g_clock_is_tsc;
+inline constexpr uint64_t kNoSpace = ~uint64_t{0};
+
+// Slow path (runtime/ring_writer.cc): claims a ring on the thread's first event, starts a
+// new block, waits or drops when the ring is full. Returns the head at which `bytes` may be
+// written, or kNoSpace when the record must be dropped (it has been counted).
+uint64_t reserve_slow(uint32_t bytes) noexcept;
+uint64_t monotonic_ticks() noexcept;
+bool register_sites(Site* const* begin, Site* const* end) noexcept;
+
+[[gnu::always_inline]] inline uint64_t now_ticks() noexcept {
+  if (__builtin_expect(g_clock_is_tsc, 1)) return __rdtsc();
+  return monotonic_ticks();
+}
+
+template <class... A>
+[[gnu::always_inline]] inline void emit(const Site& site, const A&... args) noexcept {
+  uint32_t bytes;
+  if constexpr ((kIsString<std::remove_cvref_t<A>> || ...)) {
+    bytes = (8 + ... + payload_bytes(args));
+  } else {
+    bytes = 8 * (1 + sizeof...(A));
+  }
+  Writer& w = t_writer;
+  uint64_t head = w.slot->head;
+  if (__builtin_expect(head + bytes > w.check, 0)) {
+    head = reserve_slow(bytes);
+    if (head == kNoSpace) return;
+  }
+  auto* p = reinterpret_cast<uint64_t*>(w.data + (head & w.mask));
+  p[0] = (now_ticks() << 16) | site.id;
+  [[maybe_unused]] uint64_t* q = p + 1;
+  ((q = store_field(q, args)), ...);
+  abi::ThreadSlot* slot = w.slot;
+  slot->written = slot->written + 1;
+  __atomic_store_n(&slot->head, head + bytes, __ATOMIC_RELEASE);
+}
+
+// Pointers to every Site of this binary or shared object, placed by NANOTRACE_DETAIL_SITE.
+extern "C" {
+extern Site* const __start_nanotrace_sites[] __attribute__((weak, visibility("hidden")));
+extern Site* const __stop_nanotrace_sites[] __attribute__((weak, visibility("hidden")));
+}
+
+// Each translation unit that includes this header registers its module's sites at static
+// initialisation (duplicates are ignored), so shared objects and dlopen work too.
+namespace {
+[[maybe_unused]] const bool kSitesRegistered =
+    register_sites(__start_nanotrace_sites, __stop_nanotrace_sites);
+}  // namespace
+
+}  // namespace nanotrace::detail
+
+// Declares the call site's constant descriptor and records its address in the
+// "nanotrace_sites" section (the asm emits no instruction).
+#define NANOTRACE_DETAIL_SITE(var, guard, group, event, fmt, ...)                 \
+  auto var##_tag = [] {                                                           \
+    ::nanotrace::detail::Site s =                                                 \
+        ::nanotrace::detail::SiteBuilder<decltype(::nanotrace::detail::type_list( \
+            __VA_ARGS__))>::make(#group, #event, fmt, __FILE__, __LINE__);        \
+    s.is_guard = guard;                                                           \
+    return s;                                                                     \
+  };                                                                              \
+  auto& var = ::nanotrace::detail::SiteHolder<decltype(var##_tag)>::site;         \
+  asm volatile(                                                                   \
+      ".pushsection nanotrace_sites,\"aw\"\n\t.balign 8\n\t.quad %c0\n\t.popsection" ::"i"(&var))
+
+// NANOTRACE(group, event, "a={} b={}", a, b): records one event with named, typed fields.
+#define NANOTRACE(group, event, fmt, ...)                                                   \
+  do {                                                                                      \
+    static_assert(::nanotrace::detail::valid_identifier(#group),                            \
+                  "nanotrace: group must be an identifier shorter than 32 characters");     \
+    static_assert(::nanotrace::detail::valid_identifier(#event),                            \
+                  "nanotrace: event must be an identifier shorter than 32 characters");     \
+    static_assert(::nanotrace::detail::count_fields(fmt) >= 0,                              \
+                  "nanotrace: the format must write each field as name={}");                \
+    static_assert(::nanotrace::detail::count_fields(fmt) ==                                 \
+                      decltype(::nanotrace::detail::type_list(__VA_ARGS__))::kSize,         \
+                  "nanotrace: the format's name={} placeholders must match the arguments"); \
+    static_assert(decltype(::nanotrace::detail::type_list(__VA_ARGS__))::kSize <=           \
+                      ::nanotrace::abi::kMaxFields,                                         \
+                  "nanotrace: at most 16 fields");                                          \
+    NANOTRACE_DETAIL_SITE(nanotrace_site_, 0, group, event, fmt, __VA_ARGS__);              \
+    if (__builtin_expect(__atomic_load_n(&nanotrace_site_.enabled, __ATOMIC_RELAXED), 0))   \
+      ::nanotrace::detail::emit(nanotrace_site_ __VA_OPT__(, ) __VA_ARGS__);                \
+  } while (0)
+
+// NANOTRACE_ENABLED(group): true while the group is enabled; guards costly argument
+// preparation. Also one load.
+#define NANOTRACE_ENABLED(group)                                              \
+  ([]() noexcept -> bool {                                                    \
+    NANOTRACE_DETAIL_SITE(nanotrace_guard_, 1, group, enabled, "");           \
+    return __atomic_load_n(&nanotrace_guard_.enabled, __ATOMIC_RELAXED) != 0; \
+  }())

@@ -1,0 +1,206 @@
+// Reading nanotrace data: attach to a traced process's live segment (by pid, by name or by
+// path), list its events, groups and threads, and read its records, per thread or merged
+// into one stream ordered by time, with exact per-thread loss counts.
+//
+// A Trace copies records out of rings while their writers keep running. A record that may
+// have been overwritten during the copy is never returned: each block is validated after
+// the copy (generation, position, and the writer's head), and skipped records are counted
+// as lost. Every byte of the segment is treated as untrusted.
+//
+// Thread safety: a Trace and its readers belong to one thread at a time.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nanotrace/abi.hpp"
+#include "nanotrace/status.hpp"
+
+namespace nanotrace {
+
+struct FieldInfo {
+  std::string name;
+  abi::FieldType type = abi::FieldType::kNone;
+};
+
+struct EventInfo {
+  uint16_t id = 0;  // as stored in records
+  uint32_t group_index = 0;
+  std::string group;
+  std::string name;
+  std::string format;
+  std::string file;
+  uint32_t line = 0;
+  bool is_guard = false;  // a NANOTRACE_ENABLED() guard, not an event
+  std::vector<FieldInfo> fields;
+  std::string full_name() const { return group + ":" + name; }
+};
+
+struct GroupInfo {
+  std::string name;
+  bool enabled = false;
+};
+
+struct ThreadInfo {
+  uint32_t slot = 0;
+  uint32_t generation = 0;
+  uint32_t tid = 0;
+  std::string name;
+  abi::SlotState state = abi::SlotState::kFree;
+  uint64_t head = 0;     // bytes written in this generation
+  uint64_t written = 0;  // records written
+  uint64_t dropped = 0;  // records dropped by the writer (discard/block without consumer)
+  uint64_t consumed_records = 0;
+};
+
+struct ProcessInfo {
+  std::string path;  // segment path
+  uint32_t pid = 0;
+  bool alive = false;
+  abi::ProcessState state = abi::ProcessState::kRunning;
+  abi::Mode mode = abi::Mode::kOverwrite;
+  abi::ClockKind clock = abi::ClockKind::kTsc;
+  std::string process_name;
+  std::string user_name;
+  uint64_t ticks_per_second = 0;
+  abi::ClockPair clock_start{};
+  abi::ClockPair clock_latest{};
+  uint32_t ring_size = 0;
+  uint32_t block_size = 0;
+  uint32_t max_threads = 0;
+  uint64_t segment_size = 0;
+  uint64_t lost_no_slot = 0;
+  uint64_t lost_reclaimed = 0;
+  uint32_t consumer_pid = 0;
+  uint32_t crash_signal = 0;
+  uint32_t crash_tid = 0;
+};
+
+// One field value of a record. Strings point into the reader's buffer: valid until the
+// reader's next call.
+struct FieldValue {
+  abi::FieldType type = abi::FieldType::kNone;
+  uint64_t bits = 0;  // integer bits (signed values sign-extended), double bits, bool 0/1
+  std::string_view text;
+  int64_t as_int() const { return static_cast<int64_t>(bits); }
+  double as_double() const;
+};
+
+struct Record {
+  uint64_t ticks = 0;    // clock value (TSC ticks or ns, see ProcessInfo::clock)
+  uint64_t time_ns = 0;  // nanoseconds since the segment was created
+  uint64_t seq = 0;      // per-thread record number, from 0
+  uint32_t thread = 0;   // index into the reader's thread list (ThreadStats)
+  const EventInfo* event = nullptr;
+  uint32_t field_count = 0;
+  FieldValue values[abi::kMaxFields];
+};
+
+// What one thread's stream delivered and lost.
+struct ThreadStats {
+  ThreadInfo info;
+  uint64_t records = 0;      // records returned
+  uint64_t overwritten = 0;  // records lost to overwrite before they could be read
+  uint64_t dropped = 0;      // records the writer dropped (from ThreadSlot::dropped)
+  uint64_t corrupt_blocks = 0;
+  uint64_t lost() const { return overwritten + dropped; }
+};
+
+class RecordSource;
+
+class Trace {
+ public:
+  // Attaches to /dev/shm/nanotrace-<pid>. writable: needed to enable groups or consume.
+  static Result<std::unique_ptr<Trace>> open_pid(pid_t pid, bool writable = false);
+  // Attaches to the live segment whose process chose this name (NANOTRACE_NAME).
+  static Result<std::unique_ptr<Trace>> open_name(const std::string& name, bool writable = false);
+  // Attaches to a segment by path (e.g. a segment left by a crashed process).
+  static Result<std::unique_ptr<Trace>> open_path(const std::string& path, bool writable = false);
+  // pid, "name:NAME", or a path: what the CLI accepts as a source.
+  static Result<std::unique_ptr<Trace>> open(const std::string& source, bool writable = false);
+
+  ~Trace();
+  Trace(const Trace&) = delete;
+  Trace& operator=(const Trace&) = delete;
+
+  // Re-reads the header, event and group tables (events registered since open appear).
+  Status refresh();
+  const ProcessInfo& process() const { return process_; }
+  const std::vector<EventInfo>& events() const { return events_; }
+  const EventInfo* event_by_id(uint16_t id) const;
+  std::vector<GroupInfo> groups() const;
+  std::vector<ThreadInfo> threads() const;  // slots that are not free
+
+  // Enables or disables a group in the live process (REQUIRES: writable).
+  Status set_group_enabled(const std::string& group, bool enabled);
+
+  // Nanoseconds between the segment's start and a clock value; wall-clock time of one.
+  uint64_t ticks_to_ns(uint64_t ticks) const;
+  uint64_t ticks_to_realtime_ns(uint64_t ticks) const;
+
+  // Reads every thread's ring as it is now (records written before this call), merged by
+  // time. consume: also advance the consumer positions (REQUIRES: writable and
+  // attach_consumer()).
+  std::unique_ptr<RecordSource> read_all(bool consume = false);
+
+  // Registers this process as the segment's consumer (block mode waits for it). kBusy if
+  // another live consumer is attached.
+  Status attach_consumer();
+  void detach_consumer();
+
+  // Internal accessors for readers in this library.
+  const uint8_t* base() const { return base_; }
+  uint64_t size() const { return size_; }
+  uint8_t* writable_base() const { return writable_ ? base_ : nullptr; }
+
+ private:
+  Trace() = default;
+  Status map(const std::string& path, bool writable);
+  Status load_tables();
+
+  std::string path_;
+  int fd_ = -1;
+  uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+  bool writable_ = false;
+  bool consumer_ = false;
+  ProcessInfo process_;
+  std::vector<EventInfo> events_;
+  std::vector<std::string> group_names_;
+};
+
+// A stream of records in time order (merged over threads), with loss accounting.
+class RecordSource {
+ public:
+  virtual ~RecordSource() = default;
+  // Fills the next record; false at the end. The record's strings and event pointer stay
+  // valid until the next call.
+  virtual bool next(Record* record) = 0;
+  // Per-thread statistics so far (complete once next() returned false).
+  virtual const std::vector<ThreadStats>& threads() const = 0;
+};
+
+// A traced process found in /dev/shm.
+struct ProcessEntry {
+  ProcessInfo info;
+  uint32_t threads = 0;
+  uint64_t events = 0;          // records written, all threads
+  uint64_t lost = 0;            // dropped + no slot + reclaimed (overwrite losses show when read)
+  uint64_t resident_bytes = 0;  // memory the segment occupies in /dev/shm
+  std::string error;            // non-empty if the segment could not be read
+};
+std::vector<ProcessEntry> list_processes();
+
+// Text of a record's fields with the format's placeholders filled: "req=1 len=4096".
+std::string format_fields(const Record& record);
+// One field as text (integers in decimal, pointers in hex, strings as is).
+std::string format_value(const FieldValue& value);
+const char* field_type_name(abi::FieldType type);
+const char* mode_name(abi::Mode mode);
+
+}  // namespace nanotrace

@@ -1,0 +1,51 @@
+// Process identity and futex helpers (see process.hpp).
+#include "common/process.hpp"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace nanotrace::sys {
+
+uint64_t proc_start_time(uint32_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  // After "pid (comm) ", the state is field 3; starttime is field 22.
+  size_t pos = close + 2;
+  for (int field = 3; field < 22 && pos < line.size(); ++field) {
+    pos = line.find(' ', pos);
+    if (pos == std::string::npos) return 0;
+    ++pos;
+  }
+  return std::strtoull(line.c_str() + pos, nullptr, 10);
+}
+
+bool process_alive(uint32_t pid, uint64_t start_time) {
+  if (pid == 0 || pid > INT_MAX) return false;
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  if (start_time == 0) return true;
+  uint64_t now = proc_start_time(pid);
+  return now == 0 || now == start_time;
+}
+
+void futex_wake_all(uint32_t* word) {
+  syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+void futex_wait(uint32_t* word, uint32_t expected, long timeout_ns) {
+  timespec ts{timeout_ns / 1000000000, timeout_ns % 1000000000};
+  syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+}  // namespace nanotrace::sys

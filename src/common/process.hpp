@@ -1,0 +1,19 @@
+// Small OS helpers shared by the runtime and the readers: process identity (pid plus start
+// time, so a reused pid is not mistaken for the traced process) and futex wake-ups on
+// shared memory.
+#pragma once
+
+#include <cstdint>
+
+namespace nanotrace::sys {
+
+// Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), 0 if unknown.
+uint64_t proc_start_time(uint32_t pid);
+// True if pid is alive and, when start_time is non-zero, is the same process.
+bool process_alive(uint32_t pid, uint64_t start_time);
+// Wakes every waiter on a futex word in shared memory.
+void futex_wake_all(uint32_t* word);
+// Sleeps while *word == expected, at most timeout_ns.
+void futex_wait(uint32_t* word, uint32_t expected, long timeout_ns);
+
+}  // namespace nanotrace::sys

@@ -1,0 +1,179 @@
+// Reading one thread's live ring: copy a block, validate it, decode its records (see
+// thread_stream.hpp for the validation rule).
+#include <cstring>
+
+#include "common/process.hpp"
+#include "reader/thread_stream.hpp"
+
+namespace nanotrace::reader {
+namespace {
+
+uint64_t load_u64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+
+// The oldest block position that the writer, having published `head`, cannot be touching:
+// it may still write the current block and (on a block switch) the next one.
+uint64_t oldest_safe_block(uint64_t head, uint64_t block, uint64_t ring_size) {
+  uint64_t limit = align_up(head, block) + block;
+  return limit > ring_size ? limit - ring_size : 0;
+}
+
+}  // namespace
+
+uint32_t decode_record(const Trace& trace, const uint8_t* buf, uint32_t offset, uint32_t limit,
+                       uint64_t base_ticks, Record* r) {
+  if (offset + 8 > limit) return 0;
+  uint64_t word0 = load_u64(buf + offset);
+  const EventInfo* ev = trace.event_by_id(static_cast<uint16_t>(word0 & 0xffff));
+  if (ev == nullptr || ev->is_guard) return 0;
+  uint32_t at = offset + 8;
+  r->event = ev;
+  r->ticks = abi::expand_ticks(base_ticks, word0 >> 16);
+  r->field_count = static_cast<uint32_t>(ev->fields.size());
+  for (uint32_t f = 0; f < r->field_count; ++f) {
+    FieldValue& v = r->values[f];
+    v.type = ev->fields[f].type;
+    v.text = std::string_view();
+    if (v.type == abi::FieldType::kString) {
+      if (at + 1 > limit) return 0;
+      uint32_t n = buf[at];
+      if (n > abi::kMaxStringBytes) return 0;
+      uint32_t slot = abi::string_slot_bytes(n);
+      if (at + slot > limit) return 0;
+      v.text = std::string_view(reinterpret_cast<const char*>(buf + at + 1), n);
+      v.bits = n;
+      at += slot;
+    } else {
+      if (at + 8 > limit) return 0;
+      v.bits = load_u64(buf + at);
+      at += 8;
+    }
+  }
+  return at - offset;
+}
+
+LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool consume,
+                                   uint32_t index)
+    : trace_(trace), index_(index) {
+  auto* h = reinterpret_cast<const abi::SegmentHeader*>(trace.base());
+  const ProcessInfo& p = trace.process();
+  slot_ = reinterpret_cast<const abi::ThreadSlot*>(trace.base() + h->threads_offset) + info.slot;
+  writable_slot_ =
+      consume && trace.writable_base()
+          ? reinterpret_cast<abi::ThreadSlot*>(trace.writable_base() + h->threads_offset) +
+                info.slot
+          : nullptr;
+  ring_ = trace.base() + h->rings_offset + uint64_t{info.slot} * p.ring_size;
+  ring_size_ = p.ring_size;
+  mask_ = ring_size_ - 1;
+  block_ = p.block_size;
+  buf_.resize(block_);
+  stats_.info = info;
+  stats_.dropped = info.dropped;
+  end_ = info.head;
+  if (writable_slot_) {
+    pos_ = __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE);
+    expected_seq_ = __atomic_load_n(&slot_->consumed_records, __ATOMIC_ACQUIRE);
+  } else {
+    pos_ = 0;
+    expected_seq_ = 0;
+  }
+  uint64_t safe = oldest_safe_block(end_, block_, ring_size_);
+  if (pos_ < safe || pos_ > end_) pos_ = safe;
+}
+
+bool LiveThreadStream::load_block() {
+  have_block_ = false;
+  while (pos_ < end_) {
+    uint64_t start = pos_ & ~(block_ - 1);
+    uint64_t stop = start + block_ < end_ ? start + block_ : end_;
+    auto len = static_cast<uint32_t>(stop - start);
+    std::memcpy(buf_.data(), ring_ + (start & mask_), len);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint32_t gen = __atomic_load_n(&slot_->generation, __ATOMIC_ACQUIRE);
+    uint64_t head = __atomic_load_n(&slot_->head, __ATOMIC_ACQUIRE);
+    if (gen != stats_.info.generation || head < end_) {
+      // The slot was reused by another thread: what this thread left is gone.
+      done_ = true;
+      return false;
+    }
+    uint64_t safe = oldest_safe_block(head, block_, ring_size_);
+    if (start < safe) {
+      pos_ = safe;  // overwritten while we were behind; the seq gap counts the loss
+      continue;
+    }
+    abi::BlockHeader bh;
+    std::memcpy(&bh, buf_.data(), sizeof(bh));
+    bool resuming = pos_ != start;  // a consumer continuing inside a block it began
+    bool seq_ok = resuming ? bh.first_seq <= expected_seq_ : bh.first_seq >= expected_seq_;
+    if (len < abi::kBlockHeaderBytes || bh.position != start || !seq_ok ||
+        bh.first_seq > stats_.info.written + (1ull << 40)) {
+      ++stats_.corrupt_blocks;
+      pos_ = start + block_;
+      continue;
+    }
+    if (!resuming && bh.first_seq > expected_seq_) {
+      stats_.overwritten += bh.first_seq - expected_seq_;
+      expected_seq_ = bh.first_seq;
+    }
+    block_pos_ = start;
+    buf_len_ = len;
+    offset_ = abi::kBlockHeaderBytes;
+    base_ticks_ = bh.base_ticks;
+    seq_ = bh.first_seq;
+    have_block_ = true;
+    return true;
+  }
+  return false;
+}
+
+bool LiveThreadStream::next(Record* r) {
+  while (!done_) {
+    if (!have_block_ && !load_block()) break;
+    if (offset_ + 8 > buf_len_ || load_u64(buf_.data() + offset_) == 0) {
+      pos_ = block_pos_ + block_;  // end of block (or of what was written)
+      if (pos_ > end_) pos_ = end_;
+      have_block_ = false;
+      publish_consumed();
+      continue;
+    }
+    uint32_t size = decode_record(trace_, buf_.data(), offset_, buf_len_, base_ticks_, r);
+    if (size == 0) {
+      ++stats_.corrupt_blocks;
+      pos_ = block_pos_ + block_;
+      if (pos_ > end_) pos_ = end_;
+      have_block_ = false;
+      continue;
+    }
+    uint64_t record_pos = block_pos_ + offset_;
+    offset_ += size;
+    uint64_t seq = seq_++;
+    if (record_pos < pos_) continue;  // returned by an earlier pass (consumer resuming)
+    pos_ = block_pos_ + offset_;
+    expected_seq_ = seq + 1;
+    r->seq = seq;
+    r->thread = index_;
+    r->time_ns = trace_.ticks_to_ns(r->ticks);
+    ++stats_.records;
+    return true;
+  }
+  publish_consumed();
+  return false;
+}
+
+void LiveThreadStream::publish_consumed() {
+  if (!writable_slot_) return;
+  __atomic_store_n(&writable_slot_->consumed_records, expected_seq_, __ATOMIC_RELEASE);
+  __atomic_store_n(&writable_slot_->consumed, pos_, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&writable_slot_->consumer_seq, 1, __ATOMIC_RELEASE);
+  if (__atomic_load_n(&writable_slot_->writer_waiting, __ATOMIC_SEQ_CST) != 0) {
+    sys::futex_wake_all(&writable_slot_->consumer_seq);
+  }
+}
+
+}  // namespace nanotrace::reader

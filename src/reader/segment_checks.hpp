@@ -1,0 +1,18 @@
+// Validation of a segment header copy before any offset in it is used. Internal header.
+#pragma once
+
+#include <cstdint>
+
+#include "common/process.hpp"
+#include "nanotrace/abi.hpp"
+#include "nanotrace/status.hpp"
+
+namespace nanotrace::reader {
+
+// Checks magic, version, sizes, and that every table and ring lies inside file_size.
+Status validate_header(const abi::SegmentHeader& header, uint64_t file_size);
+
+using sys::futex_wake_all;
+using sys::process_alive;
+
+}  // namespace nanotrace::reader

@@ -1,0 +1,334 @@
+// Attaching to a live segment: mapping it, validating every header field, offset and count
+// before use, and decoding the event, group and thread tables into owned values.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "nanotrace/reader.hpp"
+#include "reader/segment_checks.hpp"
+
+namespace nanotrace {
+namespace {
+
+bool is_pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// end = offset + count * size, false on overflow or if past limit.
+bool fits(uint64_t offset, uint64_t count, uint64_t size, uint64_t limit) {
+  unsigned __int128 end =
+      static_cast<unsigned __int128>(offset) + static_cast<unsigned __int128>(count) * size;
+  return end <= limit;
+}
+
+std::string bounded(const char* p, size_t cap) { return std::string(p, ::strnlen(p, cap)); }
+
+}  // namespace
+
+namespace reader {
+
+Status validate_header(const abi::SegmentHeader& h, uint64_t file_size) {
+  if (std::memcmp(h.magic, abi::kSegmentMagic, sizeof(h.magic)) != 0) {
+    return Status::Corrupt("not a nanotrace segment (bad magic)");
+  }
+  if (h.version == 0) return Status::Corrupt("segment is still being created");
+  if (h.version != abi::kSegmentVersion) {
+    return Status::Unsupported("segment version " + std::to_string(h.version) +
+                               " (this build reads version " +
+                               std::to_string(abi::kSegmentVersion) + ")");
+  }
+  if (h.header_size != sizeof(abi::SegmentHeader)) return Status::Corrupt("bad header size");
+  if (h.segment_size != file_size) {
+    return Status::Corrupt("segment size " + std::to_string(h.segment_size) +
+                           " does not match the file (" + std::to_string(file_size) + ")");
+  }
+  if (h.mode > 2) return Status::Corrupt("unknown mode " + std::to_string(h.mode));
+  if (h.clock_kind > 1) return Status::Corrupt("unknown clock kind");
+  if (h.ticks_per_second == 0) return Status::Corrupt("clock rate is zero");
+  if (!is_pow2(h.ring_size) || h.ring_size < 8192 || !is_pow2(h.block_size) ||
+      h.block_size < abi::kBlockHeaderBytes + abi::kMaxRecordBytes ||
+      h.block_size * 4 > h.ring_size) {
+    return Status::Corrupt("bad ring or block size");
+  }
+  if (h.max_threads == 0 || h.max_threads > 65536) return Status::Corrupt("bad thread count");
+  if (h.groups_count > abi::kMaxGroups ||
+      !fits(h.groups_offset, abi::kMaxGroups, sizeof(abi::GroupEntry), file_size)) {
+    return Status::Corrupt("group table out of bounds");
+  }
+  if (h.events_count > h.events_capacity || h.events_capacity > 65535 ||
+      !fits(h.events_offset, h.events_capacity, sizeof(abi::EventEntry), file_size)) {
+    return Status::Corrupt("event table out of bounds");
+  }
+  if (h.strings_used > h.strings_capacity ||
+      !fits(h.strings_offset, h.strings_capacity, 1, file_size)) {
+    return Status::Corrupt("string pool out of bounds");
+  }
+  if (h.threads_offset % alignof(abi::ThreadSlot) != 0 ||
+      !fits(h.threads_offset, h.max_threads, sizeof(abi::ThreadSlot), file_size)) {
+    return Status::Corrupt("thread table out of bounds");
+  }
+  if (h.rings_offset % 8 != 0 || !fits(h.rings_offset, h.max_threads, h.ring_size, file_size)) {
+    return Status::Corrupt("rings out of bounds");
+  }
+  return Status::Ok();
+}
+
+}  // namespace reader
+
+Trace::~Trace() {
+  if (consumer_) detach_consumer();
+  if (base_) munmap(base_, size_);
+  if (fd_ >= 0) close(fd_);
+}
+
+Status Trace::map(const std::string& path, bool writable) {
+  path_ = path;
+  writable_ = writable;
+  fd_ = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+  if (fd_ < 0) {
+    if (errno == ENOENT) return Status::NotFound("no nanotrace segment at " + path);
+    return Status::FromErrno(path, errno);
+  }
+  struct stat st;
+  if (fstat(fd_, &st) != 0) return Status::FromErrno(path, errno);
+  if (!S_ISREG(st.st_mode)) return Status::Invalid(path + " is not a regular file");
+  if (st.st_uid != geteuid() && geteuid() != 0) {
+    return Status::Invalid(path + " belongs to another user");
+  }
+  if (static_cast<uint64_t>(st.st_size) < sizeof(abi::SegmentHeader)) {
+    return Status::Corrupt(path + ": truncated segment (" + std::to_string(st.st_size) + " bytes)");
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+  void* p = mmap(nullptr, size_, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) return Status::FromErrno("mmap " + path, errno);
+  base_ = static_cast<uint8_t*>(p);
+  return load_tables();
+}
+
+Status Trace::load_tables() {
+  abi::SegmentHeader h;
+  std::memcpy(&h, base_, sizeof(h));  // validate a private copy, not the live bytes
+  Status s = reader::validate_header(h, size_);
+  if (!s.ok()) return Status(s.code(), path_ + ": " + s.message());
+  ProcessInfo& p = process_;
+  p.path = path_;
+  p.pid = h.pid;
+  p.alive = reader::process_alive(h.pid, h.proc_start_time) &&
+            h.state == static_cast<uint32_t>(abi::ProcessState::kRunning);
+  p.state = h.state <= 2 ? static_cast<abi::ProcessState>(h.state) : abi::ProcessState::kRunning;
+  p.mode = static_cast<abi::Mode>(h.mode);
+  p.clock = static_cast<abi::ClockKind>(h.clock_kind);
+  p.process_name = bounded(h.process_name, sizeof(h.process_name));
+  p.user_name = bounded(h.user_name, sizeof(h.user_name));
+  p.ticks_per_second = h.ticks_per_second;
+  p.clock_start = h.clock_start;
+  // clock_latest is guarded by a seqlock; fall back to the start pair if it keeps moving.
+  p.clock_latest = h.clock_start;
+  for (int i = 0; i < 100; ++i) {
+    auto* live = reinterpret_cast<const abi::SegmentHeader*>(base_);
+    uint32_t a = __atomic_load_n(&live->clock_seq, __ATOMIC_ACQUIRE);
+    abi::ClockPair pair = live->clock_latest;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if ((a & 1) == 0 && __atomic_load_n(&live->clock_seq, __ATOMIC_RELAXED) == a) {
+      if (pair.monotonic_ns > h.clock_start.monotonic_ns && pair.ticks > h.clock_start.ticks) {
+        p.clock_latest = pair;
+      }
+      break;
+    }
+  }
+  p.ring_size = h.ring_size;
+  p.block_size = h.block_size;
+  p.max_threads = h.max_threads;
+  p.segment_size = h.segment_size;
+  p.lost_no_slot = h.lost_no_slot;
+  p.lost_reclaimed = h.lost_reclaimed;
+  p.consumer_pid = h.consumer_pid;
+  p.crash_signal = h.crash_signal;
+  p.crash_tid = h.crash_tid;
+
+  const char* pool = reinterpret_cast<const char*>(base_ + h.strings_offset);
+  auto str = [&](uint32_t off) -> std::string {
+    if (off >= h.strings_used) return std::string();
+    return bounded(pool + off, h.strings_used - off);
+  };
+  group_names_.clear();
+  auto* groups = reinterpret_cast<const abi::GroupEntry*>(base_ + h.groups_offset);
+  for (uint32_t g = 0; g < h.groups_count; ++g) {
+    group_names_.push_back(bounded(groups[g].name, sizeof(groups[g].name)));
+  }
+  events_.clear();
+  auto* entries = reinterpret_cast<const abi::EventEntry*>(base_ + h.events_offset);
+  for (uint32_t i = 0; i < h.events_count; ++i) {
+    abi::EventEntry e;
+    std::memcpy(&e, &entries[i], sizeof(e));
+    if (e.group >= h.groups_count || e.field_count > abi::kMaxFields) {
+      return Status::Corrupt(path_ + ": event " + std::to_string(i + 1) + " is malformed");
+    }
+    EventInfo info;
+    info.id = static_cast<uint16_t>(i + 1);
+    info.group_index = e.group;
+    info.group = group_names_[e.group];
+    info.name = str(e.name);
+    info.format = str(e.format);
+    info.file = str(e.file);
+    info.line = e.line;
+    info.is_guard = e.reserved[0] != 0;
+    for (uint32_t f = 0; f < e.field_count; ++f) {
+      if (e.field_types[f] == 0 ||
+          e.field_types[f] > static_cast<uint8_t>(abi::FieldType::kPointer)) {
+        return Status::Corrupt(path_ + ": event " + info.full_name() + " has a bad field type");
+      }
+      info.fields.push_back({str(e.field_names[f]), static_cast<abi::FieldType>(e.field_types[f])});
+    }
+    events_.push_back(std::move(info));
+  }
+  return Status::Ok();
+}
+
+Status Trace::refresh() { return load_tables(); }
+
+Result<std::unique_ptr<Trace>> Trace::open_path(const std::string& path, bool writable) {
+  std::unique_ptr<Trace> t(new Trace());
+  Status s = t->map(path, writable);
+  if (!s.ok()) return s;
+  return t;
+}
+
+Result<std::unique_ptr<Trace>> Trace::open_pid(pid_t pid, bool writable) {
+  if (pid <= 0) return Status::Invalid("bad pid " + std::to_string(pid));
+  auto t = open_path("/dev/shm/nanotrace-" + std::to_string(pid), writable);
+  if (!t.ok() && t.status().code() == StatusCode::kNotFound) {
+    bool exists = kill(pid, 0) == 0 || errno == EPERM;
+    return Status::NotFound(exists ? "process " + std::to_string(pid) + " is not traced"
+                                   : "no process " + std::to_string(pid) +
+                                         " and no segment it left behind");
+  }
+  return t;
+}
+
+Result<std::unique_ptr<Trace>> Trace::open_name(const std::string& name, bool writable) {
+  for (const ProcessEntry& e : list_processes()) {
+    if (e.error.empty() && e.info.user_name == name && e.info.alive) {
+      return open_path(e.info.path, writable);
+    }
+  }
+  return Status::NotFound("no live traced process named '" + name + "'");
+}
+
+Result<std::unique_ptr<Trace>> Trace::open(const std::string& source, bool writable) {
+  if (source.rfind("name:", 0) == 0) return open_name(source.substr(5), writable);
+  if (!source.empty() && source.find_first_not_of("0123456789") == std::string::npos) {
+    if (source.size() > 9) return Status::Invalid("bad pid " + source);
+    return open_pid(static_cast<pid_t>(std::stol(source)), writable);
+  }
+  if (source.find('/') != std::string::npos) return open_path(source, writable);
+  return open_name(source, writable);
+}
+
+const EventInfo* Trace::event_by_id(uint16_t id) const {
+  if (id == 0 || id > events_.size()) return nullptr;
+  return &events_[id - 1];
+}
+
+std::vector<GroupInfo> Trace::groups() const {
+  auto* h = reinterpret_cast<const abi::SegmentHeader*>(base_);
+  std::vector<GroupInfo> out;
+  auto* groups = reinterpret_cast<const abi::GroupEntry*>(base_ + h->groups_offset);
+  for (uint32_t g = 0; g < group_names_.size(); ++g) {
+    out.push_back({group_names_[g], __atomic_load_n(&groups[g].enabled, __ATOMIC_RELAXED) != 0});
+  }
+  return out;
+}
+
+std::vector<ThreadInfo> Trace::threads() const {
+  auto* h = reinterpret_cast<const abi::SegmentHeader*>(base_);
+  std::vector<ThreadInfo> out;
+  auto* slots = reinterpret_cast<const abi::ThreadSlot*>(base_ + h->threads_offset);
+  for (uint32_t i = 0; i < process_.max_threads; ++i) {
+    const abi::ThreadSlot& s = slots[i];
+    uint32_t state = __atomic_load_n(&s.state, __ATOMIC_ACQUIRE);
+    if (state == static_cast<uint32_t>(abi::SlotState::kFree) || state > 2) continue;
+    ThreadInfo t;
+    t.slot = i;
+    t.generation = __atomic_load_n(&s.generation, __ATOMIC_ACQUIRE);
+    t.state = static_cast<abi::SlotState>(state);
+    t.tid = s.tid;
+    t.name = bounded(s.name, sizeof(s.name));
+    t.head = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
+    t.written = s.written;
+    t.dropped = s.dropped;
+    t.consumed_records = s.consumed_records;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Status Trace::set_group_enabled(const std::string& group, bool enabled) {
+  if (!writable_) return Status::Invalid("segment opened read-only");
+  auto* h = reinterpret_cast<abi::SegmentHeader*>(base_);
+  auto* groups = reinterpret_cast<abi::GroupEntry*>(base_ + h->groups_offset);
+  for (uint32_t g = 0; g < group_names_.size(); ++g) {
+    if (group_names_[g] == group) {
+      __atomic_store_n(&groups[g].enabled, enabled ? 1 : 0, __ATOMIC_RELEASE);
+      __atomic_fetch_add(&h->control_seq, 1, __ATOMIC_RELEASE);
+      reader::futex_wake_all(&h->control_seq);
+      return Status::Ok();
+    }
+  }
+  std::string known;
+  for (const auto& n : group_names_) known += (known.empty() ? "" : ", ") + n;
+  return Status::NotFound("no group '" + group + "' in process " + std::to_string(process_.pid) +
+                          " (groups: " + known + ")");
+}
+
+uint64_t Trace::ticks_to_ns(uint64_t ticks) const {
+  const abi::ClockPair& a = process_.clock_start;
+  const abi::ClockPair& b = process_.clock_latest;
+  double hz = static_cast<double>(process_.ticks_per_second);
+  if (process_.clock == abi::ClockKind::kTsc && b.monotonic_ns > a.monotonic_ns + 50000000) {
+    hz = static_cast<double>(b.ticks - a.ticks) * 1e9 /
+         static_cast<double>(b.monotonic_ns - a.monotonic_ns);
+  }
+  if (process_.clock == abi::ClockKind::kMonotonic) hz = 1e9;
+  if (ticks <= a.ticks) return 0;
+  return static_cast<uint64_t>(static_cast<double>(ticks - a.ticks) * 1e9 / hz);
+}
+
+uint64_t Trace::ticks_to_realtime_ns(uint64_t ticks) const {
+  return process_.clock_start.realtime_ns + ticks_to_ns(ticks);
+}
+
+Status Trace::attach_consumer() {
+  if (!writable_) return Status::Invalid("segment opened read-only");
+  auto* h = reinterpret_cast<abi::SegmentHeader*>(base_);
+  uint32_t me = static_cast<uint32_t>(getpid());
+  for (;;) {
+    uint32_t cur = __atomic_load_n(&h->consumer_pid, __ATOMIC_ACQUIRE);
+    if (cur == me) break;
+    if (cur != 0 && reader::process_alive(cur, 0)) {
+      return Status::Busy("process " + std::to_string(process_.pid) +
+                          " already has a consumer (pid " + std::to_string(cur) + ")");
+    }
+    if (__atomic_compare_exchange_n(&h->consumer_pid, &cur, me, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+      break;
+    }
+  }
+  consumer_ = true;
+  return Status::Ok();
+}
+
+void Trace::detach_consumer() {
+  if (!consumer_ || !base_) return;
+  auto* h = reinterpret_cast<abi::SegmentHeader*>(base_);
+  uint32_t me = static_cast<uint32_t>(getpid());
+  __atomic_compare_exchange_n(&h->consumer_pid, &me, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  consumer_ = false;
+}
+
+}  // namespace nanotrace

@@ -1,0 +1,57 @@
+// One thread's records out of a live ring, in order, block by block. Internal header.
+//
+// Each block is copied whole into a private buffer, then validated against the writer's
+// state read after the copy: the slot's generation must not have changed, and the block
+// must lie outside the region the writer may be overwriting. A block that fails is skipped
+// and the records it held are counted as overwritten (from the next block's first_seq).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "nanotrace/reader.hpp"
+
+namespace nanotrace::reader {
+
+// Decodes the record at buf[offset, limit). Returns its size, or 0 if it is malformed
+// (unknown event id, string length past the end).
+uint32_t decode_record(const Trace& trace, const uint8_t* buf, uint32_t offset, uint32_t limit,
+                       uint64_t base_ticks, Record* record);
+
+class LiveThreadStream {
+ public:
+  // REQUIRES: slot < trace.process().max_threads. consume: advance the slot's consumer
+  // position as records are read (the caller is the attached consumer).
+  LiveThreadStream(Trace& trace, const ThreadInfo& info, bool consume, uint32_t index);
+
+  // Next record, or false at the position the writer had reached when the stream began.
+  bool next(Record* record);
+  const ThreadStats& stats() const { return stats_; }
+
+ private:
+  bool load_block();
+  void publish_consumed();
+
+  Trace& trace_;
+  const abi::ThreadSlot* slot_;
+  abi::ThreadSlot* writable_slot_;
+  const uint8_t* ring_;
+  uint64_t mask_;
+  uint64_t block_;
+  uint64_t ring_size_;
+  uint64_t end_;  // snapshot of the writer's head
+  uint64_t pos_;  // position of the next record to return
+  uint64_t expected_seq_;
+  uint32_t index_;
+  ThreadStats stats_;
+  std::vector<uint8_t> buf_;
+  bool have_block_ = false;
+  uint64_t block_pos_ = 0;  // position of the block in buf_
+  uint32_t buf_len_ = 0;    // valid bytes in buf_
+  uint32_t offset_ = 0;     // parse offset in buf_
+  uint64_t base_ticks_ = 0;
+  uint64_t seq_ = 0;  // seq of the record at offset_
+  bool done_ = false;
+};
+
+}  // namespace nanotrace::reader

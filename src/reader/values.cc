@@ -1,0 +1,108 @@
+// Turning record fields into text: single values, and a record's format with its
+// placeholders filled ("req={} len={}" -> "req=7 len=4096").
+#include <fmt/format.h>
+
+#include <cstring>
+#include <string>
+
+#include "nanotrace/reader.hpp"
+
+namespace nanotrace {
+
+double FieldValue::as_double() const {
+  if (type == abi::FieldType::kF32 || type == abi::FieldType::kF64) {
+    double d;
+    std::memcpy(&d, &bits, 8);
+    return d;
+  }
+  if (type >= abi::FieldType::kI8 && type <= abi::FieldType::kI64) {
+    return static_cast<double>(static_cast<int64_t>(bits));
+  }
+  return static_cast<double>(bits);
+}
+
+std::string format_value(const FieldValue& v) {
+  using abi::FieldType;
+  switch (v.type) {
+    case FieldType::kI8:
+    case FieldType::kI16:
+    case FieldType::kI32:
+    case FieldType::kI64:
+      return fmt::format("{}", static_cast<int64_t>(v.bits));
+    case FieldType::kF32:
+    case FieldType::kF64:
+      return fmt::format("{}", v.as_double());
+    case FieldType::kBool:
+      return v.bits ? "true" : "false";
+    case FieldType::kString:
+      return std::string(v.text);
+    case FieldType::kPointer:
+      return fmt::format("0x{:x}", v.bits);
+    default:
+      return fmt::format("{}", v.bits);
+  }
+}
+
+std::string format_fields(const Record& r) {
+  std::string out;
+  const std::string& f = r.event->format;
+  uint32_t field = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] == '{' && i + 1 < f.size() && f[i + 1] == '}') {
+      if (field < r.field_count) out += format_value(r.values[field]);
+      ++field;
+      ++i;
+    } else {
+      out += f[i];
+    }
+  }
+  return out;
+}
+
+const char* field_type_name(abi::FieldType t) {
+  using abi::FieldType;
+  switch (t) {
+    case FieldType::kI8:
+      return "i8";
+    case FieldType::kI16:
+      return "i16";
+    case FieldType::kI32:
+      return "i32";
+    case FieldType::kI64:
+      return "i64";
+    case FieldType::kU8:
+      return "u8";
+    case FieldType::kU16:
+      return "u16";
+    case FieldType::kU32:
+      return "u32";
+    case FieldType::kU64:
+      return "u64";
+    case FieldType::kF32:
+      return "f32";
+    case FieldType::kF64:
+      return "f64";
+    case FieldType::kBool:
+      return "bool";
+    case FieldType::kString:
+      return "string";
+    case FieldType::kPointer:
+      return "pointer";
+    default:
+      return "none";
+  }
+}
+
+const char* mode_name(abi::Mode m) {
+  switch (m) {
+    case abi::Mode::kOverwrite:
+      return "overwrite";
+    case abi::Mode::kDiscard:
+      return "discard";
+    case abi::Mode::kBlock:
+      return "block";
+  }
+  return "unknown";
+}
+
+}  // namespace nanotrace

@@ -1,0 +1,94 @@
+// Clock source and calibration. Timestamps are raw TSC ticks when the TSC is invariant
+// (constant rate, not stopped in idle states), else CLOCK_MONOTONIC nanoseconds. The segment
+// keeps (ticks, realtime, monotonic) pairs so a reader converts ticks to wall-clock time; the
+// control thread refreshes the latest pair so the rate is measured over a long baseline.
+#include <cpuid.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include <cstdint>
+
+#include "nanotrace/nanotrace.hpp"
+#include "runtime/runtime.hpp"
+
+namespace nanotrace::detail {
+
+constinit bool g_clock_is_tsc = true;
+
+uint64_t monotonic_ticks() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+}  // namespace nanotrace::detail
+
+namespace nanotrace::runtime {
+namespace {
+
+uint64_t ns_of(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t read_ticks(abi::ClockKind kind) {
+  return kind == abi::ClockKind::kTsc ? __rdtsc() : detail::monotonic_ticks();
+}
+
+}  // namespace
+
+bool tsc_is_invariant() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) || eax < 0x80000007u) return false;
+  __get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx);
+  return (edx & (1u << 8)) != 0;
+}
+
+// The pair with the tightest tick bracket of a few tries, so a preemption between the two
+// reads does not skew it.
+abi::ClockPair sample_clock_pair(abi::ClockKind kind) {
+  abi::ClockPair best{};
+  uint64_t best_span = ~uint64_t{0};
+  for (int i = 0; i < 5; ++i) {
+    uint64_t t0 = read_ticks(kind);
+    uint64_t real = ns_of(CLOCK_REALTIME);
+    uint64_t mono = ns_of(CLOCK_MONOTONIC);
+    uint64_t t1 = read_ticks(kind);
+    if (t1 - t0 < best_span) {
+      best_span = t1 - t0;
+      best = {t0 + (t1 - t0) / 2, real, mono};
+    }
+  }
+  return best;
+}
+
+uint64_t estimate_ticks_per_second(abi::ClockKind kind) {
+  if (kind == abi::ClockKind::kMonotonic) return 1000000000ull;
+  abi::ClockPair a = sample_clock_pair(kind);
+  uint64_t deadline = a.monotonic_ns + 2000000;  // 2 ms: 1e-4 accuracy, refined later
+  abi::ClockPair b;
+  do {
+    b = sample_clock_pair(kind);
+  } while (b.monotonic_ns < deadline);
+  double hz = static_cast<double>(b.ticks - a.ticks) * 1e9 /
+              static_cast<double>(b.monotonic_ns - a.monotonic_ns);
+  return static_cast<uint64_t>(hz);
+}
+
+void refresh_clock(abi::SegmentHeader* h) {
+  auto kind = static_cast<abi::ClockKind>(h->clock_kind);
+  abi::ClockPair p = sample_clock_pair(kind);
+  uint32_t seq = __atomic_load_n(&h->clock_seq, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->clock_seq, seq + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  h->clock_latest = p;
+  uint64_t dt = p.monotonic_ns - h->clock_start.monotonic_ns;
+  if (kind == abi::ClockKind::kTsc && dt > 50000000) {  // >50 ms: better than the estimate
+    h->ticks_per_second = static_cast<uint64_t>(
+        static_cast<double>(p.ticks - h->clock_start.ticks) * 1e9 / static_cast<double>(dt));
+  }
+  __atomic_store_n(&h->clock_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+}  // namespace nanotrace::runtime

@@ -1,0 +1,128 @@
+// Runtime configuration: defaults, NANOTRACE_* environment variables, and Options from the
+// API, in that order of precedence (the API wins).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "runtime/runtime.hpp"
+
+namespace nanotrace::runtime {
+namespace {
+
+constexpr uint32_t kMinRing = 64u << 10;
+constexpr uint32_t kMaxRing = 1u << 30;
+
+uint32_t round_up_pow2(uint64_t v) {
+  uint64_t p = kMinRing;
+  while (p < v) p <<= 1;
+  return static_cast<uint32_t>(p);
+}
+
+// "4M", "512K", "1048576" -> bytes; 0 on error.
+uint64_t parse_size(std::string_view text) {
+  if (text.empty()) return 0;
+  uint64_t mult = 1;
+  char last = text.back();
+  if (last == 'k' || last == 'K') mult = 1ull << 10;
+  if (last == 'm' || last == 'M') mult = 1ull << 20;
+  if (last == 'g' || last == 'G') mult = 1ull << 30;
+  if (mult != 1) text.remove_suffix(1);
+  if (text.empty() || text.size() > 12) return 0;
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return 0;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v * mult;
+}
+
+void warn(const char* var, const char* value, const char* expected) {
+  std::fprintf(stderr, "nanotrace: ignoring %s=%s (expected %s)\n", var, value, expected);
+}
+
+}  // namespace
+
+bool group_enabled_by_spec(const std::string& spec, const std::string& group) {
+  bool enabled = false;
+  std::string_view rest = spec;
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    bool negate = !item.empty() && item.front() == '-';
+    if (negate) item.remove_prefix(1);
+    if (item == "all" || item == "*" || item == group) enabled = !negate;
+    if (item == "none") enabled = false;
+  }
+  return enabled;
+}
+
+Config config_from_environment() {
+  Config c;
+  if (const char* v = std::getenv("NANOTRACE_MODE")) {
+    std::string_view s = v;
+    if (s == "overwrite") {
+      c.mode = Mode::kOverwrite;
+    } else if (s == "discard") {
+      c.mode = Mode::kDiscard;
+    } else if (s == "block") {
+      c.mode = Mode::kBlock;
+    } else {
+      warn("NANOTRACE_MODE", v, "overwrite, discard or block");
+    }
+  }
+  if (const char* v = std::getenv("NANOTRACE_BUFFER")) {
+    uint64_t bytes = parse_size(v);
+    if (bytes == 0 || bytes > kMaxRing) {
+      warn("NANOTRACE_BUFFER", v, "a size such as 1M, 64K..1G");
+    } else {
+      c.ring_size = round_up_pow2(bytes);
+    }
+  }
+  if (const char* v = std::getenv("NANOTRACE_THREADS")) {
+    uint64_t n = parse_size(v);
+    if (n == 0 || n > 65536) {
+      warn("NANOTRACE_THREADS", v, "1..65536");
+    } else {
+      c.max_threads = static_cast<uint32_t>(n);
+    }
+  }
+  if (const char* v = std::getenv("NANOTRACE_GROUPS")) c.groups = v;
+  if (const char* v = std::getenv("NANOTRACE_NAME")) c.name = std::string(v).substr(0, 63);
+  if (const char* v = std::getenv("NANOTRACE_KEEP")) c.keep_on_exit = std::string_view(v) == "1";
+  if (const char* v = std::getenv("NANOTRACE_CLOCK")) {
+    std::string_view s = v;
+    if (s == "monotonic") {
+      c.force_monotonic = true;
+    } else if (s != "tsc") {
+      warn("NANOTRACE_CLOCK", v, "tsc or monotonic");
+    }
+  }
+  return c;
+}
+
+Status apply_options(const Options& o, Config* c) {
+  if (o.buffer_bytes) {
+    if (*o.buffer_bytes == 0 || *o.buffer_bytes > kMaxRing) {
+      return Status::Invalid("buffer_bytes must be in 1..1 GiB");
+    }
+    c->ring_size = round_up_pow2(*o.buffer_bytes);
+  }
+  if (o.max_threads) {
+    if (*o.max_threads == 0 || *o.max_threads > 65536) {
+      return Status::Invalid("max_threads must be in 1..65536");
+    }
+    c->max_threads = *o.max_threads;
+  }
+  if (o.mode) {
+    if (static_cast<uint32_t>(*o.mode) > 2) return Status::Invalid("unknown mode");
+    c->mode = *o.mode;
+  }
+  if (o.groups) c->groups = *o.groups;
+  if (o.name) c->name = o.name->substr(0, 63);
+  if (o.keep_on_exit) c->keep_on_exit = *o.keep_on_exit;
+  return Status::Ok();
+}
+
+}  // namespace nanotrace::runtime

@@ -1,0 +1,114 @@
+// `nanotrace list`, `events`, `enable` and `disable`: what is traced and what is switched on.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "nanotrace/reader.hpp"
+
+namespace nanotrace::cli {
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "nanotrace: %s\n", status.message().c_str());
+  return 1;
+}
+
+int cmd_list(bool json) {
+  std::vector<ProcessEntry> all = list_processes();
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const ProcessEntry& e : all) {
+      nlohmann::json j = {{"pid", e.info.pid}, {"path", e.info.path}};
+      if (!e.error.empty()) {
+        j["error"] = e.error;
+      } else {
+        j.update({{"name", e.info.user_name.empty() ? e.info.process_name : e.info.user_name},
+                  {"process", e.info.process_name},
+                  {"alive", e.info.alive},
+                  {"threads", e.threads},
+                  {"mode", mode_name(e.info.mode)},
+                  {"bytes", e.resident_bytes},
+                  {"events", e.events},
+                  {"lost", e.lost}});
+      }
+      out.push_back(j);
+    }
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print("{:>8}  {:<16} {:<6} {:>7}  {:<9} {:>10} {:>12} {:>10}\n", "PID", "NAME", "ALIVE",
+             "THREADS", "MODE", "BYTES", "EVENTS", "LOST");
+  for (const ProcessEntry& e : all) {
+    if (!e.error.empty()) {
+      fmt::print("{:>8}  unreadable: {}\n", e.info.pid, e.error);
+      continue;
+    }
+    std::string name = e.info.user_name.empty() ? e.info.process_name : e.info.user_name;
+    fmt::print("{:>8}  {:<16} {:<6} {:>7}  {:<9} {:>10} {:>12} {:>10}\n", e.info.pid, name,
+               e.info.alive ? "yes" : "no", e.threads, mode_name(e.info.mode), e.resident_bytes,
+               e.events, e.lost);
+  }
+  return 0;
+}
+
+int cmd_events(const std::string& source, bool json) {
+  auto trace = Trace::open(source);
+  if (!trace.ok()) return fail(trace.status());
+  Trace& t = **trace;
+  std::vector<GroupInfo> groups = t.groups();
+  nlohmann::json out = nlohmann::json::array();
+  if (!json) fmt::print("{:>5}  {:<32} {:<4} {:<40} {}\n", "ID", "EVENT", "ON", "FIELDS", "SOURCE");
+  for (const EventInfo& e : t.events()) {
+    if (e.is_guard) continue;
+    bool on = e.group_index < groups.size() && groups[e.group_index].enabled;
+    if (json) {
+      nlohmann::json fields = nlohmann::json::array();
+      for (const FieldInfo& f : e.fields) {
+        fields.push_back({{"name", f.name}, {"type", field_type_name(f.type)}});
+      }
+      out.push_back({{"id", e.id},
+                     {"group", e.group},
+                     {"event", e.name},
+                     {"enabled", on},
+                     {"format", e.format},
+                     {"fields", fields},
+                     {"file", e.file},
+                     {"line", e.line}});
+      continue;
+    }
+    std::string fields;
+    for (const FieldInfo& f : e.fields) {
+      fields += fmt::format("{}{}:{}", fields.empty() ? "" : " ", f.name, field_type_name(f.type));
+    }
+    fmt::print("{:>5}  {:<32} {:<4} {:<40} {}:{}\n", e.id, e.full_name(), on ? "yes" : "no", fields,
+               e.file, e.line);
+  }
+  if (json) fmt::print("{}\n", out.dump(2));
+  return 0;
+}
+
+int cmd_enable(const std::string& source, const std::vector<std::string>& names, bool enable) {
+  auto trace = Trace::open(source, /*writable=*/true);
+  if (!trace.ok()) return fail(trace.status());
+  Trace& t = **trace;
+  if (!t.process().alive) {
+    return fail(Status::Invalid("process " + std::to_string(t.process().pid) + " is not running"));
+  }
+  std::vector<std::string> targets;
+  for (const std::string& n : names) {
+    if (n == "all") {
+      for (const GroupInfo& g : t.groups()) targets.push_back(g.name);
+    } else {
+      targets.push_back(n);
+    }
+  }
+  for (const std::string& g : targets) {
+    Status s = t.set_group_enabled(g, enable);
+    if (!s.ok()) return fail(s);
+  }
+  for (const std::string& g : targets) fmt::print("{} {}\n", enable ? "enabled" : "disabled", g);
+  return 0;
+}
+
+}  // namespace nanotrace::cli

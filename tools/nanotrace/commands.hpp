@@ -1,0 +1,27 @@
+// The nanotrace command-line tool's subcommands. Each returns the process exit status:
+// 0 on success, 1 on an error (already printed as one "nanotrace: ..." line on stderr).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nanotrace/status.hpp"
+
+namespace nanotrace::cli {
+
+int fail(const Status& status);
+
+int cmd_list(bool json);
+int cmd_events(const std::string& source, bool json);
+int cmd_enable(const std::string& source, const std::vector<std::string>& groups, bool enable);
+
+struct DumpOptions {
+  bool json = false;
+  uint64_t limit = 0;               // 0 = no limit
+  std::vector<std::string> events;  // group:event or group filters; empty = all
+};
+int cmd_dump(const std::string& source, const DumpOptions& options);
+int cmd_stats(const std::string& source, bool json);
+
+}  // namespace nanotrace::cli

@@ -1,0 +1,52 @@
+// nanotrace: inspect and control traced processes (list, events, enable, disable, dump,
+// stats). A SOURCE is a pid, "name:NAME" (NANOTRACE_NAME of a live process), or the path of a
+// segment.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+  using namespace nanotrace::cli;
+  CLI::App app{"nanotrace: always-on tracing for storage and I/O software"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for all subcommands");
+  bool json = false;
+  std::string source;
+  std::vector<std::string> groups;
+
+  auto* list = app.add_subcommand("list", "List traced processes (live and left behind)");
+  list->add_flag("--json", json, "Print JSON");
+
+  auto* events = app.add_subcommand("events", "List every declared event and its fields");
+  events->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
+  events->add_flag("--json", json, "Print JSON");
+
+  auto* enable = app.add_subcommand("enable", "Enable event groups in a live process");
+  enable->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
+  enable->add_option("GROUP", groups, "group names, or 'all'")->required();
+  auto* disable = app.add_subcommand("disable", "Disable event groups in a live process");
+  disable->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
+  disable->add_option("GROUP", groups, "group names, or 'all'")->required();
+
+  DumpOptions dump_options;
+  auto* dump = app.add_subcommand("dump", "Print the records in the rings, merged by time");
+  dump->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
+  dump->add_flag("--json", dump_options.json, "One JSON object per line");
+  dump->add_option("-n,--limit", dump_options.limit, "Print at most N records");
+  dump->add_option("-e,--event", dump_options.events, "Only these events (group:event or group)");
+
+  auto* stats = app.add_subcommand("stats", "Counts, rates and losses per event and thread");
+  stats->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
+  stats->add_flag("--json", json, "Print JSON");
+
+  CLI11_PARSE(app, argc, argv);
+  std::setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
+  if (list->parsed()) return cmd_list(json);
+  if (events->parsed()) return cmd_events(source, json);
+  if (enable->parsed()) return cmd_enable(source, groups, true);
+  if (disable->parsed()) return cmd_enable(source, groups, false);
+  if (dump->parsed()) return cmd_dump(source, dump_options);
+  if (stats->parsed()) return cmd_stats(source, json);
+  return 1;
+}
