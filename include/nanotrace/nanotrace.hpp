@@ -103,16 +103,16 @@ namespace {
 
 // Declares the call site's constant descriptor and records its address in the
 // "nanotrace_sites" section (the asm emits no instruction).
-#define NANOTRACE_DETAIL_SITE(var, guard, group, event, fmt, ...)                 \
-  auto var##_tag = [] {                                                           \
-    ::nanotrace::detail::Site s =                                                 \
-        ::nanotrace::detail::SiteBuilder<decltype(::nanotrace::detail::type_list( \
-            __VA_ARGS__))>::make(#group, #event, fmt, __FILE__, __LINE__);        \
-    s.is_guard = guard;                                                           \
-    return s;                                                                     \
-  };                                                                              \
-  auto& var = ::nanotrace::detail::SiteHolder<decltype(var##_tag)>::site;         \
-  asm volatile(                                                                   \
+#define NANOTRACE_DETAIL_SITE(var, guard, group, event, fmt, ...)                                \
+  using var##_types = decltype(::nanotrace::detail::type_list(__VA_ARGS__));                     \
+  auto var##_tag = [] {                                                                          \
+    ::nanotrace::detail::Site var##_value = ::nanotrace::detail::SiteBuilder<var##_types>::make( \
+        #group, #event, fmt, __FILE__, __LINE__);                                                \
+    var##_value.is_guard = guard;                                                                \
+    return var##_value;                                                                          \
+  };                                                                                             \
+  auto& var = ::nanotrace::detail::SiteHolder<decltype(var##_tag)>::site;                        \
+  asm volatile(                                                                                  \
       ".pushsection nanotrace_sites,\"aw\"\n\t.balign 8\n\t.quad %c0\n\t.popsection" ::"i"(&var))
 
 // NANOTRACE(group, event, "a={} b={}", a, b): records one event with named, typed fields.

@@ -16,9 +16,14 @@ uint64_t load_u64(const uint8_t* p) {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
-// The oldest block position that the writer, having published `head`, cannot be touching:
-// it may still write the current block and (on a block switch) the next one.
-uint64_t oldest_safe_block(uint64_t head, uint64_t block, uint64_t ring_size) {
+// The oldest block position the writer cannot be overwriting. In overwrite mode, having
+// published `head`, it may still write the current block and (on a block switch) the next
+// one, one ring ahead. In the other modes it never starts a block before the consumer has
+// released the whole block one ring earlier, so everything from the consumer's block on is
+// safe.
+uint64_t oldest_safe_block(abi::Mode mode, uint64_t head, uint64_t consumed, uint64_t block,
+                           uint64_t ring_size) {
+  if (mode != abi::Mode::kOverwrite) return consumed & ~(block - 1);
   uint64_t limit = align_up(head, block) + block;
   return limit > ring_size ? limit - ring_size : 0;
 }
@@ -83,7 +88,9 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
     pos_ = 0;
     expected_seq_ = 0;
   }
-  uint64_t safe = oldest_safe_block(end_, block_, ring_size_);
+  mode_ = p.mode;
+  uint64_t consumed = __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE);
+  uint64_t safe = oldest_safe_block(mode_, end_, consumed, block_, ring_size_);
   if (pos_ < safe || pos_ > end_) pos_ = safe;
 }
 
@@ -97,12 +104,13 @@ bool LiveThreadStream::load_block() {
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint32_t gen = __atomic_load_n(&slot_->generation, __ATOMIC_ACQUIRE);
     uint64_t head = __atomic_load_n(&slot_->head, __ATOMIC_ACQUIRE);
+    uint64_t consumed = __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE);
     if (gen != stats_.info.generation || head < end_) {
       // The slot was reused by another thread: what this thread left is gone.
       done_ = true;
       return false;
     }
-    uint64_t safe = oldest_safe_block(head, block_, ring_size_);
+    uint64_t safe = oldest_safe_block(mode_, head, consumed, block_, ring_size_);
     if (start < safe) {
       pos_ = safe;  // overwritten while we were behind; the seq gap counts the loss
       continue;
