@@ -21,12 +21,22 @@ uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 // one, one ring ahead. In the other modes it never starts a block before the consumer has
 // released the whole block one ring earlier, so everything from the consumer's block on is
 // safe.
-uint64_t oldest_safe_block(abi::Mode mode, uint64_t head, uint64_t consumed, uint64_t block,
-                           uint64_t ring_size) {
-  if (mode != abi::Mode::kOverwrite) return consumed & ~(block - 1);
+// With no writer left (the process is gone), only the block the last lap was cutting into
+// is lost.
+uint64_t oldest_safe_block(abi::Mode mode, bool writer_gone, uint64_t head, uint64_t consumed,
+                           uint64_t block, uint64_t ring_size) {
+  uint64_t oldest_in_ring = head > ring_size ? align_up(head - ring_size, block) : 0;
+  if (mode != abi::Mode::kOverwrite) {
+    uint64_t from_consumer = consumed & ~(block - 1);
+    return from_consumer > oldest_in_ring ? from_consumer : oldest_in_ring;
+  }
+  if (writer_gone) return oldest_in_ring;
   uint64_t limit = align_up(head, block) + block;
   return limit > ring_size ? limit - ring_size : 0;
 }
+
+// Positions are byte counts of one thread; anything near 2^64 is a corrupt slot.
+constexpr uint64_t kMaxPosition = uint64_t{1} << 62;
 
 }  // namespace
 
@@ -89,8 +99,15 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
     expected_seq_ = 0;
   }
   mode_ = p.mode;
+  writer_gone_ = !p.alive;
   uint64_t consumed = __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE);
-  uint64_t safe = oldest_safe_block(mode_, end_, consumed, block_, ring_size_);
+  if (end_ >= kMaxPosition || consumed >= kMaxPosition) {
+    ++stats_.corrupt_blocks;
+    done_ = true;
+    pos_ = end_ = 0;
+    return;
+  }
+  uint64_t safe = oldest_safe_block(mode_, writer_gone_, end_, consumed, block_, ring_size_);
   if (pos_ < safe || pos_ > end_) pos_ = safe;
 }
 
@@ -110,7 +127,13 @@ bool LiveThreadStream::load_block() {
       done_ = true;
       return false;
     }
-    uint64_t safe = oldest_safe_block(mode_, head, consumed, block_, ring_size_);
+    if (head >= kMaxPosition || consumed >= kMaxPosition) {
+      ++stats_.corrupt_blocks;
+      done_ = true;
+      return false;
+    }
+    uint64_t safe = oldest_safe_block(mode_, writer_gone_, head, consumed, block_, ring_size_);
+    if (safe > end_) safe = end_;
     if (start < safe) {
       pos_ = safe;  // overwritten while we were behind; the seq gap counts the loss
       continue;

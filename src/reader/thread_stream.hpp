@@ -40,6 +40,7 @@ class LiveThreadStream {
   uint64_t block_;
   uint64_t ring_size_;
   abi::Mode mode_;
+  bool writer_gone_ = false;
   uint64_t end_;  // snapshot of the writer's head
   uint64_t pos_;  // position of the next record to return
   uint64_t expected_seq_;
