@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark, results in build/bench/. Ratios are measured within one run
+# with both sides interleaved (this machine's speed changes state every second or so).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p build/bench
+
+echo "== tracepoint cost vs floor (paired bursts) =="
+./build/bin/tracepoint_bench --summary=build/bench/summary.json
+echo "== tracepoint cost, Google Benchmark (random interleaving, 10 repetitions) =="
+./build/bin/tracepoint_bench --benchmark_enable_random_interleaving=true \
+  --benchmark_repetitions=10 --benchmark_min_time=0.05 --benchmark_report_aggregates_only=true \
+  --benchmark_out=build/bench/tracepoint_gbench.json --benchmark_out_format=json
+
+for extra in scripts/record-bench.sh scripts/iograph-bench.sh scripts/export-bench.sh; do
+  if [ -x "$extra" ]; then
+    echo "== $extra =="
+    "$extra"
+  fi
+done
+echo "results: $(ls build/bench/*.json | tr '\n' ' ')"
