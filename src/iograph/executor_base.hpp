@@ -1,0 +1,75 @@
+// State and steps every executor shares: validation of a graph against the target, the
+// 4096-aligned buffer pool (registered with the ring when asked), how one node becomes an
+// SQE or a blocking call, how a result is judged, and the per-node bookkeeping of
+// RunResult (sequence numbers, times, failed and skipped lists).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "iograph/executor.hpp"
+#include "uring_ring.hpp"
+
+namespace iograph::internal {
+
+enum class Outcome : uint8_t { kDone, kPartial, kFailed };
+
+class ExecutorBase : public Executor {
+ public:
+  ExecutorBase(Backend backend, Target& target, const ExecOptions& options)
+      : backend_(backend), target_(target), options_(options) {}
+  ~ExecutorBase() override;
+  Backend backend() const override { return backend_; }
+
+  // Sets up the ring (io_uring backends only).
+  Status init_ring();
+
+ protected:
+  // Validates the graph, sizes the buffers and resets `result` and the per-node arrays.
+  Status begin(const Graph& graph, RunResult& result);
+  // Marks what never ran as skipped and fills the summary fields.
+  void finish(const Graph& graph, RunResult& result);
+
+  // Fills `sqe` for the not yet transferred part of node `id`; user_data = id.
+  void prep(io_uring_sqe* sqe, uint32_t id, const Node& node) const;
+  // Performs the rest of node `id` with blocking calls; returns the result as io_uring would.
+  int execute_blocking(uint32_t id, const Node& node);
+  // Judges result `res` of node `id`, recording progress, the final state and the completion
+  // sequence number and time.
+  Outcome complete(RunResult& result, uint32_t id, const Node& node, int res, uint64_t now_ns);
+  void record_submit(RunResult& result, uint32_t id, uint64_t now_ns) {
+    NodeRecord& rec = result.nodes[id];
+    rec.submit_seq = ++seq_;
+    rec.submit_ns = now_ns;
+    ++rec.submissions;
+  }
+  // Nanoseconds since begin() (0 when options.record_times is off).
+  uint64_t now() const;
+
+  Backend backend_;
+  Target& target_;
+  ExecOptions options_;
+  Ring ring_;
+  std::vector<uint32_t> done_bytes_;  // per node: bytes already transferred
+  std::vector<uint32_t> missing_;     // per node: predecessors not yet completed
+
+ private:
+  char* pool_ = nullptr;
+  size_t pool_bytes_ = 0;
+  size_t slot_bytes_ = 0;
+  uint64_t seq_ = 0;
+  uint64_t start_ns_ = 0;
+  uint64_t enters_at_begin_ = 0;
+};
+
+// Monotonic clock in nanoseconds.
+uint64_t monotonic_ns();
+
+// Backends as trace fields: the enum is recorded as its integer value.
+std::unique_ptr<Executor> make_sync_executor(Target& target, const ExecOptions& options);
+std::unique_ptr<ExecutorBase> make_ready_executor(Target& target, const ExecOptions& options);
+std::unique_ptr<ExecutorBase> make_level_executor(Target& target, const ExecOptions& options);
+std::unique_ptr<ExecutorBase> make_link_executor(Target& target, const ExecOptions& options);
+
+}  // namespace iograph::internal
