@@ -2,7 +2,7 @@
 # as root), build, and run. Build trees: build/ (release), build-asan/ (ASan+UBSan).
 PACKAGES := build-essential cmake pkg-config clang clang-format liburing-dev libcli11-dev \
             libfmt-dev nlohmann-json3-dev libzstd-dev zstd libgtest-dev libgmock-dev \
-            libbenchmark-dev babeltrace2 util-linux procps
+            libbenchmark-dev babeltrace2 util-linux procps chromium
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 

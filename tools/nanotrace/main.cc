@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "analysis_commands.hpp"  // export, latency, report (issue 5)
 #include "commands.hpp"
 
 int main(int argc, char** argv) {
@@ -40,6 +41,9 @@ int main(int argc, char** argv) {
   stats->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
   stats->add_flag("--json", json, "Print JSON");
 
+  // export, latency, report (issue 5): see analysis_commands.hpp.
+  auto analysis = register_analysis_commands(app);
+
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
   if (list->parsed()) return cmd_list(json);
@@ -48,5 +52,6 @@ int main(int argc, char** argv) {
   if (disable->parsed()) return cmd_enable(source, groups, false);
   if (dump->parsed()) return cmd_dump(source, dump_options);
   if (stats->parsed()) return cmd_stats(source, json);
+  if (int status = 1; run_analysis_commands(*analysis, &status)) return status;
   return 1;
 }

@@ -1,0 +1,133 @@
+// Analysing nanotrace data: latency of begin/end pairs (exact percentiles, a log2 histogram,
+// the slowest pairs, optionally split by a field of the begin event), pairs inferred from
+// event names, and a self-contained HTML report.
+//
+// Memory: a latency analysis keeps every matched latency (8 bytes per pair, so percentiles
+// are exact) plus one map entry per open interval (begun, not yet ended); everything else
+// streams. The report reads the trace twice (statistics, then the busiest window).
+//
+// Thread safety: a PairMatcher belongs to one thread; the functions take a Trace, which
+// belongs to one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nanotrace/export.hpp"
+#include "nanotrace/reader.hpp"
+#include "nanotrace/status.hpp"
+
+namespace nanotrace {
+
+// Latencies in [lo_ns, hi_ns): powers of two (the first bucket starts at 0).
+struct HistogramBucket {
+  uint64_t lo_ns = 0;
+  uint64_t hi_ns = 0;
+  uint64_t count = 0;
+};
+
+// Percentiles use the nearest-rank rule on all latencies: pX is the smallest latency such
+// that at least X% of the pairs are at or below it (exact, no interpolation).
+struct LatencyStats {
+  std::string by_value;  // value of the --by field ("" for the whole population)
+  uint64_t count = 0;    // matched pairs
+  uint64_t unmatched_begins = 0;
+  uint64_t min_ns = 0, p50_ns = 0, p90_ns = 0, p99_ns = 0, p999_ns = 0, max_ns = 0;
+  double mean_ns = 0;
+  std::vector<HistogramBucket> histogram;  // from the min's bucket to the max's, no gaps
+};
+
+// One matched pair, for the list of the slowest.
+struct SlowPair {
+  uint64_t latency_ns = 0;
+  uint64_t begin_ns = 0;           // since the segment's start (as `nanotrace dump` prints)
+  uint64_t begin_realtime_ns = 0;  // wall-clock time of the begin record
+  uint32_t tid = 0;                // thread of the begin record
+  std::string thread;
+  std::string key;
+  std::string by_value;
+};
+
+struct LatencyReport {
+  PairRule rule;
+  std::string by;  // "" if not split
+  uint64_t records = 0;
+  uint64_t begins = 0;
+  uint64_t ends = 0;
+  uint64_t unmatched_ends = 0;  // ends whose begin was never seen (lost, or before the trace)
+  LatencyStats overall;
+  std::vector<LatencyStats> groups;  // one per --by value, most pairs first
+  std::vector<SlowPair> top;         // slowest first
+};
+
+// Matches begin/end records of one rule as records stream by. Duplicate begins of an open
+// key count the earlier one as unmatched. A latency is end.time_ns - begin.time_ns (0 if a
+// clock step makes it negative).
+class PairMatcher {
+ public:
+  // create - checks rule (and `by`, a field of the begin event, "" for none) against trace.
+  // top: how many of the slowest pairs to keep.
+  // Returns: a matcher. Errors: as resolve_pair, and kNotFound if `by` is not a field of
+  // every begin event.
+  static Result<std::unique_ptr<PairMatcher>> create(const Trace& trace, const PairRule& rule,
+                                                     const std::string& by, uint32_t top);
+  ~PairMatcher();
+  // Feeds one record (records not in the rule are ignored). threads: the source's thread
+  // list, for names of the slowest pairs.
+  void add(const Record& record, const std::vector<ThreadStats>& threads);
+  // Matched latencies so far, in arrival order (for callers drawing their own charts).
+  const std::vector<uint64_t>& latencies() const;
+  // Closes the analysis: open intervals become unmatched begins, percentiles are computed.
+  LatencyReport finish();
+
+ private:
+  PairMatcher();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct LatencyOptions {
+  PairRule rule;
+  std::string by;    // split by this field of the begin event ("" = no split)
+  uint32_t top = 0;  // keep the N slowest pairs
+};
+
+// analyze_latency - reads every record of trace and matches pairs of options.rule.
+// Returns: the report.
+// Errors: as PairMatcher::create; kNotFound if the trace has no records or no pair matched
+// (the message gives the begin and end counts).
+Result<LatencyReport> analyze_latency(Trace& trace, const LatencyOptions& options);
+
+// Stats of a set of latencies (sorts `latencies`). Exposed for tests and for the report.
+LatencyStats compute_latency_stats(std::vector<uint64_t>* latencies);
+
+// infer_pairs - begin/end rules guessed from event names in one group: X_start/X_end,
+// X_begin/X_end, start/stop, begin/end, submit/complete; key = the first field of the begin
+// event that the end event also has. Pairs without a common field are left out.
+std::vector<PairRule> infer_pairs(const Trace& trace);
+
+struct ReportOptions {
+  std::string output;             // the HTML file to write
+  std::vector<PairRule> pairs;    // empty: infer_pairs()
+  uint64_t window_ns = 10000000;  // width of the timeline window (the busiest one is drawn)
+};
+
+struct ReportSummary {
+  uint64_t records = 0;
+  uint64_t lost = 0;
+  uint32_t pairs = 0;
+  uint64_t window_begin_ns = 0;
+  uint64_t window_records = 0;
+};
+
+// write_html_report - writes one self-contained HTML page (no external resources): summary,
+// per-event counts, a latency histogram per pair rule, and an SVG timeline of the busiest
+// window.
+// Returns: what the report holds.
+// Errors: kNotFound (no records; a --pair names an unknown event or field), kIoError (the
+// output cannot be written).
+Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& options);
+
+}  // namespace nanotrace

@@ -1,0 +1,96 @@
+// Exporting nanotrace data to other tools' formats: CTF 1.8 (babeltrace2, Trace Compass),
+// Chrome Trace Event JSON (chrome://tracing, Perfetto UI), Perfetto protobuf TrackEvent
+// packets, CSV and JSON lines.
+//
+// Every exporter streams: it reads the trace once, merged by time, and re-encodes each record
+// as it comes, so memory is bounded by the reader's per-thread block buffers plus one output
+// buffer (CTF: one packet buffer per thread), whatever the size of the trace. Per-thread loss
+// counts (ThreadStats::lost()) are carried into the output where the format can say so (CTF:
+// events_discarded; Chrome JSON: otherData; Perfetto: a "nanotrace:lost" instant).
+//
+// Thread safety: the functions take a Trace, which belongs to one thread at a time; calls on
+// different Traces may run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nanotrace/reader.hpp"
+#include "nanotrace/status.hpp"
+
+namespace nanotrace {
+
+enum class ExportFormat { kCtf, kChrome, kPerfetto, kCsv, kJsonl };
+
+// parse_export_format - the format named "ctf", "chrome", "perfetto", "csv" or "jsonl".
+// Returns: the format.
+// Errors: kInvalidArgument for any other name (the message lists the valid ones).
+Result<ExportFormat> parse_export_format(std::string_view name);
+const char* export_format_name(ExportFormat format);
+
+// A begin/end pairing rule: records of event `begin` and event `end` (both "group:event")
+// whose field `key` has equal values form one interval (e.g. io:submit,io:complete,req).
+struct PairRule {
+  std::string begin;
+  std::string end;
+  std::string key;
+  std::string label() const { return begin + " -> " + end + " by " + key; }
+};
+
+// parse_pair_rule - parses "BEGIN,END,KEY".
+// Returns: the rule.
+// Errors: kInvalidArgument unless the text has exactly three non-empty comma-separated parts.
+Result<PairRule> parse_pair_rule(std::string_view text);
+
+// A PairRule checked against a trace: which event ids begin and end an interval, and at
+// which field index each of them carries the key (one full name may cover several call
+// sites, hence several ids).
+struct ResolvedPair {
+  PairRule rule;
+  std::vector<uint16_t> begin_ids;
+  std::vector<uint16_t> end_ids;
+  // Indexed by event id (size = events().size() + 1): key field index, -1 if not a member.
+  std::vector<int> key_field;
+  // Indexed by event id: 1 = begin, 2 = end, 0 = neither.
+  std::vector<uint8_t> role;
+};
+
+// resolve_pair - checks rule against trace's event table.
+// Returns: the resolved rule.
+// Errors: kNotFound if an event name is unknown (the message lists the known events) or if
+// the key field is missing from one of the events (the message lists that event's fields).
+Result<ResolvedPair> resolve_pair(const Trace& trace, const PairRule& rule);
+
+// The full names ("group:event") of the trace's events, sorted and without duplicates.
+std::vector<std::string> known_event_names(const Trace& trace);
+
+struct ExportOptions {
+  ExportFormat format = ExportFormat::kCtf;
+  // CTF: a directory (created if missing; earlier metadata and stream files in it are
+  // replaced). Other formats: a file, or "-" for standard output.
+  std::string output;
+  // Chrome and Perfetto: begin/end rules drawn as slices (async, keyed by the key field).
+  std::vector<PairRule> slices;
+  // CTF: packet size in bytes (0: chosen from the thread count, 64 KiB .. 1 MiB).
+  uint32_t packet_bytes = 0;
+};
+
+struct ExportSummary {
+  uint64_t records = 0;        // records written
+  uint64_t lost = 0;           // records lost before they could be read, all threads
+  uint32_t threads = 0;        // threads (CTF: streams) in the output
+  uint64_t bytes_written = 0;  // bytes of output (CTF: metadata and stream files)
+  uint64_t buffer_bytes = 0;   // output buffers held at the peak (the memory bound)
+};
+
+// export_trace - reads every record of trace (merged by time) and writes it in
+// options.format to options.output.
+// Returns: what was written.
+// Errors: kNotFound (trace has no records, or a slice rule names an unknown event or field),
+// kInvalidArgument (bad options), kIoError (output cannot be created or written; the message
+// names the path and the errno text).
+Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options);
+
+}  // namespace nanotrace

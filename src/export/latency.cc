@@ -1,0 +1,292 @@
+// Latency of begin/end pairs: PairMatcher (streaming match of begin and end records by key),
+// exact nearest-rank percentiles and a log2 histogram over all matched latencies, the
+// slowest pairs, splitting by a field of the begin event, and pair rules inferred from
+// event names.
+//
+// Memory: 8 bytes per matched pair (the latency) plus one map entry per open interval; the
+// slowest-N list is a heap of N entries.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <queue>
+#include <unordered_map>
+
+#include "nanotrace/analysis.hpp"
+
+namespace nanotrace {
+
+LatencyStats compute_latency_stats(std::vector<uint64_t>* v) {
+  LatencyStats s;
+  s.count = v->size();
+  if (v->empty()) return s;
+  std::sort(v->begin(), v->end());
+  auto rank = [&](double p) {
+    // Nearest rank: the smallest value with at least p% of the values at or below it.
+    auto k = static_cast<uint64_t>(std::ceil(p / 100.0 * static_cast<double>(s.count)));
+    if (k == 0) k = 1;
+    if (k > s.count) k = s.count;
+    return (*v)[k - 1];
+  };
+  s.min_ns = v->front();
+  s.max_ns = v->back();
+  s.p50_ns = rank(50);
+  s.p90_ns = rank(90);
+  s.p99_ns = rank(99);
+  s.p999_ns = rank(99.9);
+  long double sum = 0;
+  for (uint64_t x : *v) sum += x;
+  s.mean_ns = static_cast<double>(sum / s.count);
+  auto bucket = [](uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); };
+  int lo = bucket(s.min_ns), hi = bucket(s.max_ns);
+  s.histogram.resize(hi - lo + 1);
+  for (int b = lo; b <= hi; ++b) {
+    HistogramBucket& h = s.histogram[b - lo];
+    h.lo_ns = b == 0 ? 0 : uint64_t{1} << (b - 1);
+    h.hi_ns = b >= 64 ? UINT64_MAX : uint64_t{1} << b;
+  }
+  for (uint64_t x : *v) ++s.histogram[bucket(x) - lo].count;
+  return s;
+}
+
+namespace {
+
+struct Open {
+  uint64_t begin_ns;
+  uint32_t thread;
+  uint32_t group;
+};
+
+struct Group {
+  std::string value;
+  std::vector<uint64_t> latencies;
+  uint64_t unmatched_begins = 0;
+};
+
+struct Slow {
+  uint64_t latency_ns;
+  uint64_t begin_ns;
+  uint32_t thread;
+  uint32_t group;
+  std::string key;
+  bool operator>(const Slow& o) const { return latency_ns > o.latency_ns; }
+};
+
+// The key as map bytes: the text of a string, the 8 bytes of any other value.
+void key_bytes(const FieldValue& v, std::string* out) {
+  if (v.type == abi::FieldType::kString) {
+    out->assign(v.text);
+  } else {
+    out->assign(reinterpret_cast<const char*>(&v.bits), 8);
+  }
+}
+
+}  // namespace
+
+struct PairMatcher::Impl {
+  const Trace* trace = nullptr;
+  ResolvedPair pair;
+  std::string by;
+  std::vector<int> by_field;  // per event id, for begin events
+  uint32_t top = 0;
+  std::unordered_map<std::string, Open> open;
+  std::vector<Group> groups;
+  std::unordered_map<std::string, uint32_t> group_index;
+  std::vector<uint64_t> all;
+  std::priority_queue<Slow, std::vector<Slow>, std::greater<Slow>> slowest;
+  std::vector<std::pair<uint32_t, std::string>> thread_names;  // tid, name
+  uint64_t records = 0, begins = 0, ends = 0, unmatched_ends = 0;
+  std::string key, scratch;
+};
+
+PairMatcher::PairMatcher() : impl_(std::make_unique<Impl>()) {}
+PairMatcher::~PairMatcher() = default;
+
+Result<std::unique_ptr<PairMatcher>> PairMatcher::create(const Trace& trace, const PairRule& rule,
+                                                         const std::string& by, uint32_t top) {
+  auto resolved = resolve_pair(trace, rule);
+  if (!resolved.ok()) return resolved.status();
+  std::unique_ptr<PairMatcher> m(new PairMatcher());
+  Impl& d = *m->impl_;
+  d.trace = &trace;
+  d.pair = std::move(*resolved);
+  d.by = by;
+  d.top = top;
+  d.by_field.assign(d.pair.role.size(), -1);
+  if (!by.empty()) {
+    for (uint16_t id : d.pair.begin_ids) {
+      const EventInfo* e = trace.event_by_id(id);
+      for (size_t f = 0; f < e->fields.size(); ++f) {
+        if (e->fields[f].name == by) d.by_field[id] = static_cast<int>(f);
+      }
+      if (d.by_field[id] < 0) {
+        std::vector<std::string> names;
+        for (const FieldInfo& f : e->fields) names.push_back(f.name);
+        return Status::NotFound(
+            fmt::format("--by: begin event {} has no field '{}' (its fields: {})", e->full_name(),
+                        by, fmt::join(names, ", ")));
+      }
+    }
+  }
+  if (by.empty()) d.groups.push_back({"", {}, 0});
+  return m;
+}
+
+void PairMatcher::add(const Record& r, const std::vector<ThreadStats>& threads) {
+  Impl& d = *impl_;
+  ++d.records;
+  uint16_t id = r.event->id;
+  if (id >= d.pair.role.size() || d.pair.role[id] == 0) return;
+  if (d.thread_names.empty()) {
+    for (const ThreadStats& t : threads) d.thread_names.emplace_back(t.info.tid, t.info.name);
+  }
+  key_bytes(r.values[d.pair.key_field[id]], &d.key);
+  if (d.pair.role[id] == 1) {
+    ++d.begins;
+    uint32_t g = 0;
+    if (d.by_field[id] >= 0) {
+      const FieldValue& v = r.values[d.by_field[id]];
+      d.scratch = format_value(v);
+      auto [it, inserted] =
+          d.group_index.try_emplace(d.scratch, static_cast<uint32_t>(d.groups.size()));
+      if (inserted) d.groups.push_back({d.scratch, {}, 0});
+      g = it->second;
+    }
+    auto [it, inserted] = d.open.try_emplace(d.key, Open{r.time_ns, r.thread, g});
+    if (!inserted) {
+      ++d.groups[it->second.group].unmatched_begins;
+      it->second = Open{r.time_ns, r.thread, g};
+    }
+    return;
+  }
+  ++d.ends;
+  auto it = d.open.find(d.key);
+  if (it == d.open.end()) {
+    ++d.unmatched_ends;
+    return;
+  }
+  Open o = it->second;
+  d.open.erase(it);
+  uint64_t lat = r.time_ns > o.begin_ns ? r.time_ns - o.begin_ns : 0;
+  d.groups[o.group].latencies.push_back(lat);
+  d.all.push_back(lat);
+  if (d.top > 0 && (d.slowest.size() < d.top || lat > d.slowest.top().latency_ns)) {
+    const FieldValue& k = r.values[d.pair.key_field[id]];
+    d.slowest.push(Slow{lat, o.begin_ns, o.thread, o.group, format_value(k)});
+    if (d.slowest.size() > d.top) d.slowest.pop();
+  }
+}
+
+const std::vector<uint64_t>& PairMatcher::latencies() const { return impl_->all; }
+
+LatencyReport PairMatcher::finish() {
+  Impl& d = *impl_;
+  LatencyReport rep;
+  rep.rule = d.pair.rule;
+  rep.by = d.by;
+  rep.records = d.records;
+  rep.begins = d.begins;
+  rep.ends = d.ends;
+  rep.unmatched_ends = d.unmatched_ends;
+  for (auto& [key, o] : d.open) ++d.groups[o.group].unmatched_begins;
+  d.open.clear();
+  uint64_t unmatched_begins = 0;
+  for (Group& g : d.groups) {
+    unmatched_begins += g.unmatched_begins;
+    if (d.by.empty()) continue;
+    LatencyStats s = compute_latency_stats(&g.latencies);
+    s.by_value = g.value;
+    s.unmatched_begins = g.unmatched_begins;
+    rep.groups.push_back(std::move(s));
+  }
+  std::stable_sort(rep.groups.begin(), rep.groups.end(),
+                   [](const LatencyStats& a, const LatencyStats& b) { return a.count > b.count; });
+  std::vector<uint64_t> all = std::move(d.all);
+  rep.overall = compute_latency_stats(&all);
+  rep.overall.unmatched_begins = unmatched_begins;
+  while (!d.slowest.empty()) {
+    const Slow& s = d.slowest.top();
+    SlowPair p;
+    p.latency_ns = s.latency_ns;
+    p.begin_ns = s.begin_ns;
+    p.begin_realtime_ns = d.trace->process().clock_start.realtime_ns + s.begin_ns;
+    if (s.thread < d.thread_names.size()) {
+      p.tid = d.thread_names[s.thread].first;
+      p.thread = d.thread_names[s.thread].second;
+    }
+    p.key = s.key;
+    p.by_value = d.groups[s.group].value;
+    rep.top.push_back(std::move(p));
+    d.slowest.pop();
+  }
+  std::reverse(rep.top.begin(), rep.top.end());
+  return rep;
+}
+
+Result<LatencyReport> analyze_latency(Trace& trace, const LatencyOptions& options) {
+  auto matcher = PairMatcher::create(trace, options.rule, options.by, options.top);
+  if (!matcher.ok()) return matcher.status();
+  auto source = trace.read_all();
+  const std::vector<ThreadStats>& threads = source->threads();
+  Record r;
+  while (source->next(&r)) (*matcher)->add(r, threads);
+  LatencyReport rep = (*matcher)->finish();
+  if (rep.records == 0) {
+    return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
+                                        trace.process().pid, trace.process().path));
+  }
+  if (rep.overall.count == 0) {
+    return Status::NotFound(fmt::format(
+        "no {} -> {} pair matched on '{}' ({} begin records, {} end records in {} records)",
+        options.rule.begin, options.rule.end, options.rule.key, rep.begins, rep.ends, rep.records));
+  }
+  return rep;
+}
+
+std::vector<PairRule> infer_pairs(const Trace& trace) {
+  static const std::pair<const char*, const char*> kSuffixes[] = {
+      {"_start", "_end"}, {"_begin", "_end"}, {"_start", "_stop"}};
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"start", "stop"}, {"begin", "end"}, {"submit", "complete"}, {"start", "end"}};
+  std::vector<PairRule> rules;
+  const std::vector<EventInfo>& events = trace.events();
+  auto find = [&](const std::string& group, const std::string& name) -> const EventInfo* {
+    for (const EventInfo& e : events) {
+      if (!e.is_guard && e.group == group && e.name == name) return &e;
+    }
+    return nullptr;
+  };
+  auto add = [&](const EventInfo& b, const EventInfo& e) {
+    for (const FieldInfo& f : b.fields) {
+      for (const FieldInfo& g : e.fields) {
+        if (f.name != g.name) continue;
+        PairRule rule{b.full_name(), e.full_name(), f.name};
+        for (const PairRule& r : rules) {
+          if (r.begin == rule.begin && r.end == rule.end) return;
+        }
+        rules.push_back(rule);
+        return;
+      }
+    }
+  };
+  for (const EventInfo& b : events) {
+    if (b.is_guard) continue;
+    for (const auto& [bs, es] : kSuffixes) {
+      size_t n = std::strlen(bs);
+      if (b.name.size() > n && b.name.compare(b.name.size() - n, n, bs) == 0) {
+        const EventInfo* e = find(b.group, b.name.substr(0, b.name.size() - n) + es);
+        if (e) add(b, *e);
+      }
+    }
+    for (const auto& [bn, en] : kNames) {
+      if (b.name == bn) {
+        const EventInfo* e = find(b.group, en);
+        if (e) add(b, *e);
+      }
+    }
+  }
+  return rules;
+}
+
+}  // namespace nanotrace

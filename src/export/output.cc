@@ -1,0 +1,210 @@
+// Buffered output and text encoding for the exporters (see output.hpp).
+#include "export/output.hpp"
+
+#include <fcntl.h>
+#include <fmt/compile.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+namespace nanotrace::exporter {
+
+int write_all(int fd, const void* data, size_t n) {
+  auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return 0;
+}
+
+OutFile::~OutFile() {
+  if (own_fd_ && fd_ >= 0) ::close(fd_);
+}
+
+Status OutFile::open(const std::string& path) {
+  path_ = path;
+  if (path == "-") {
+    fd_ = STDOUT_FILENO;
+    own_fd_ = false;
+    return Status::Ok();
+  }
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) return Status::FromErrno("cannot create " + path, errno);
+  own_fd_ = true;
+  buf_.reserve(kFlushBytes + 4096);
+  return Status::Ok();
+}
+
+void OutFile::append(const void* data, size_t n) {
+  auto* p = static_cast<const char*>(data);
+  buf_.append(p, p + n);
+  maybe_flush();
+}
+
+void OutFile::flush() {
+  if (buf_.size() == 0) return;
+  if (error_ == 0 && fd_ >= 0) error_ = write_all(fd_, buf_.data(), buf_.size());
+  bytes_ += buf_.size();
+  buf_.clear();
+}
+
+Status OutFile::close() {
+  flush();
+  if (own_fd_ && fd_ >= 0) {
+    if (::close(fd_) != 0 && error_ == 0) error_ = errno;
+    fd_ = -1;
+  }
+  if (error_ != 0) return Status::FromErrno("cannot write " + path_, error_);
+  return Status::Ok();
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence at s[i], or 0 if it is not valid.
+size_t utf8_length(std::string_view s, size_t i) {
+  auto c = static_cast<unsigned char>(s[i]);
+  size_t n;
+  uint32_t min;
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2, min = 0x80;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3, min = 0x800;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  uint32_t cp = c & (0x7f >> n);
+  for (size_t k = 1; k < n; ++k) {
+    auto d = static_cast<unsigned char>(s[i + k]);
+    if ((d & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (d & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+}  // namespace
+
+void json_string(fmt::memory_buffer& out, std::string_view s) {
+  static const char kHex[] = "0123456789abcdef";
+  out.push_back('"');
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      size_t j = i + 1;
+      while (j < s.size()) {
+        auto d = static_cast<unsigned char>(s[j]);
+        if (d < 0x20 || d >= 0x80 || d == '"' || d == '\\') break;
+        ++j;
+      }
+      out.append(s.data() + i, s.data() + j);
+      i = j;
+      continue;
+    }
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c == '\n') {
+      append(out, "\\n");
+    } else if (c == '\t') {
+      append(out, "\\t");
+    } else if (c == '\r') {
+      append(out, "\\r");
+    } else if (c < 0x20) {
+      const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      out.append(esc, esc + 6);
+    } else {
+      size_t n = utf8_length(s, i);
+      if (n == 0) {
+        append(out, "\\ufffd");
+        ++i;
+        continue;
+      }
+      out.append(s.data() + i, s.data() + i + n);
+      i += n;
+      continue;
+    }
+    ++i;
+  }
+  out.push_back('"');
+}
+
+void json_value(fmt::memory_buffer& out, const FieldValue& v) {
+  using abi::FieldType;
+  auto it = std::back_inserter(out);
+  switch (v.type) {
+    case FieldType::kI8:
+    case FieldType::kI16:
+    case FieldType::kI32:
+    case FieldType::kI64: {
+      fmt::format_int n(static_cast<int64_t>(v.bits));
+      out.append(n.data(), n.data() + n.size());
+      return;
+    }
+    case FieldType::kF32:
+    case FieldType::kF64: {
+      double d = v.as_double();
+      if (std::isfinite(d)) {
+        fmt::format_to(it, FMT_COMPILE("{}"), d);
+      } else {
+        fmt::format_to(it, "\"{}\"", d);
+      }
+      return;
+    }
+    case FieldType::kBool:
+      append(out, v.bits ? "true" : "false");
+      return;
+    case FieldType::kString:
+      json_string(out, v.text);
+      return;
+    case FieldType::kPointer:
+      fmt::format_to(it, "\"0x{:x}\"", v.bits);
+      return;
+    default: {
+      fmt::format_int n(v.bits);
+      out.append(n.data(), n.data() + n.size());
+      return;
+    }
+  }
+}
+
+void csv_value(fmt::memory_buffer& out, const FieldValue& v) {
+  if (v.type != abi::FieldType::kString) {
+    if (v.type == abi::FieldType::kPointer) {
+      fmt::format_to(std::back_inserter(out), "0x{:x}", v.bits);
+    } else if (v.type == abi::FieldType::kBool) {
+      append(out, v.bits ? "true" : "false");
+    } else if (v.type == abi::FieldType::kF32 || v.type == abi::FieldType::kF64) {
+      fmt::format_to(std::back_inserter(out), "{}", v.as_double());
+    } else if (v.type >= abi::FieldType::kI8 && v.type <= abi::FieldType::kI64) {
+      fmt::format_to(std::back_inserter(out), "{}", static_cast<int64_t>(v.bits));
+    } else {
+      fmt::format_to(std::back_inserter(out), "{}", v.bits);
+    }
+    return;
+  }
+  std::string_view s = v.text;
+  if (s.find_first_of(",\"\r\n") == std::string_view::npos) {
+    append(out, s);
+    return;
+  }
+  out.push_back('"');
+  for (char c : s) {
+    if (c == '"') out.push_back('"');
+    out.push_back(c);
+  }
+  out.push_back('"');
+}
+
+}  // namespace nanotrace::exporter

@@ -1,0 +1,291 @@
+// Perfetto protobuf export: a Trace of TracePackets with TrackEvents, encoded by hand (no
+// SDK), as docs/reference/synthetic-track-event.md of Perfetto describes. Opens in
+// ui.perfetto.dev and trace_processor.
+//
+// - One process TrackDescriptor and one thread TrackDescriptor per nanotrace thread.
+// - Every record is an INSTANT TrackEvent on its thread's track, with the event's name
+//   ("group:event"), its group as category and its fields as debug annotations, except:
+// - for a --slice rule, a begin record opens a slice (BEGIN) on a "lane" track of the
+//   process, the first lane free at that time, and the end record with the same key closes
+//   it (END), so overlapping requests never break nesting; an end without a begin is an
+//   instant. Memory: one map entry per open interval.
+// - A thread with lost records gets a "nanotrace:lost" instant with the count at its end.
+// Timestamps: CLOCK_MONOTONIC ns (clock_start.monotonic_ns + time_ns). Nested messages get a
+// 4-byte padded varint length that is patched when the message ends (as protozero does).
+#include <cstring>
+#include <set>
+#include <unordered_map>
+
+#include "export/output.hpp"
+#include "export/writers.hpp"
+
+namespace nanotrace::exporter {
+namespace {
+
+constexpr uint32_t kSequenceId = 1;
+constexpr uint64_t kProcessUuid = 0x6e616e6f00000001ull;
+constexpr uint64_t kThreadUuidBase = 0x6e616e6f10000000ull;
+constexpr uint64_t kLaneUuidBase = 0x6e616e6f20000000ull;
+enum EventType : uint64_t { kBegin = 1, kEnd = 2, kInstant = 3 };
+
+// Minimal protobuf encoder writing into a fmt::memory_buffer.
+class Proto {
+ public:
+  explicit Proto(fmt::memory_buffer* b) : b_(b) {}
+  void varint(uint64_t v) {
+    char tmp[10];
+    int n = 0;
+    while (v >= 0x80) {
+      tmp[n++] = static_cast<char>(v | 0x80);
+      v >>= 7;
+    }
+    tmp[n++] = static_cast<char>(v);
+    b_->append(tmp, tmp + n);
+  }
+  void tag(uint32_t field, uint32_t wire) { varint(uint64_t{field} << 3 | wire); }
+  void uint(uint32_t field, uint64_t v) {
+    tag(field, 0);
+    varint(v);
+  }
+  void fixed64(uint32_t field, uint64_t bits) {
+    tag(field, 1);
+    char tmp[8];
+    std::memcpy(tmp, &bits, 8);
+    b_->append(tmp, tmp + 8);
+  }
+  void bytes(uint32_t field, std::string_view s) {
+    tag(field, 2);
+    varint(s.size());
+    b_->append(s.data(), s.data() + s.size());
+  }
+  // Opens a nested message; returns the offset of its length to patch in end().
+  size_t begin(uint32_t field) {
+    tag(field, 2);
+    size_t at = b_->size();
+    const char pad[4] = {'\x80', '\x80', '\x80', '\0'};
+    b_->append(pad, pad + 4);
+    return at;
+  }
+  void end(size_t at) {
+    size_t len = b_->size() - at - 4;
+    char* p = b_->data() + at;
+    for (int i = 0; i < 3; ++i) p[i] = static_cast<char>((len >> (7 * i) & 0x7f) | 0x80);
+    p[3] = static_cast<char>(len >> 21 & 0x7f);
+  }
+
+ private:
+  fmt::memory_buffer* b_;
+};
+
+struct Lanes {
+  std::unordered_map<std::string, uint32_t> open;  // key -> lane
+  std::set<uint32_t> free;
+  uint32_t count = 0;
+};
+
+class PerfettoWriter : public RecordWriter {
+ public:
+  PerfettoWriter(const ExportOptions& options, std::vector<ResolvedPair> slices)
+      : options_(options), slices_(std::move(slices)), lanes_(slices_.size()) {}
+
+  Status begin(const Trace& trace, RecordSource& source) override {
+    Status st = out_.open(options_.output);
+    if (!st.ok()) return st;
+    const ProcessInfo& p = trace.process();
+    base_ns_ = p.clock_start.monotonic_ns;
+    const std::vector<EventInfo>& events = trace.events();
+    slice_of_.assign(events.size() + 1, -1);
+    for (size_t s = 0; s < slices_.size(); ++s) {
+      for (size_t id = 0; id < slices_[s].role.size(); ++id) {
+        if (slices_[s].role[id] != 0 && slice_of_[id] < 0) slice_of_[id] = static_cast<int>(s);
+      }
+    }
+    Proto w(&out_.buf());
+    size_t pkt = w.begin(1);
+    w.uint(10, kSequenceId);
+    w.uint(13, 1);  // SEQ_INCREMENTAL_STATE_CLEARED
+    size_t td = w.begin(60);
+    w.uint(1, kProcessUuid);
+    size_t pd = w.begin(3);
+    w.uint(1, p.pid);
+    w.bytes(6, p.user_name.empty() ? p.process_name : p.user_name);
+    w.end(pd);
+    w.end(td);
+    w.end(pkt);
+    const std::vector<ThreadStats>& threads = source.threads();
+    for (size_t i = 0; i < threads.size(); ++i) {
+      pkt = w.begin(1);
+      w.uint(10, kSequenceId);
+      td = w.begin(60);
+      w.uint(1, kThreadUuidBase + i);
+      w.uint(5, kProcessUuid);
+      size_t th = w.begin(4);
+      w.uint(1, p.pid);
+      w.uint(2, threads[i].info.tid);
+      w.bytes(5, threads[i].info.name);
+      w.end(th);
+      w.end(td);
+      w.end(pkt);
+    }
+    last_ts_.assign(threads.size(), 0);
+    return Status::Ok();
+  }
+
+  void write(const Record& r) override {
+    uint64_t ts = base_ns_ + r.time_ns;
+    last_ts_[r.thread] = ts;
+    int s = slice_of_[r.event->id];
+    if (s < 0) {
+      event(r, ts, kInstant, kThreadUuidBase + r.thread, true);
+      return;
+    }
+    const ResolvedPair& pair = slices_[s];
+    Lanes& lanes = lanes_[s];
+    const FieldValue& k = r.values[pair.key_field[r.event->id]];
+    key_.assign(k.type == abi::FieldType::kString
+                    ? k.text
+                    : std::string_view(reinterpret_cast<const char*>(&k.bits), 8));
+    if (pair.role[r.event->id] == 1) {
+      auto it = lanes.open.find(key_);
+      uint32_t lane;
+      if (it != lanes.open.end()) {  // begun again before it ended: close the older one
+        lane = it->second;
+        event(r, ts, kEnd, lane_uuid(s, lane), false);
+      } else {
+        if (lanes.free.empty()) {
+          lane = lanes.count++;
+          lane_descriptor(s, lane);
+        } else {
+          lane = *lanes.free.begin();
+          lanes.free.erase(lanes.free.begin());
+        }
+        lanes.open.emplace(key_, lane);
+      }
+      event(r, ts, kBegin, lane_uuid(s, lane), true);
+    } else {
+      auto it = lanes.open.find(key_);
+      if (it == lanes.open.end()) {
+        event(r, ts, kInstant, kThreadUuidBase + r.thread, true);
+        return;
+      }
+      uint32_t lane = it->second;
+      lanes.open.erase(it);
+      lanes.free.insert(lane);
+      event(r, ts, kEnd, lane_uuid(s, lane), true);
+    }
+  }
+
+  Status finish(RecordSource& source, ExportSummary* summary) override {
+    const std::vector<ThreadStats>& threads = source.threads();
+    Proto w(&out_.buf());
+    for (size_t i = 0; i < threads.size(); ++i) {
+      if (threads[i].lost() == 0) continue;
+      size_t pkt = w.begin(1);
+      w.uint(8, last_ts_[i] ? last_ts_[i] : base_ns_);
+      w.uint(10, kSequenceId);
+      size_t te = w.begin(11);
+      w.uint(9, kInstant);
+      w.uint(11, kThreadUuidBase + i);
+      w.bytes(22, "nanotrace");
+      w.bytes(23, "nanotrace:lost");
+      size_t da = w.begin(4);
+      w.bytes(10, "records");
+      w.uint(3, threads[i].lost());
+      w.end(da);
+      w.end(te);
+      w.end(pkt);
+    }
+    summary->bytes_written = out_.bytes();
+    summary->buffer_bytes = OutFile::kFlushBytes;
+    return out_.close();
+  }
+
+ private:
+  static uint64_t lane_uuid(int slice, uint32_t lane) {
+    return kLaneUuidBase + (uint64_t(slice) << 24) + lane;
+  }
+
+  void lane_descriptor(int slice, uint32_t lane) {
+    Proto w(&out_.buf());
+    size_t pkt = w.begin(1);
+    w.uint(10, kSequenceId);
+    size_t td = w.begin(60);
+    w.uint(1, lane_uuid(slice, lane));
+    w.uint(5, kProcessUuid);
+    w.bytes(2, fmt::format("{} #{}", slices_[slice].rule.begin, lane));
+    w.end(td);
+    w.end(pkt);
+  }
+
+  void event(const Record& r, uint64_t ts, EventType type, uint64_t track, bool with_fields) {
+    Proto w(&out_.buf());
+    size_t pkt = w.begin(1);
+    w.uint(8, ts);
+    w.uint(10, kSequenceId);
+    size_t te = w.begin(11);
+    w.uint(9, type);
+    w.uint(11, track);
+    if (type != kEnd) {
+      w.bytes(22, r.event->group);
+      name_.clear();
+      name_ += r.event->group;
+      name_ += ':';
+      name_ += r.event->name;
+      w.bytes(23, name_);
+    }
+    if (with_fields) {
+      for (uint32_t i = 0; i < r.field_count; ++i) {
+        const FieldValue& v = r.values[i];
+        size_t da = w.begin(4);
+        w.bytes(10, r.event->fields[i].name);
+        switch (v.type) {
+          case abi::FieldType::kI8:
+          case abi::FieldType::kI16:
+          case abi::FieldType::kI32:
+          case abi::FieldType::kI64:
+            w.uint(4, v.bits);  // int64 as two's complement varint
+            break;
+          case abi::FieldType::kF32:
+          case abi::FieldType::kF64:
+            w.fixed64(5, v.bits);
+            break;
+          case abi::FieldType::kBool:
+            w.uint(2, v.bits != 0);
+            break;
+          case abi::FieldType::kString:
+            w.bytes(6, v.text);
+            break;
+          case abi::FieldType::kPointer:
+            w.uint(7, v.bits);
+            break;
+          default:
+            w.uint(3, v.bits);
+            break;
+        }
+        w.end(da);
+      }
+    }
+    w.end(te);
+    w.end(pkt);
+    out_.maybe_flush();
+  }
+
+  ExportOptions options_;
+  std::vector<ResolvedPair> slices_;
+  std::vector<Lanes> lanes_;
+  OutFile out_;
+  uint64_t base_ns_ = 0;
+  std::vector<int> slice_of_;
+  std::vector<uint64_t> last_ts_;
+  std::string key_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<RecordWriter> make_perfetto_writer(const ExportOptions& options,
+                                                   std::vector<ResolvedPair> slices) {
+  return std::make_unique<PerfettoWriter>(options, std::move(slices));
+}
+
+}  // namespace nanotrace::exporter

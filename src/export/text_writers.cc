@@ -1,0 +1,189 @@
+// CSV and JSON-lines export: one line per record, streamed through a 1 MiB buffer.
+//
+// JSON lines: {"time_ns":..,"tid":..,"thread":"..","seq":..,"event":"group:event",
+// "fields":{..}} - the same objects `nanotrace dump --json` prints.
+// CSV: a header "time_ns,tid,thread,seq,event,<every field name of the trace's events, in
+// order of first appearance; "fields.NAME" if NAME is one of the first five>", then one row per
+// record with the cells of fields the record's event does not have left empty (a wide table pandas
+// or a spreadsheet reads directly).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "export/output.hpp"
+#include "export/writers.hpp"
+
+namespace nanotrace::exporter {
+namespace {
+
+void put_uint(fmt::memory_buffer& b, uint64_t v) {
+  fmt::format_int n(v);
+  b.append(n.data(), n.data() + n.size());
+}
+
+class JsonlWriter : public RecordWriter {
+ public:
+  explicit JsonlWriter(const ExportOptions& options) : options_(options) {}
+
+  Status begin(const Trace& trace, RecordSource& source) override {
+    Status st = out_.open(options_.output);
+    if (!st.ok()) return st;
+    for (const ThreadStats& t : source.threads()) {
+      fmt::memory_buffer b;
+      fmt::format_to(std::back_inserter(b), ",\"tid\":{},\"thread\":", t.info.tid);
+      json_string(b, t.info.name);
+      threads_.emplace_back(b.data(), b.size());
+    }
+    const std::vector<EventInfo>& events = trace.events();
+    event_.assign(events.size() + 1, {});
+    keys_.assign(events.size() + 1, {});
+    for (const EventInfo& e : events) {
+      if (e.id == 0 || e.id > events.size()) continue;
+      fmt::memory_buffer b;
+      append(b, ",\"event\":");
+      json_string(b, e.full_name());
+      append(b, ",\"fields\":{");
+      event_[e.id].assign(b.data(), b.size());
+      for (size_t f = 0; f < e.fields.size(); ++f) {
+        fmt::memory_buffer k;
+        if (f > 0) k.push_back(',');
+        json_string(k, e.fields[f].name);
+        k.push_back(':');
+        keys_[e.id].emplace_back(k.data(), k.size());
+      }
+    }
+    return Status::Ok();
+  }
+
+  void write(const Record& r) override {
+    fmt::memory_buffer& b = out_.buf();
+    append(b, "{\"time_ns\":");
+    put_uint(b, r.time_ns);
+    append(b, threads_[r.thread]);
+    append(b, ",\"seq\":");
+    put_uint(b, r.seq);
+    uint16_t id = r.event->id;
+    append(b, event_[id]);
+    for (uint32_t i = 0; i < r.field_count; ++i) {
+      append(b, keys_[id][i]);
+      json_value(b, r.values[i]);
+    }
+    append(b, "}}\n");
+    out_.maybe_flush();
+  }
+
+  Status finish(RecordSource&, ExportSummary* summary) override {
+    summary->bytes_written = out_.bytes();
+    summary->buffer_bytes = OutFile::kFlushBytes;
+    return out_.close();
+  }
+
+ private:
+  ExportOptions options_;
+  OutFile out_;
+  std::vector<std::string> threads_;
+  std::vector<std::string> event_;
+  std::vector<std::vector<std::string>> keys_;
+};
+
+class CsvWriter : public RecordWriter {
+ public:
+  explicit CsvWriter(const ExportOptions& options) : options_(options) {}
+
+  Status begin(const Trace& trace, RecordSource& source) override {
+    Status st = out_.open(options_.output);
+    if (!st.ok()) return st;
+    for (const ThreadStats& t : source.threads()) {
+      fmt::memory_buffer b;
+      fmt::format_to(std::back_inserter(b), ",{},", t.info.tid);
+      FieldValue name;
+      name.type = abi::FieldType::kString;
+      name.text = t.info.name;
+      csv_value(b, name);
+      threads_.emplace_back(b.data(), b.size());
+    }
+    std::vector<std::string> columns;
+    const std::vector<EventInfo>& events = trace.events();
+    for (const EventInfo& e : events) {
+      for (const FieldInfo& f : e.fields) {
+        if (std::find(columns.begin(), columns.end(), f.name) == columns.end()) {
+          columns.push_back(f.name);
+        }
+      }
+    }
+    columns_ = columns.size();
+    event_.assign(events.size() + 1, {});
+    field_of_column_.assign(events.size() + 1, std::vector<int>(columns_, -1));
+    for (const EventInfo& e : events) {
+      if (e.id == 0 || e.id > events.size()) continue;
+      FieldValue name;
+      name.type = abi::FieldType::kString;
+      std::string full = e.full_name();
+      name.text = full;
+      fmt::memory_buffer b;
+      b.push_back(',');
+      csv_value(b, name);
+      event_[e.id].assign(b.data(), b.size());
+      for (size_t f = 0; f < e.fields.size(); ++f) {
+        size_t c = static_cast<size_t>(std::find(columns.begin(), columns.end(), e.fields[f].name) -
+                                       columns.begin());
+        if (field_of_column_[e.id][c] < 0) field_of_column_[e.id][c] = static_cast<int>(f);
+      }
+    }
+    fmt::memory_buffer& b = out_.buf();
+    append(b, "time_ns,tid,thread,seq,event");
+    for (const std::string& c : columns) {
+      b.push_back(',');
+      bool clash = c == "time_ns" || c == "tid" || c == "thread" || c == "seq" || c == "event";
+      if (clash) append(b, "fields.");
+      FieldValue name;
+      name.type = abi::FieldType::kString;
+      name.text = c;
+      csv_value(b, name);
+    }
+    b.push_back('\n');
+    return Status::Ok();
+  }
+
+  void write(const Record& r) override {
+    fmt::memory_buffer& b = out_.buf();
+    put_uint(b, r.time_ns);
+    append(b, threads_[r.thread]);
+    b.push_back(',');
+    put_uint(b, r.seq);
+    uint16_t id = r.event->id;
+    append(b, event_[id]);
+    const std::vector<int>& map = field_of_column_[id];
+    for (size_t c = 0; c < columns_; ++c) {
+      b.push_back(',');
+      if (map[c] >= 0) csv_value(b, r.values[map[c]]);
+    }
+    b.push_back('\n');
+    out_.maybe_flush();
+  }
+
+  Status finish(RecordSource&, ExportSummary* summary) override {
+    summary->bytes_written = out_.bytes();
+    summary->buffer_bytes = OutFile::kFlushBytes;
+    return out_.close();
+  }
+
+ private:
+  ExportOptions options_;
+  OutFile out_;
+  std::vector<std::string> threads_;
+  std::vector<std::string> event_;
+  size_t columns_ = 0;
+  std::vector<std::vector<int>> field_of_column_;
+};
+
+}  // namespace
+
+std::unique_ptr<RecordWriter> make_jsonl_writer(const ExportOptions& options) {
+  return std::make_unique<JsonlWriter>(options);
+}
+std::unique_ptr<RecordWriter> make_csv_writer(const ExportOptions& options) {
+  return std::make_unique<CsvWriter>(options);
+}
+
+}  // namespace nanotrace::exporter
