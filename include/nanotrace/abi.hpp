@@ -69,6 +69,10 @@ enum class ProcessState : uint32_t {
   kCrashed = 2,  // a fatal signal handler ran (crash_signal, crash_tid say which)
 };
 
+// Trigger lifecycle: kNone -> kArmed -> kFired (post-trigger window) -> kFrozen (rings stop;
+// `nanotrace resume` or disarm returns to kNone / kArmed).
+enum class TriggerState : uint32_t { kNone = 0, kArmed = 1, kFired = 2, kFrozen = 3 };
+
 // Field type codes stored in EventEntry::field_types.
 enum class FieldType : uint8_t {
   kNone = 0,
@@ -131,7 +135,24 @@ struct SegmentHeader {
   char process_name[64];     // /proc/self/comm at start
   char user_name[64];        // NANOTRACE_NAME, or empty
   uint64_t proc_start_time;  // field 22 of /proc/<pid>/stat: tells a reused pid apart
-  uint8_t reserved[4096 - 344];
+  // Trigger (see TriggerState). A controller writes trigger_request and bumps control_seq;
+  // the process arms it. When the armed event matches, the process keeps recording for the
+  // post-trigger window, then freezes every ring and fills the trigger_* facts below.
+  uint32_t trigger_state;         // TriggerState
+  uint32_t trigger_event;         // event id that matched (when fired)
+  uint64_t trigger_after_events;  // window: events recorded after the match (all threads)
+  uint64_t trigger_after_ns;      // or: nanoseconds after the match (0 = use events)
+  uint64_t trigger_ticks;         // clock value of the matching record
+  uint32_t trigger_tid;           // thread that recorded it
+  uint32_t trigger_slot;
+  uint64_t trigger_seq;           // its per-thread record number
+  uint64_t frozen_ticks;          // clock value when the rings froze
+  char trigger_expr[256];         // the armed expression (NUL-terminated)
+  char trigger_request[256];      // "arm EXPR", "disarm" or "resume", written by a controller
+  uint32_t trigger_request_seq;   // bumped with each request
+  uint32_t trigger_error_seq;     // = trigger_request_seq once a request was refused
+  char trigger_error[120];        // why
+  uint8_t reserved[4096 - 1040];
 };
 static_assert(sizeof(SegmentHeader) == 4096);
 static_assert(offsetof(SegmentHeader, version) == 8);

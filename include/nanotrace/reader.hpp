@@ -162,6 +162,7 @@ class Trace {
   Trace() = default;
   Status map(const std::string& path, bool writable);
   Status load_tables();
+  void compute_clock_scale();
 
   std::string path_;
   int fd_ = -1;
@@ -172,6 +173,7 @@ class Trace {
   ProcessInfo process_;
   std::vector<EventInfo> events_;
   std::vector<std::string> group_names_;
+  double ns_per_tick_ = 1.0;
 };
 
 // A stream of records in time order (merged over threads), with loss accounting.

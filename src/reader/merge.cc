@@ -33,7 +33,15 @@ class MergedLiveSource : public RecordSource {
     std::pop_heap(heap_.begin(), heap_.end(), Later());
     uint32_t i = heap_.back().stream;
     heap_.pop_back();
-    *out = pending_[i];
+    // Only the used part of the record: a full Record is over 500 bytes.
+    const Record& p = pending_[i];
+    out->ticks = p.ticks;
+    out->time_ns = p.time_ns;
+    out->seq = p.seq;
+    out->thread = p.thread;
+    out->event = p.event;
+    out->field_count = p.field_count;
+    std::copy_n(p.values, p.field_count, out->values);
     last_ = static_cast<int>(i);
     return true;
   }

@@ -141,6 +141,7 @@ Status Trace::load_tables() {
       break;
     }
   }
+  compute_clock_scale();
   p.ring_size = h.ring_size;
   p.block_size = h.block_size;
   p.max_threads = h.max_threads;
@@ -286,17 +287,23 @@ Status Trace::set_group_enabled(const std::string& group, bool enabled) {
                           " (groups: " + known + ")");
 }
 
-uint64_t Trace::ticks_to_ns(uint64_t ticks) const {
+void Trace::compute_clock_scale() {
   const abi::ClockPair& a = process_.clock_start;
   const abi::ClockPair& b = process_.clock_latest;
   double hz = static_cast<double>(process_.ticks_per_second);
+  // The longest baseline the process recorded gives the best rate.
   if (process_.clock == abi::ClockKind::kTsc && b.monotonic_ns > a.monotonic_ns + 50000000) {
     hz = static_cast<double>(b.ticks - a.ticks) * 1e9 /
          static_cast<double>(b.monotonic_ns - a.monotonic_ns);
   }
   if (process_.clock == abi::ClockKind::kMonotonic) hz = 1e9;
-  if (ticks <= a.ticks) return 0;
-  return static_cast<uint64_t>(static_cast<double>(ticks - a.ticks) * 1e9 / hz);
+  ns_per_tick_ = 1e9 / hz;
+}
+
+uint64_t Trace::ticks_to_ns(uint64_t ticks) const {
+  uint64_t start = process_.clock_start.ticks;
+  if (ticks <= start) return 0;
+  return static_cast<uint64_t>(static_cast<double>(ticks - start) * ns_per_tick_);
 }
 
 uint64_t Trace::ticks_to_realtime_ns(uint64_t ticks) const {

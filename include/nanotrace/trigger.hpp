@@ -1,0 +1,48 @@
+// Trigger expressions: "group:event" optionally followed by conditions on the event's fields,
+// joined by "&&": `io:error`, `io:complete lat_us>1000`, `io:submit dev==nvme1n1 && len>=65536`.
+// Operators: == != < <= > >=. Values are integers, decimals, true/false, or bare words for
+// string fields. The same syntax serves in-process triggers (NANOTRACE_TRIGGER, `nanotrace
+// arm`) and the recorder's --stop-on / --snapshot-on.
+//
+// Thread safety: values; Trigger::matches is const and may run on any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nanotrace/abi.hpp"
+#include "nanotrace/reader.hpp"
+#include "nanotrace/status.hpp"
+
+namespace nanotrace {
+
+struct TriggerCondition {
+  enum class Op { kEq, kNe, kLt, kLe, kGt, kGe };
+  std::string field;
+  Op op = Op::kEq;
+  std::string text;  // the value as written
+  double number = 0;  // the value as a number, when it is one
+  bool is_number = false;
+};
+
+struct Trigger {
+  std::string group;
+  std::string event;
+  std::vector<TriggerCondition> conditions;
+  std::string text;  // the expression as written
+
+  // Parses an expression; kInvalidArgument with the reason if malformed.
+  static Result<Trigger> parse(std::string_view text);
+
+  // Field index of each condition for an event with these field names and types, or an
+  // error naming the unknown field / type mismatch.
+  Result<std::vector<uint32_t>> bind(const std::vector<std::string>& field_names,
+                                     const std::vector<abi::FieldType>& field_types) const;
+
+  // True if the values satisfy every condition. REQUIRES: field_index from bind().
+  bool matches(const std::vector<uint32_t>& field_index, const FieldValue* values) const;
+};
+
+}  // namespace nanotrace

@@ -1,0 +1,142 @@
+// Parsing and evaluating trigger expressions (see nanotrace/trigger.hpp).
+#include "nanotrace/trigger.hpp"
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+namespace nanotrace {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+bool is_ident(std::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+Result<TriggerCondition> parse_condition(std::string_view s) {
+  static const struct {
+    const char* token;
+    TriggerCondition::Op op;
+  } kOps[] = {{"==", TriggerCondition::Op::kEq}, {"!=", TriggerCondition::Op::kNe},
+              {"<=", TriggerCondition::Op::kLe}, {">=", TriggerCondition::Op::kGe},
+              {"<", TriggerCondition::Op::kLt},  {">", TriggerCondition::Op::kGt},
+              {"=", TriggerCondition::Op::kEq}};
+  for (const auto& o : kOps) {
+    size_t at = s.find(o.token);
+    if (at == std::string_view::npos) continue;
+    TriggerCondition c;
+    c.field = std::string(trim(s.substr(0, at)));
+    c.op = o.op;
+    c.text = std::string(trim(s.substr(at + std::strlen(o.token))));
+    if (!is_ident(c.field)) return Status::Invalid("bad field name in '" + std::string(s) + "'");
+    if (c.text.empty()) return Status::Invalid("missing value in '" + std::string(s) + "'");
+    if (c.text == "true" || c.text == "false") {
+      c.number = c.text == "true" ? 1 : 0;
+      c.is_number = true;
+    } else {
+      char* end = nullptr;
+      c.number = std::strtod(c.text.c_str(), &end);
+      c.is_number = end != nullptr && *end == '\0';
+      if (!c.is_number && c.text.rfind("0x", 0) == 0) {
+        c.number = static_cast<double>(std::strtoull(c.text.c_str(), &end, 16));
+        c.is_number = *end == '\0';
+      }
+    }
+    return c;
+  }
+  return Status::Invalid("no operator (== != < <= > >=) in '" + std::string(s) + "'");
+}
+
+template <class T>
+bool compare(T a, TriggerCondition::Op op, T b) {
+  switch (op) {
+    case TriggerCondition::Op::kEq: return a == b;
+    case TriggerCondition::Op::kNe: return a != b;
+    case TriggerCondition::Op::kLt: return a < b;
+    case TriggerCondition::Op::kLe: return a <= b;
+    case TriggerCondition::Op::kGt: return a > b;
+    case TriggerCondition::Op::kGe: return a >= b;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<Trigger> Trigger::parse(std::string_view text) {
+  Trigger t;
+  t.text = std::string(trim(text));
+  std::string_view rest = t.text;
+  size_t space = rest.find_first_of(" \t");
+  std::string_view name = rest.substr(0, space);
+  rest = space == std::string_view::npos ? std::string_view() : trim(rest.substr(space));
+  size_t colon = name.find(':');
+  if (colon == std::string_view::npos || !is_ident(name.substr(0, colon)) ||
+      !is_ident(name.substr(colon + 1))) {
+    return Status::Invalid("trigger must start with group:event, got '" + std::string(name) + "'");
+  }
+  t.group = std::string(name.substr(0, colon));
+  t.event = std::string(name.substr(colon + 1));
+  while (!rest.empty()) {
+    size_t amp = rest.find("&&");
+    auto cond = parse_condition(trim(rest.substr(0, amp)));
+    if (!cond.ok()) return cond.status();
+    t.conditions.push_back(std::move(cond.value()));
+    rest = amp == std::string_view::npos ? std::string_view() : trim(rest.substr(amp + 2));
+    if (amp != std::string_view::npos && rest.empty()) return Status::Invalid("dangling '&&'");
+  }
+  return t;
+}
+
+Result<std::vector<uint32_t>> Trigger::bind(const std::vector<std::string>& names,
+                                            const std::vector<abi::FieldType>& types) const {
+  std::vector<uint32_t> index;
+  for (const TriggerCondition& c : conditions) {
+    uint32_t i = 0;
+    while (i < names.size() && names[i] != c.field) ++i;
+    if (i == names.size()) {
+      return Status::NotFound("event " + group + ":" + event + " has no field '" + c.field + "'");
+    }
+    bool is_string = types[i] == abi::FieldType::kString;
+    if (!is_string && !c.is_number) {
+      return Status::Invalid("field '" + c.field + "' is numeric but '" + c.text + "' is not");
+    }
+    index.push_back(i);
+  }
+  return index;
+}
+
+bool Trigger::matches(const std::vector<uint32_t>& field_index, const FieldValue* values) const {
+  for (size_t k = 0; k < conditions.size(); ++k) {
+    const TriggerCondition& c = conditions[k];
+    const FieldValue& v = values[field_index[k]];
+    bool ok;
+    if (v.type == abi::FieldType::kString) {
+      ok = compare<std::string_view>(v.text, c.op, c.text);
+    } else if (v.type == abi::FieldType::kF32 || v.type == abi::FieldType::kF64 ||
+               !(c.number == static_cast<double>(static_cast<int64_t>(c.number)))) {
+      ok = compare<double>(v.as_double(), c.op, c.number);
+    } else if (v.type >= abi::FieldType::kI8 && v.type <= abi::FieldType::kI64) {
+      ok = compare<int64_t>(static_cast<int64_t>(v.bits), c.op, static_cast<int64_t>(c.number));
+    } else {
+      // Unsigned: a negative constant is below every value.
+      if (c.number < 0) {
+        ok = compare<int>(1, c.op, 0);
+      } else {
+        ok = compare<uint64_t>(v.bits, c.op, static_cast<uint64_t>(c.number));
+      }
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace nanotrace
