@@ -25,6 +25,7 @@ struct Options {
   std::optional<std::string> groups;     // "all" (default), "io,sched", "all,-debug"
   std::optional<std::string> name;       // a name tools can find the process by
   std::optional<bool> keep_on_exit;      // keep the segment after a clean exit
+  std::optional<bool> crash_handler;     // mark the segment crashed on a fatal signal
 };
 
 // Applies options. Mode, buffer size and thread count can only change before any thread has
@@ -41,5 +42,25 @@ std::string segment_path();
 
 // Mode ring buffers use in this process.
 Mode mode();
+
+// How long the rings keep recording after a trigger matched: a number of events (all
+// threads together) or a time. Both zero: freeze on the matching record itself.
+struct TriggerWindow {
+  uint64_t after_events = 0;
+  uint64_t after_ns = 0;
+};
+
+// Arms a trigger (syntax in nanotrace/trigger.hpp, e.g. "io:complete lat_us>1000"). When a
+// matching record is written, the rings keep recording for the window, then freeze (no
+// record is written or overwritten) and the segment names the matching record, until
+// resume(). Also set by NANOTRACE_TRIGGER and NANOTRACE_TRIGGER_AFTER ("1000", "500us").
+// Errors: kInvalidArgument (syntax), kNotFound (no such event or field).
+Status arm_trigger(std::string_view expression, const TriggerWindow& window = {});
+Status disarm_trigger();
+// Unfreezes the rings after a trigger fired; the same trigger stays armed.
+// kInvalidArgument if it has not fired.
+Status resume();
+// True while the rings are frozen by a trigger.
+bool frozen();
 
 }  // namespace nanotrace

@@ -56,6 +56,9 @@ inline constexpr uint64_t kNoSpace = ~uint64_t{0};
 // written, or kNoSpace when the record must be dropped (it has been counted).
 uint64_t reserve_slow(uint32_t bytes) noexcept;
 uint64_t monotonic_ticks() noexcept;
+// For sites whose enable byte is 2 (watched by an armed or fired trigger): called with the
+// record written but not yet published; false means drop it (the rings are frozen).
+bool special_event(const Site& site, const uint64_t* record) noexcept;
 bool register_sites(Site* const* begin, Site* const* end) noexcept;
 
 [[gnu::always_inline]] inline uint64_t now_ticks() noexcept {
@@ -71,6 +74,7 @@ template <class... A>
   } else {
     bytes = 8 * (1 + sizeof...(A));
   }
+  const uint8_t state = __atomic_load_n(&site.enabled, __ATOMIC_RELAXED);
   Writer& w = t_writer;
   uint64_t head = w.slot->head;
   if (__builtin_expect(head + bytes > w.check, 0)) {
@@ -81,6 +85,7 @@ template <class... A>
   p[0] = (now_ticks() << 16) | site.id;
   [[maybe_unused]] uint64_t* q = p + 1;
   ((q = store_field(q, args)), ...);
+  if (__builtin_expect(state > 1, 0) && !special_event(site, p)) return;
   abi::ThreadSlot* slot = w.slot;
   slot->written = slot->written + 1;
   __atomic_store_n(&slot->head, head + bytes, __ATOMIC_RELEASE);

@@ -22,7 +22,7 @@ struct TriggerCondition {
   enum class Op { kEq, kNe, kLt, kLe, kGt, kGe };
   std::string field;
   Op op = Op::kEq;
-  std::string text;  // the value as written
+  std::string text;   // the value as written
   double number = 0;  // the value as a number, when it is one
   bool is_number = false;
 };
@@ -32,6 +32,10 @@ struct Trigger {
   std::string event;
   std::vector<TriggerCondition> conditions;
   std::string text;  // the expression as written
+
+  // A post-trigger window: "1000" (events), "500us", "2ms", "1s", "250ns" (time).
+  // False if malformed.
+  static bool parse_window(const std::string& text, uint64_t* events, uint64_t* ns);
 
   // Parses an expression; kInvalidArgument with the reason if malformed.
   static Result<Trigger> parse(std::string_view text);

@@ -59,12 +59,18 @@ Result<TriggerCondition> parse_condition(std::string_view s) {
 template <class T>
 bool compare(T a, TriggerCondition::Op op, T b) {
   switch (op) {
-    case TriggerCondition::Op::kEq: return a == b;
-    case TriggerCondition::Op::kNe: return a != b;
-    case TriggerCondition::Op::kLt: return a < b;
-    case TriggerCondition::Op::kLe: return a <= b;
-    case TriggerCondition::Op::kGt: return a > b;
-    case TriggerCondition::Op::kGe: return a >= b;
+    case TriggerCondition::Op::kEq:
+      return a == b;
+    case TriggerCondition::Op::kNe:
+      return a != b;
+    case TriggerCondition::Op::kLt:
+      return a < b;
+    case TriggerCondition::Op::kLe:
+      return a <= b;
+    case TriggerCondition::Op::kGt:
+      return a > b;
+    case TriggerCondition::Op::kGe:
+      return a >= b;
   }
   return false;
 }
@@ -135,6 +141,33 @@ bool Trigger::matches(const std::vector<uint32_t>& field_index, const FieldValue
       }
     }
     if (!ok) return false;
+  }
+  return true;
+}
+
+bool Trigger::parse_window(const std::string& text, uint64_t* events, uint64_t* ns) {
+  if (text.empty()) return false;
+  size_t digits = text.find_first_not_of("0123456789");
+  if (digits == 0 || (digits != std::string::npos && digits > 18) ||
+      (digits == std::string::npos && text.size() > 18)) {
+    return false;
+  }
+  uint64_t v = std::stoull(text.substr(0, digits));
+  std::string unit = digits == std::string::npos ? "" : text.substr(digits);
+  *events = 0;
+  *ns = 0;
+  if (unit.empty() || unit == "events") {
+    *events = v;
+  } else if (unit == "ns") {
+    *ns = v;
+  } else if (unit == "us") {
+    *ns = v * 1000;
+  } else if (unit == "ms") {
+    *ns = v * 1000000;
+  } else if (unit == "s") {
+    *ns = v * 1000000000;
+  } else {
+    return false;
   }
   return true;
 }

@@ -91,6 +91,15 @@ Config config_from_environment() {
   if (const char* v = std::getenv("NANOTRACE_GROUPS")) c.groups = v;
   if (const char* v = std::getenv("NANOTRACE_NAME")) c.name = std::string(v).substr(0, 63);
   if (const char* v = std::getenv("NANOTRACE_KEEP")) c.keep_on_exit = std::string_view(v) == "1";
+  if (const char* v = std::getenv("NANOTRACE_TRIGGER")) c.trigger = v;
+  if (const char* v = std::getenv("NANOTRACE_TRIGGER_AFTER")) {
+    if (!Trigger::parse_window(v, &c.trigger_after_events, &c.trigger_after_ns)) {
+      warn("NANOTRACE_TRIGGER_AFTER", v, "a count of events, or a time such as 500us, 2ms");
+    }
+  }
+  if (const char* v = std::getenv("NANOTRACE_CRASH_HANDLER")) {
+    c.crash_handler = std::string_view(v) == "1";
+  }
   if (const char* v = std::getenv("NANOTRACE_CLOCK")) {
     std::string_view s = v;
     if (s == "monotonic") {
@@ -122,6 +131,7 @@ Status apply_options(const Options& o, Config* c) {
   if (o.groups) c->groups = *o.groups;
   if (o.name) c->name = o.name->substr(0, 63);
   if (o.keep_on_exit) c->keep_on_exit = *o.keep_on_exit;
+  if (o.crash_handler) c->crash_handler = *o.crash_handler;
   return Status::Ok();
 }
 

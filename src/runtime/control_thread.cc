@@ -29,6 +29,7 @@ void control_loop() {
       if (!rt.started) return;
       abi::SegmentHeader* h = rt.segment.header();
       refresh_clock(h);
+      rt.process_trigger_request_locked();
       rt.apply_groups_locked();
       word = &h->control_seq;
       seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);

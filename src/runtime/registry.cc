@@ -56,6 +56,11 @@ Status Runtime::start_locked() {
   groups.clear();
   for (detail::Site* site : sites) publish_site_locked(site);
   apply_groups_locked();
+  if (!config.trigger.empty() && !armed) {
+    Status s = arm_locked(config.trigger, config.trigger_after_events, config.trigger_after_ns);
+    if (!s.ok()) std::fprintf(stderr, "nanotrace: NANOTRACE_TRIGGER: %s\n", s.message().c_str());
+  }
+  if (config.crash_handler) install_crash_handler();
   start_control_thread();
   return Status::Ok();
 }
@@ -113,15 +118,13 @@ void Runtime::apply_groups_locked() {
   auto* table = reinterpret_cast<abi::GroupEntry*>(segment.base + h->groups_offset);
   for (detail::Site* site : sites) {
     bool on = false;
-    if (site->id != 0) {
-      for (uint32_t g = 0; g < groups.size(); ++g) {
-        if (groups[g] == site->group) {
-          on = __atomic_load_n(&table[g].enabled, __ATOMIC_RELAXED) != 0;
-          break;
-        }
+    for (uint32_t g = 0; site->id != 0 && g < groups.size(); ++g) {
+      if (groups[g] == site->group) {
+        on = __atomic_load_n(&table[g].enabled, __ATOMIC_RELAXED) != 0;
+        break;
       }
     }
-    __atomic_store_n(&site->enabled, on ? 1 : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&site->enabled, site_state_locked(site, on), __ATOMIC_RELAXED);
   }
 }
 
@@ -200,6 +203,10 @@ bool register_sites(Site* const* begin, Site* const* end) noexcept {
   }
   if (!rt.started) {
     runtime::report(rt.start_locked());
+  } else if (!rt.config.trigger.empty() && !rt.armed) {
+    // The trigger's event may live in a module registered just now.
+    (void)rt.arm_locked(rt.config.trigger, rt.config.trigger_after_events,
+                        rt.config.trigger_after_ns);
   } else {
     rt.apply_groups_locked();
   }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "nanotrace/control.hpp"
 #include "nanotrace/detail/fields.hpp"
 #include "nanotrace/status.hpp"
+#include "nanotrace/trigger.hpp"
 
 namespace nanotrace::detail {
 // The slot every thread's writer points at before it claims a ring: head 0, never written.
@@ -34,6 +36,10 @@ struct Config {
   std::string name;
   bool keep_on_exit = false;
   bool force_monotonic = false;
+  bool crash_handler = false;
+  std::string trigger;  // expression armed at start (NANOTRACE_TRIGGER)
+  uint64_t trigger_after_events = 0;
+  uint64_t trigger_after_ns = 0;
 };
 
 // Reads NANOTRACE_* variables over the defaults. Malformed values are reported on stderr
@@ -95,9 +101,32 @@ class Runtime {
   void start_control_thread();
   void after_fork_in_child();
 
+  // Triggers (trigger_runtime.cc). REQUIRES: mu held.
+  Status arm_locked(const std::string& expression, uint64_t after_events, uint64_t after_ns);
+  void disarm_locked();
+  Status resume_locked();
+  // Handles a request a controller wrote into the segment (arm/disarm/resume).
+  void process_trigger_request_locked();
+  // Value of a site's enable byte: 0 off, 1 on, 2 on and watched by the trigger.
+  uint8_t site_state_locked(const detail::Site* site, bool group_enabled) const;
+
+  // The armed trigger, immutable once published; replaced (and kept, never freed: a racing
+  // thread may still read it) when re-armed.
+  struct ArmedTrigger {
+    Trigger expression;
+    std::unordered_map<const detail::Site*, std::vector<uint32_t>> fields;
+    uint64_t after_events = 0;
+    uint64_t after_ns = 0;
+  };
+  const ArmedTrigger* armed = nullptr;
+  uint32_t trigger_requests_seen = 0;
+
  private:
   Runtime() = default;
 };
+
+// Installs the fatal-signal handler that marks the segment crashed (crash_handler.cc).
+void install_crash_handler();
 
 // Thread-exit destructor of a claimed ring: marks the slot exited (readable until reused).
 void release_ring(void* slot);

@@ -6,12 +6,14 @@
 // Each of T threads writes N records test:rec{thread, seq, value, check} (or until stdin
 // closes with --forever). --churn K: K short-lived threads write 3 records each instead.
 // --hold: after producing, print "ready" and wait until stdin closes before exiting.
+// --crash: after producing, die of SIGSEGV.
 // --go: wait for a line on stdin before producing (lets a test attach as consumer first).
 // Prints "pid <pid>" first.
 #include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,7 +49,7 @@ void wait_stdin_closed() {
 
 int main(int argc, char** argv) {
   uint64_t threads = 1, events = 1000, churn = 0;
-  bool forever = false, hold = false, go = false;
+  bool forever = false, hold = false, go = false, crash = false;
   for (int i = 1; i < argc; ++i) {
     auto arg = [&] { return i + 1 < argc ? std::strtoull(argv[++i], nullptr, 10) : 0ull; };
     if (!std::strcmp(argv[i], "--threads"))
@@ -62,6 +64,8 @@ int main(int argc, char** argv) {
       hold = true;
     else if (!std::strcmp(argv[i], "--go"))
       go = true;
+    else if (!std::strcmp(argv[i], "--crash"))
+      crash = true;
     else
       return 2;
   }
@@ -86,6 +90,11 @@ int main(int argc, char** argv) {
       g_stop = true;
     }
     for (auto& t : pool) t.join();
+  }
+  if (crash) {
+    std::printf("crashing\n");
+    std::fflush(stdout);
+    raise(SIGSEGV);
   }
   if (hold) {
     std::printf("ready\n");

@@ -24,4 +24,9 @@ struct DumpOptions {
 int cmd_dump(const std::string& source, const DumpOptions& options);
 int cmd_stats(const std::string& source, bool json);
 
+int cmd_arm(const std::string& source, const std::string& expression, const std::string& after);
+int cmd_disarm(const std::string& source);
+int cmd_resume(const std::string& source);
+int cmd_status(const std::string& source);
+
 }  // namespace nanotrace::cli

@@ -42,6 +42,19 @@ int main(int argc, char** argv) {
   stats->add_flag("--json", json, "Print JSON");
 
   // export, latency, report (issue 5): see analysis_commands.hpp.
+  // Triggers: arm, disarm, resume, status.
+  std::string expression, after;
+  auto* arm = app.add_subcommand("arm", "Arm a trigger that freezes the rings on an event");
+  arm->add_option("SOURCE", source, "pid or name:NAME of a live process")->required();
+  arm->add_option("EXPR", expression, "e.g. 'io:error' or 'io:complete lat_us>1000'")->required();
+  arm->add_option("--after", after, "keep recording N events (or 500us, 2ms) after the match");
+  auto* disarm = app.add_subcommand("disarm", "Disarm the trigger of a live process");
+  disarm->add_option("SOURCE", source, "pid or name:NAME")->required();
+  auto* resume = app.add_subcommand("resume", "Unfreeze rings a trigger froze (stays armed)");
+  resume->add_option("SOURCE", source, "pid or name:NAME")->required();
+  auto* status = app.add_subcommand("status", "Process state, crash and trigger details");
+  status->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
+
   auto analysis = register_analysis_commands(app);
 
   CLI11_PARSE(app, argc, argv);
@@ -52,6 +65,10 @@ int main(int argc, char** argv) {
   if (disable->parsed()) return cmd_enable(source, groups, false);
   if (dump->parsed()) return cmd_dump(source, dump_options);
   if (stats->parsed()) return cmd_stats(source, json);
+  if (arm->parsed()) return cmd_arm(source, expression, after);
+  if (disarm->parsed()) return cmd_disarm(source);
+  if (resume->parsed()) return cmd_resume(source);
+  if (status->parsed()) return cmd_status(source);
   if (int status = 1; run_analysis_commands(*analysis, &status)) return status;
   return 1;
 }

@@ -1,0 +1,132 @@
+// In-process triggers and the crash mark: a trigger freezes the rings exactly at the end of
+// its post-trigger window and names the matching record; a fatal signal leaves the segment
+// marked crashed.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include "common/child_process.hpp"
+#include "common/records.hpp"
+#include "nanotrace/abi.hpp"
+#include "nanotrace/reader.hpp"
+
+namespace nanotrace {
+namespace {
+
+const std::string kProducer = std::string(NANOTRACE_BIN_DIR) + "/nanotrace_test_producer";
+
+const abi::SegmentHeader& header(const Trace& t) {
+  return *reinterpret_cast<const abi::SegmentHeader*>(t.base());
+}
+
+TEST(TriggerTest, FreezesExactlyAfterTheWindowOnOneThread) {
+  testing::ChildProcess child({kProducer, "--events", "200000", "--hold"},
+                              {"NANOTRACE_BUFFER=1M", "NANOTRACE_TRIGGER=test:rec seq==50000",
+                               "NANOTRACE_TRIGGER_AFTER=100"});
+  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
+  ASSERT_EQ(child.read_line(), "ready");
+  auto trace = Trace::open_pid(pid);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  const abi::SegmentHeader& h = header(**trace);
+  EXPECT_EQ(h.trigger_state, static_cast<uint32_t>(abi::TriggerState::kFrozen));
+  EXPECT_EQ(h.trigger_seq, 50000u);
+  const EventInfo* e = (*trace)->event_by_id(static_cast<uint16_t>(h.trigger_event));
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->full_name(), "test:rec");
+  auto result = testing::read_test_records(**trace);
+  ASSERT_FALSE(result.records.empty());
+  EXPECT_EQ(result.bad_checksums, 0u);
+  // The matching record and exactly 100 after it, nothing later.
+  EXPECT_EQ(result.records.back().seq, 50100u);
+  EXPECT_EQ(result.threads.at(0).info.written, 50101u);
+  child.close_stdin();
+  child.wait();
+}
+
+TEST(TriggerTest, WindowIsExactAcrossThreads) {
+  testing::ChildProcess child(
+      {kProducer, "--threads", "3", "--events", "300000", "--hold"},
+      {"NANOTRACE_BUFFER=4M", "NANOTRACE_TRIGGER=test:rec thread==1 && seq==20000",
+       "NANOTRACE_TRIGGER_AFTER=1000"});
+  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
+  ASSERT_EQ(child.read_line(), "ready");
+  auto trace = Trace::open_pid(pid);
+  ASSERT_TRUE(trace.ok());
+  const abi::SegmentHeader& h = header(**trace);
+  ASSERT_EQ(h.trigger_state, static_cast<uint32_t>(abi::TriggerState::kFrozen));
+  // Records published after the match, all threads together: exactly the window. Every
+  // thread's records are numbered, so count those after each thread's state at the match:
+  // a record is after the match iff its clock value is later, except the matching record.
+  auto result = testing::read_test_records(**trace);
+  EXPECT_EQ(result.bad_checksums, 0u);
+  uint64_t written = 0;
+  for (const ThreadStats& s : result.threads) written += s.info.written;
+  uint64_t after = 0;
+  bool seen_match = false;
+  for (const auto& r : result.records) {
+    if (r.thread == 1 && r.seq == 20000) {
+      seen_match = true;
+      EXPECT_EQ(r.ticks, h.trigger_ticks);
+      continue;
+    }
+    if (r.ticks > h.trigger_ticks) ++after;
+  }
+  EXPECT_TRUE(seen_match);
+  // Threads racing the match may stamp a record just before it and publish it just after,
+  // so the clock-based count can be below the window, never above it.
+  EXPECT_LE(after, 1000u);
+  EXPECT_GE(after, 1000u - 3 * 2);
+  // Nothing moves once frozen.
+  auto again = testing::read_test_records(**trace);
+  EXPECT_EQ(again.records.size(), result.records.size());
+  child.close_stdin();
+  child.wait();
+}
+
+TEST(TriggerTest, TimeWindowAndBadExpressions) {
+  testing::ChildProcess child(
+      {kProducer, "--events", "2000000", "--hold"},
+      {"NANOTRACE_TRIGGER=test:rec seq>=1000", "NANOTRACE_TRIGGER_AFTER=200us"});
+  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
+  ASSERT_EQ(child.read_line(), "ready");
+  auto trace = Trace::open_pid(pid);
+  ASSERT_TRUE(trace.ok());
+  const abi::SegmentHeader& h = header(**trace);
+  ASSERT_EQ(h.trigger_state, static_cast<uint32_t>(abi::TriggerState::kFrozen));
+  EXPECT_EQ(h.trigger_seq, 1000u);
+  // Every published record lies within 200 us of the match.
+  auto result = testing::read_test_records(**trace);
+  uint64_t window_ticks = h.ticks_per_second / 5000;
+  for (const auto& r : result.records) EXPECT_LE(r.ticks, h.trigger_ticks + window_ticks);
+  EXPECT_LT(result.threads.at(0).info.written, 2000000u);
+  child.close_stdin();
+  child.wait();
+
+  // A malformed trigger is reported and ignored; the program still runs.
+  testing::ChildProcess bad({kProducer, "--events", "10", "--hold"},
+                            {"NANOTRACE_TRIGGER=test:rec nosuchfield>1"});
+  bad.read_line();
+  EXPECT_EQ(bad.read_line(), "ready");
+  bad.close_stdin();
+  EXPECT_EQ(WEXITSTATUS(bad.wait()), 0);
+}
+
+TEST(TriggerTest, CrashHandlerMarksTheSegment) {
+  testing::ChildProcess child({kProducer, "--events", "100", "--crash"},
+                              {"NANOTRACE_CRASH_HANDLER=1"});
+  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
+  int status = child.wait();
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGSEGV);
+  auto trace = Trace::open_pid(pid);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  EXPECT_EQ((*trace)->process().state, abi::ProcessState::kCrashed);
+  EXPECT_EQ((*trace)->process().crash_signal, static_cast<uint32_t>(SIGSEGV));
+  EXPECT_EQ((*trace)->process().crash_tid, static_cast<uint32_t>(pid));
+  EXPECT_FALSE((*trace)->process().alive);
+  auto result = testing::read_test_records(**trace);
+  EXPECT_EQ(result.records.size(), 100u);
+  unlink(testing::segment_of(pid).c_str());
+}
+
+}  // namespace
+}  // namespace nanotrace
