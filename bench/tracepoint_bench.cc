@@ -9,14 +9,14 @@
 //     second or so. Writes FILE as JSON (floor_ns, event{0,2,4}_ns, disabled_ns,
 //     event2_2threads_ns, ratio_event2_to_floor, ...).
 #include <benchmark/benchmark.h>
-#include <nanotrace/control.hpp>
-#include <nanotrace/floor.hpp>
-#include <nanotrace/nanotrace.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <nanotrace/control.hpp>
+#include <nanotrace/floor.hpp>
+#include <nanotrace/nanotrace.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -159,13 +159,14 @@ int write_summary(const char* path, int rounds) {
                "  \"event2_record_bytes\": 24\n"
                "}\n",
                kBurst, rounds, tpn, floor_ns, e0.op_ticks / tpn, e2.op_ticks / tpn,
-               e4.op_ticks / tpn, disabled_ns, off.op_ticks / tpn, empty.op_ticks / tpn, two_ns, e0.ratio, e2.ratio, e4.ratio,
-               off.ratio, two_ratio, two_ratio / e2.ratio);
+               e4.op_ticks / tpn, disabled_ns, off.op_ticks / tpn, empty.op_ticks / tpn, two_ns,
+               e0.ratio, e2.ratio, e4.ratio, off.ratio, two_ratio, two_ratio / e2.ratio);
   std::fclose(out);
-  std::printf("floor %.2f ns | event0 %.2f (x%.3f) | event2 %.2f (x%.3f) | event4 %.2f (x%.3f) | "
-              "disabled %.2f (net of call) | 2 threads event2 %.2f ns/thread (x%.3f)\n",
-              floor_ns, e0.op_ticks / tpn, e0.ratio, e2.op_ticks / tpn, e2.ratio,
-              e4.op_ticks / tpn, e4.ratio, disabled_ns, two_ns, two_ratio);
+  std::printf(
+      "floor %.2f ns | event0 %.2f (x%.3f) | event2 %.2f (x%.3f) | event4 %.2f (x%.3f) | "
+      "disabled %.2f (net of call) | 2 threads event2 %.2f ns/thread (x%.3f)\n",
+      floor_ns, e0.op_ticks / tpn, e0.ratio, e2.op_ticks / tpn, e2.ratio, e4.op_ticks / tpn,
+      e4.ratio, disabled_ns, two_ns, two_ratio);
   return 0;
 }
 

@@ -145,13 +145,13 @@ struct SegmentHeader {
   uint64_t trigger_ticks;         // clock value of the matching record
   uint32_t trigger_tid;           // thread that recorded it
   uint32_t trigger_slot;
-  uint64_t trigger_seq;           // its per-thread record number
-  uint64_t frozen_ticks;          // clock value when the rings froze
-  char trigger_expr[256];         // the armed expression (NUL-terminated)
-  char trigger_request[256];      // "arm EXPR", "disarm" or "resume", written by a controller
-  uint32_t trigger_request_seq;   // bumped with each request
-  uint32_t trigger_error_seq;     // = trigger_request_seq once a request was refused
-  char trigger_error[120];        // why
+  uint64_t trigger_seq;          // its per-thread record number
+  uint64_t frozen_ticks;         // clock value when the rings froze
+  char trigger_expr[256];        // the armed expression (NUL-terminated)
+  char trigger_request[256];     // "arm EXPR", "disarm" or "resume", written by a controller
+  uint32_t trigger_request_seq;  // bumped with each request
+  uint32_t trigger_error_seq;    // = trigger_request_seq once a request was refused
+  char trigger_error[120];       // why
   uint8_t reserved[4096 - 1040];
 };
 static_assert(sizeof(SegmentHeader) == 4096);
