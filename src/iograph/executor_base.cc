@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -79,6 +80,8 @@ uint64_t ExecutorBase::now() const {
 }
 
 Status ExecutorBase::begin(const Graph& graph, RunResult& result) {
+  static std::atomic<uint64_t> next_graph_id{0};
+  graph_id_ = options_.graph_id ? options_.graph_id : ++next_graph_id;
   if (!graph.finalized()) return Status::Invalid("the graph is not finalized");
   const uint32_t n = graph.size();
   bool needs_data = false;

@@ -48,6 +48,7 @@ class ExecutorBase : public Executor {
   uint64_t now() const;
 
   Backend backend_;
+  uint64_t graph_id_ = 0;  // options.graph_id, or a process-unique number per run
   Target& target_;
   ExecOptions options_;
   Ring ring_;

@@ -25,8 +25,9 @@ class LinkExecutor final : public ExecutorBase {
   Status run(const Graph& graph, RunResult& result) override {
     if (Status s = begin(graph, result); !s.ok()) return s;
     plan(graph);
-    const uint64_t gid = options_.graph_id;
-    NANOTRACE(iograph, graph_start, "graph={} backend={} nodes={}", gid, backend_, graph.size());
+    const uint64_t gid = graph_id_;
+    NANOTRACE(iograph, graph_start, "graph={} backend={} nodes={}", gid, backend_name(backend_),
+              graph.size());
     io_uring* ring = ring_.get();
     ready_.clear();
     active_.clear();
@@ -74,14 +75,14 @@ class LinkExecutor final : public ExecutorBase {
       io_uring_cq_advance(ring, seen);
     }
     finish(graph, result);
-    NANOTRACE(iograph, graph_end, "graph={} backend={} ok={} failed={} skipped={}", gid, backend_,
-              result.ok_count, result.failed.size(), result.skipped.size());
+    NANOTRACE(iograph, graph_end, "graph={} backend={} ok={} failed={} skipped={}", gid,
+              backend_name(backend_), result.ok_count, result.failed.size(), result.skipped.size());
     return Status::Ok();
   }
 
  private:
   void on_completion(const Graph& graph, RunResult& result, uint32_t v, int res, uint64_t t) {
-    const uint64_t gid = options_.graph_id;
+    const uint64_t gid = graph_id_;
     NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={}", gid, v, backend_,
               res);
     NodeRecord& rec = result.nodes[v];
