@@ -15,8 +15,6 @@ class LevelExecutor final : public ExecutorBase {
   Status run(const Graph& graph, RunResult& result) override {
     if (Status s = begin(graph, result); !s.ok()) return s;
     const uint64_t gid = graph_id_;
-    NANOTRACE(iograph, graph_start, "graph={} backend={} nodes={}", gid, backend_name(backend_),
-              graph.size());
     io_uring* ring = ring_.get();
     for (uint32_t level = 0; level < graph.level_count(); ++level) {
       // Nodes of this level whose predecessors all succeeded; others stay pending (skipped).
@@ -61,8 +59,6 @@ class LevelExecutor final : public ExecutorBase {
       NANOTRACE(iograph, level_barrier, "graph={} level={} nodes={}", gid, level, queue_.size());
     }
     finish(graph, result);
-    NANOTRACE(iograph, graph_end, "graph={} backend={} ok={} failed={} skipped={}", gid,
-              backend_name(backend_), result.ok_count, result.failed.size(), result.skipped.size());
     return Status::Ok();
   }
 

@@ -26,8 +26,6 @@ class LinkExecutor final : public ExecutorBase {
     if (Status s = begin(graph, result); !s.ok()) return s;
     plan(graph);
     const uint64_t gid = graph_id_;
-    NANOTRACE(iograph, graph_start, "graph={} backend={} nodes={}", gid, backend_name(backend_),
-              graph.size());
     io_uring* ring = ring_.get();
     ready_.clear();
     active_.clear();
@@ -75,8 +73,6 @@ class LinkExecutor final : public ExecutorBase {
       io_uring_cq_advance(ring, seen);
     }
     finish(graph, result);
-    NANOTRACE(iograph, graph_end, "graph={} backend={} ok={} failed={} skipped={}", gid,
-              backend_name(backend_), result.ok_count, result.failed.size(), result.skipped.size());
     return Status::Ok();
   }
 

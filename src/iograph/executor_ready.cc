@@ -17,7 +17,6 @@ class ReadyExecutor final : public ExecutorBase {
     if (Status s = begin(graph, result); !s.ok()) return s;
     const uint32_t n = graph.size();
     const uint64_t gid = graph_id_;
-    NANOTRACE(iograph, graph_start, "graph={} backend={} nodes={}", gid, backend_name(backend_), n);
     // A FIFO of ready node ids; partial transfers re-enter it, so it can exceed n entries.
     ready_.clear();
     ready_.reserve(2 * static_cast<size_t>(n));
@@ -61,8 +60,6 @@ class ReadyExecutor final : public ExecutorBase {
       io_uring_cq_advance(ring, seen);
     }
     finish(graph, result);
-    NANOTRACE(iograph, graph_end, "graph={} backend={} ok={} failed={} skipped={}", gid,
-              backend_name(backend_), result.ok_count, result.failed.size(), result.skipped.size());
     return Status::Ok();
   }
 

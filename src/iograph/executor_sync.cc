@@ -14,8 +14,6 @@ class SyncExecutor final : public ExecutorBase {
   Status run(const Graph& graph, RunResult& result) override {
     if (Status s = begin(graph, result); !s.ok()) return s;
     const uint64_t gid = graph_id_;
-    NANOTRACE(iograph, graph_start, "graph={} backend={} nodes={}", gid, backend_name(backend_),
-              graph.size());
     for (uint32_t id : graph.topological_order()) {
       bool runnable = true;
       for (uint32_t p : graph.predecessors(id)) {
@@ -34,8 +32,6 @@ class SyncExecutor final : public ExecutorBase {
                 result.nodes[id].result);
     }
     finish(graph, result);
-    NANOTRACE(iograph, graph_end, "graph={} backend={} ok={} failed={} skipped={}", gid,
-              backend_name(backend_), result.ok_count, result.failed.size(), result.skipped.size());
     return Status::Ok();
   }
 };
