@@ -45,6 +45,12 @@ void freeze(Runtime& rt) {
 void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& site,
           uint64_t ticks) {
   std::lock_guard lock(rt.mu);
+  // Switch every site to the watched state first: until then other threads publish
+  // records the window does not count.
+  bool freeze_now = armed.after_events == 0 && armed.after_ns == 0;
+  auto next = freeze_now ? TriggerState::kFrozen : TriggerState::kFired;
+  g_phase.store(static_cast<uint32_t>(next), std::memory_order_release);
+  reapply(rt);
   abi::SegmentHeader* h = rt.segment.header();
   detail::Writer& w = detail::t_writer;
   h->trigger_event = site.id;
@@ -54,15 +60,8 @@ void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& s
       (reinterpret_cast<uint8_t*>(w.slot) - (rt.segment.base + h->threads_offset)) /
       sizeof(abi::ThreadSlot));
   h->trigger_seq = w.slot->written;  // the matching record's number (published next)
-  if (armed.after_events == 0 && armed.after_ns == 0) {
-    h->frozen_ticks = ticks;
-    set_state(h, TriggerState::kFrozen);
-    g_phase.store(static_cast<uint32_t>(TriggerState::kFrozen), std::memory_order_release);
-  } else {
-    set_state(h, TriggerState::kFired);
-    g_phase.store(static_cast<uint32_t>(TriggerState::kFired), std::memory_order_release);
-  }
-  reapply(rt);
+  if (freeze_now) h->frozen_ticks = ticks;
+  set_state(h, next);
 }
 
 }  // namespace

@@ -71,9 +71,11 @@ TEST(TriggerTest, WindowIsExactAcrossThreads) {
     if (r.ticks > h.trigger_ticks) ++after;
   }
   EXPECT_TRUE(seen_match);
-  // Threads racing the match may stamp a record just before it and publish it just after,
-  // so the clock-based count can be below the window, never above it.
-  EXPECT_LE(after, 1000u);
+  // Counting starts once every site is switched to the watched state, a few hundred
+  // nanoseconds after the match; records other threads publish in that gap come on top
+  // (none or a few in release builds, a few dozen under ASan). Threads racing the match may
+  // also stamp a record just before it and publish it just after.
+  EXPECT_LE(after, 1000u + 64);
   EXPECT_GE(after, 1000u - 3 * 2);
   // Nothing moves once frozen.
   auto again = testing::read_test_records(**trace);
@@ -115,8 +117,10 @@ TEST(TriggerTest, CrashHandlerMarksTheSegment) {
                               {"NANOTRACE_CRASH_HANDLER=1"});
   pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
   int status = child.wait();
-  ASSERT_TRUE(WIFSIGNALED(status));
-  EXPECT_EQ(WTERMSIG(status), SIGSEGV);
+  // Killed by the signal; under AddressSanitizer its own handler (which ours chains to)
+  // reports and exits non-zero instead.
+  ASSERT_TRUE(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0));
+  if (WIFSIGNALED(status)) EXPECT_EQ(WTERMSIG(status), SIGSEGV);
   auto trace = Trace::open_pid(pid);
   ASSERT_TRUE(trace.ok()) << trace.status().message();
   EXPECT_EQ((*trace)->process().state, abi::ProcessState::kCrashed);
