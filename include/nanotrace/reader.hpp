@@ -112,6 +112,9 @@ struct ThreadStats {
 };
 
 class RecordSource;
+namespace reader {
+struct TraceFile;
+}
 
 class Trace {
  public:
@@ -121,7 +124,10 @@ class Trace {
   static Result<std::unique_ptr<Trace>> open_name(const std::string& name, bool writable = false);
   // Attaches to a segment by path (e.g. a segment left by a crashed process).
   static Result<std::unique_ptr<Trace>> open_path(const std::string& path, bool writable = false);
-  // pid, "name:NAME", or a path: what the CLI accepts as a source.
+  // pid, "name:NAME", or a path: what the CLI accepts as a source. A path may name a
+  // segment or a trace file (written by `nanotrace record`, `snapshot` or `recover`,
+  // recognised by its magic); a trace file is read-only (writable is ignored) and its
+  // process is reported as not alive. Errors: kNotFound, kCorrupt, kUnsupported, kIoError.
   static Result<std::unique_ptr<Trace>> open(const std::string& source, bool writable = false);
 
   ~Trace();
@@ -130,6 +136,10 @@ class Trace {
 
   // Re-reads the header, event and group tables (events registered since open appear).
   Status refresh();
+  // True if this Trace reads a trace file rather than a live segment.
+  bool is_file() const { return file_ != nullptr; }
+  // Why part of a trace file was ignored (a torn or damaged tail), or empty.
+  const std::string& warning() const { return warning_; }
   const ProcessInfo& process() const { return process_; }
   const std::vector<EventInfo>& events() const { return events_; }
   const EventInfo* event_by_id(uint16_t id) const;
@@ -161,6 +171,7 @@ class Trace {
  private:
   Trace() = default;
   Status map(const std::string& path, bool writable);
+  Status open_file(const std::string& path);
   Status load_tables();
   void compute_clock_scale();
 
@@ -174,6 +185,8 @@ class Trace {
   std::vector<EventInfo> events_;
   std::vector<std::string> group_names_;
   double ns_per_tick_ = 1.0;
+  std::shared_ptr<reader::TraceFile> file_;  // set when reading a trace file
+  std::string warning_;
 };
 
 // A stream of records in time order (merged over threads), with loss accounting.

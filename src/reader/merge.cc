@@ -1,90 +1,31 @@
-// Merging per-thread record streams into one stream ordered by time: a k-way merge over
-// the streams' next records (a min-heap keyed by clock value, then thread), so memory is one
-// block buffer per thread whatever the trace size. Records of one thread keep their order.
-#include <algorithm>
+// Trace::read_all: the merged record stream of a live segment (one LiveThreadStream per
+// thread) or of a trace file (one FileThreadStream per thread generation it holds).
 #include <memory>
 #include <vector>
 
 #include "nanotrace/reader.hpp"
+#include "reader/merged_source.hpp"
 #include "reader/thread_stream.hpp"
+#include "reader/trace_file.hpp"
 
 namespace nanotrace {
-namespace {
-
-class MergedLiveSource : public RecordSource {
- public:
-  MergedLiveSource(Trace& trace, bool consume) {
-    for (const ThreadInfo& t : trace.threads()) {
-      auto index = static_cast<uint32_t>(streams_.size());
-      streams_.push_back(std::make_unique<reader::LiveThreadStream>(trace, t, consume, index));
-    }
-    pending_.resize(streams_.size());
-    for (uint32_t i = 0; i < streams_.size(); ++i) advance(i);
-    stats_.resize(streams_.size());
-  }
-
-  bool next(Record* out) override {
-    if (last_ >= 0) advance(static_cast<uint32_t>(last_));
-    last_ = -1;
-    if (heap_.empty()) {
-      refresh_stats();
-      return false;
-    }
-    std::pop_heap(heap_.begin(), heap_.end(), Later());
-    uint32_t i = heap_.back().stream;
-    heap_.pop_back();
-    // Only the used part of the record: a full Record is over 500 bytes.
-    const Record& p = pending_[i];
-    out->ticks = p.ticks;
-    out->time_ns = p.time_ns;
-    out->seq = p.seq;
-    out->thread = p.thread;
-    out->event = p.event;
-    out->field_count = p.field_count;
-    std::copy_n(p.values, p.field_count, out->values);
-    last_ = static_cast<int>(i);
-    return true;
-  }
-
-  const std::vector<ThreadStats>& threads() const override {
-    const_cast<MergedLiveSource*>(this)->refresh_stats();
-    return stats_;
-  }
-
- private:
-  struct Entry {
-    uint64_t ticks;
-    uint32_t stream;
-  };
-  struct Later {
-    bool operator()(const Entry& a, const Entry& b) const {
-      return a.ticks != b.ticks ? a.ticks > b.ticks : a.stream > b.stream;
-    }
-  };
-
-  // The record handed out last stays valid until here: its stream's buffer is reused now.
-  void advance(uint32_t i) {
-    if (streams_[i]->next(&pending_[i])) {
-      heap_.push_back({pending_[i].ticks, i});
-      std::push_heap(heap_.begin(), heap_.end(), Later());
-    }
-  }
-
-  void refresh_stats() {
-    for (size_t i = 0; i < streams_.size(); ++i) stats_[i] = streams_[i]->stats();
-  }
-
-  std::vector<std::unique_ptr<reader::LiveThreadStream>> streams_;
-  std::vector<Record> pending_;
-  std::vector<Entry> heap_;
-  std::vector<ThreadStats> stats_;
-  int last_ = -1;
-};
-
-}  // namespace
 
 std::unique_ptr<RecordSource> Trace::read_all(bool consume) {
-  return std::make_unique<MergedLiveSource>(*this, consume && consumer_);
+  if (file_) {
+    std::vector<std::unique_ptr<reader::FileThreadStream>> streams;
+    std::vector<ThreadInfo> infos = threads();
+    for (uint32_t i = 0; i < infos.size(); ++i) {
+      streams.push_back(std::make_unique<reader::FileThreadStream>(*this, file_, i, infos[i]));
+    }
+    return std::make_unique<reader::MergedSource<reader::FileThreadStream>>(std::move(streams));
+  }
+  std::vector<std::unique_ptr<reader::LiveThreadStream>> streams;
+  for (const ThreadInfo& t : threads()) {
+    auto index = static_cast<uint32_t>(streams.size());
+    streams.push_back(
+        std::make_unique<reader::LiveThreadStream>(*this, t, consume && consumer_, index));
+  }
+  return std::make_unique<reader::MergedSource<reader::LiveThreadStream>>(std::move(streams));
 }
 
 }  // namespace nanotrace

@@ -13,6 +13,7 @@
 
 #include "nanotrace/reader.hpp"
 #include "reader/segment_checks.hpp"
+#include "reader/trace_file.hpp"
 
 namespace nanotrace {
 namespace {
@@ -32,7 +33,7 @@ std::string bounded(const char* p, size_t cap) { return std::string(p, ::strnlen
 
 namespace reader {
 
-Status validate_header(const abi::SegmentHeader& h, uint64_t file_size) {
+Status validate_header(const abi::SegmentHeader& h, uint64_t file_size, bool tables_only) {
   if (std::memcmp(h.magic, abi::kSegmentMagic, sizeof(h.magic)) != 0) {
     return Status::Corrupt("not a nanotrace segment (bad magic)");
   }
@@ -43,7 +44,7 @@ Status validate_header(const abi::SegmentHeader& h, uint64_t file_size) {
                                std::to_string(abi::kSegmentVersion) + ")");
   }
   if (h.header_size != sizeof(abi::SegmentHeader)) return Status::Corrupt("bad header size");
-  if (h.segment_size != file_size) {
+  if (!tables_only && h.segment_size != file_size) {
     return Status::Corrupt("segment size " + std::to_string(h.segment_size) +
                            " does not match the file (" + std::to_string(file_size) + ")");
   }
@@ -68,6 +69,7 @@ Status validate_header(const abi::SegmentHeader& h, uint64_t file_size) {
       !fits(h.strings_offset, h.strings_capacity, 1, file_size)) {
     return Status::Corrupt("string pool out of bounds");
   }
+  if (tables_only) return Status::Ok();
   if (h.threads_offset % alignof(abi::ThreadSlot) != 0 ||
       !fits(h.threads_offset, h.max_threads, sizeof(abi::ThreadSlot), file_size)) {
     return Status::Corrupt("thread table out of bounds");
@@ -82,7 +84,7 @@ Status validate_header(const abi::SegmentHeader& h, uint64_t file_size) {
 
 Trace::~Trace() {
   if (consumer_) detach_consumer();
-  if (base_) munmap(base_, size_);
+  if (base_ && !file_) munmap(base_, size_);
   if (fd_ >= 0) close(fd_);
 }
 
@@ -113,12 +115,14 @@ Status Trace::map(const std::string& path, bool writable) {
 Status Trace::load_tables() {
   abi::SegmentHeader h;
   std::memcpy(&h, base_, sizeof(h));  // validate a private copy, not the live bytes
-  Status s = reader::validate_header(h, size_);
+  Status s = reader::validate_header(h, size_, file_ != nullptr);
   if (!s.ok()) return Status(s.code(), path_ + ": " + s.message());
+  if (file_ && h.block_size > file::kMaxBlockBytes)
+    return Status::Corrupt(path_ + ": bad block size");
   ProcessInfo& p = process_;
   p.path = path_;
   p.pid = h.pid;
-  p.alive = reader::process_alive(h.pid, h.proc_start_time) &&
+  p.alive = !file_ && reader::process_alive(h.pid, h.proc_start_time) &&
             h.state == static_cast<uint32_t>(abi::ProcessState::kRunning);
   p.state = h.state <= 2 ? static_cast<abi::ProcessState>(h.state) : abi::ProcessState::kRunning;
   p.mode = static_cast<abi::Mode>(h.mode);
@@ -146,8 +150,8 @@ Status Trace::load_tables() {
   p.block_size = h.block_size;
   p.max_threads = h.max_threads;
   p.segment_size = h.segment_size;
-  p.lost_no_slot = h.lost_no_slot;
-  p.lost_reclaimed = h.lost_reclaimed;
+  p.lost_no_slot = file_ ? file_->lost_no_slot : h.lost_no_slot;
+  p.lost_reclaimed = file_ ? file_->lost_reclaimed : h.lost_reclaimed;
   p.consumer_pid = h.consumer_pid;
   p.crash_signal = h.crash_signal;
   p.crash_tid = h.crash_tid;
@@ -193,8 +197,24 @@ Status Trace::load_tables() {
 
 Status Trace::refresh() { return load_tables(); }
 
+Status Trace::open_file(const std::string& path) {
+  auto f = reader::TraceFile::open(path);
+  if (!f.ok()) return f.status();
+  file_ = std::move(f.value());
+  path_ = path;
+  warning_ = file_->warning;
+  base_ = file_->meta.data();
+  size_ = file_->meta.size();
+  return load_tables();
+}
+
 Result<std::unique_ptr<Trace>> Trace::open_path(const std::string& path, bool writable) {
   std::unique_ptr<Trace> t(new Trace());
+  if (reader::TraceFile::has_magic(path)) {
+    Status s = t->open_file(path);
+    if (!s.ok()) return s;
+    return t;
+  }
   Status s = t->map(path, writable);
   if (!s.ok()) return s;
   return t;
@@ -227,7 +247,10 @@ Result<std::unique_ptr<Trace>> Trace::open(const std::string& source, bool writa
     if (source.size() > 9) return Status::Invalid("bad pid " + source);
     return open_pid(static_cast<pid_t>(std::stol(source)), writable);
   }
-  if (source.find('/') != std::string::npos) return open_path(source, writable);
+  struct stat st;
+  if (source.find('/') != std::string::npos || stat(source.c_str(), &st) == 0) {
+    return open_path(source, writable);
+  }
   return open_name(source, writable);
 }
 
@@ -249,6 +272,26 @@ std::vector<GroupInfo> Trace::groups() const {
 std::vector<ThreadInfo> Trace::threads() const {
   auto* h = reinterpret_cast<const abi::SegmentHeader*>(base_);
   std::vector<ThreadInfo> out;
+  if (file_) {
+    for (const reader::FileStream& fs : file_->streams) {
+      const file::ThreadPayload& tp = fs.thread;
+      ThreadInfo t;
+      t.slot = tp.slot;
+      t.generation = tp.generation;
+      t.tid = tp.tid;
+      t.name = bounded(tp.name, sizeof(tp.name));
+      uint32_t state = fs.has_loss ? fs.loss.state : tp.state;
+      t.state = state <= 2 ? static_cast<abi::SlotState>(state) : abi::SlotState::kExited;
+      t.head = fs.end;
+      t.written = fs.has_loss ? fs.loss.written : 0;
+      t.dropped = fs.has_loss && fs.loss.dropped > tp.dropped_at_start
+                      ? fs.loss.dropped - tp.dropped_at_start
+                      : 0;
+      t.consumed_records = tp.first_seq;
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
   auto* slots = reinterpret_cast<const abi::ThreadSlot*>(base_ + h->threads_offset);
   for (uint32_t i = 0; i < process_.max_threads; ++i) {
     const abi::ThreadSlot& s = slots[i];
@@ -270,6 +313,7 @@ std::vector<ThreadInfo> Trace::threads() const {
 }
 
 Status Trace::set_group_enabled(const std::string& group, bool enabled) {
+  if (file_) return Status::Invalid(path_ + " is a trace file, not a live process");
   if (!writable_) return Status::Invalid("segment opened read-only");
   auto* h = reinterpret_cast<abi::SegmentHeader*>(base_);
   auto* groups = reinterpret_cast<abi::GroupEntry*>(base_ + h->groups_offset);
@@ -311,6 +355,7 @@ uint64_t Trace::ticks_to_realtime_ns(uint64_t ticks) const {
 }
 
 Status Trace::attach_consumer() {
+  if (file_) return Status::Invalid(path_ + " is a trace file, not a live process");
   if (!writable_) return Status::Invalid("segment opened read-only");
   auto* h = reinterpret_cast<abi::SegmentHeader*>(base_);
   uint32_t me = static_cast<uint32_t>(getpid());

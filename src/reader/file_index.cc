@@ -1,0 +1,255 @@
+// Opening a trace file: check the file header, then walk the chunks, checking each header
+// and payload checksum, size and order before indexing it. The first invalid chunk ends the
+// walk: a torn tail (recorder killed, disk full) or damage leaves the valid prefix, with a
+// warning. Nothing in the file is used before it has been checked.
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cstring>
+
+#include "reader/segment_checks.hpp"
+#include "reader/trace_file.hpp"
+
+namespace nanotrace::reader {
+namespace {
+
+Status pread_all(int fd, void* dst, uint64_t n, uint64_t off, const std::string& path) {
+  auto* p = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Status::FromErrno("reading " + path, errno);
+    if (r == 0) return Status::Corrupt(path + ": unexpected end of file");
+    p += r;
+    off += static_cast<uint64_t>(r);
+    n -= static_cast<uint64_t>(r);
+  }
+  return Status::Ok();
+}
+
+uint64_t key(uint32_t slot, uint32_t generation) { return uint64_t{slot} << 32 | generation; }
+
+}  // namespace
+
+TraceFile::~TraceFile() {
+  if (fd >= 0) ::close(fd);
+}
+
+bool TraceFile::has_magic(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char m[8] = {};
+  bool yes = ::pread(fd, m, 8, 0) == 8 && std::memcmp(m, file::kFileMagic, 8) == 0;
+  ::close(fd);
+  return yes;
+}
+
+Status TraceFile::read_extent(const Extent& e, std::vector<uint8_t>* raw,
+                              std::vector<uint8_t>* scratch) const {
+  bool packed = e.flags & file::kChunkZstd;
+  std::vector<uint8_t>* stored = packed ? scratch : raw;
+  stored->resize(e.stored);
+  Status s = pread_all(fd, stored->data(), e.stored, e.offset, path);
+  if (!s.ok()) return s;
+  if (file::crc32c(0, stored->data(), e.stored) != e.crc) {
+    return Status::Corrupt(path + ": chunk at offset " + std::to_string(e.offset) +
+                           " changed since the file was opened");
+  }
+  if (packed) {
+    raw->resize(e.raw);
+    size_t n = ZSTD_decompress(raw->data(), e.raw, stored->data(), e.stored);
+    if (ZSTD_isError(n) || n != e.raw) {
+      return Status::Corrupt(path + ": chunk at offset " + std::to_string(e.offset) +
+                             " does not decompress");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
+  auto f = std::make_shared<TraceFile>();
+  f->path = path;
+  f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f->fd < 0) {
+    if (errno == ENOENT) return Status::NotFound("no such file: " + path);
+    return Status::FromErrno(path, errno);
+  }
+  struct stat st;
+  if (fstat(f->fd, &st) != 0) return Status::FromErrno(path, errno);
+  if (!S_ISREG(st.st_mode)) return Status::Invalid(path + " is not a regular file");
+  f->size = static_cast<uint64_t>(st.st_size);
+  if (f->size < sizeof(file::FileHeader)) {
+    return Status::Corrupt(path + ": truncated trace file (" + std::to_string(f->size) + " bytes)");
+  }
+  file::FileHeader& h = f->header;
+  Status s = pread_all(f->fd, &h, sizeof(h), 0, path);
+  if (!s.ok()) return s;
+  if (std::memcmp(h.magic, file::kFileMagic, 8) != 0) {
+    return Status::Corrupt(path + ": not a nanotrace trace file (bad magic)");
+  }
+  if (h.version != file::kFileVersion) {
+    return Status::Unsupported(path + ": trace file version " + std::to_string(h.version) +
+                               " (this build reads version " + std::to_string(file::kFileVersion) +
+                               ")");
+  }
+  if (h.header_size != sizeof(h) ||
+      file::crc32c(0, &h, offsetof(file::FileHeader, header_crc)) != h.header_crc) {
+    return Status::Corrupt(path + ": damaged file header");
+  }
+
+  std::map<uint64_t, uint32_t> by_key;  // (slot, generation) -> stream index
+  std::vector<uint8_t> stored, raw;
+  uint64_t off = sizeof(h);
+  auto stop = [&](const std::string& why) {
+    f->warning = path + ": " + why + " at offset " + std::to_string(off) + "; using the " +
+                 std::to_string(f->chunks) + " valid chunks before it";
+  };
+  while (off < f->size) {
+    if (f->has_end) {
+      stop("data after the END chunk");
+      break;
+    }
+    file::ChunkHeader c;
+    if (f->size - off < sizeof(c)) {
+      stop("incomplete chunk header (file cut short)");
+      break;
+    }
+    s = pread_all(f->fd, &c, sizeof(c), off, path);
+    if (!s.ok()) return s;
+    if (c.magic != file::kChunkMagic ||
+        file::crc32c(0, &c, offsetof(file::ChunkHeader, header_crc)) != c.header_crc) {
+      stop("damaged chunk header");
+      break;
+    }
+    bool packed = c.flags & file::kChunkZstd;
+    if (c.type < 1 || c.type > 5 || (c.flags & ~file::kChunkZstd) != 0 ||
+        c.stored_size > file::kMaxChunkBytes || c.raw_size > file::kMaxChunkBytes ||
+        (!packed && c.stored_size != c.raw_size) || c.index != f->chunks) {
+      stop("malformed chunk header");
+      break;
+    }
+    uint64_t payload_off = off + sizeof(c);
+    if (f->size - payload_off < c.stored_size) {
+      stop("incomplete chunk (file cut short)");
+      break;
+    }
+    stored.resize(c.stored_size);
+    s = pread_all(f->fd, stored.data(), c.stored_size, payload_off, path);
+    if (!s.ok()) return s;
+    if (file::crc32c(0, stored.data(), c.stored_size) != c.payload_crc) {
+      stop("chunk checksum mismatch");
+      break;
+    }
+    auto type = static_cast<file::ChunkType>(c.type);
+    Extent e{payload_off, c.stored_size, c.raw_size, c.payload_crc, c.flags, c.position};
+    if (type == file::ChunkType::kData) {
+      auto it = by_key.find(key(c.slot, c.generation));
+      if (it == by_key.end()) {
+        stop("data chunk of an unknown thread");
+        break;
+      }
+      FileStream& fs = f->streams[it->second];
+      if (c.raw_size == 0 || c.position >= (uint64_t{1} << 62) || c.position < fs.end) {
+        stop("data chunk out of order");
+        break;
+      }
+      fs.extents.push_back(e);
+      fs.end = c.position + c.raw_size;
+    } else {
+      // Small chunks: decode now.
+      if (packed) {
+        raw.resize(c.raw_size);
+        size_t n = ZSTD_decompress(raw.data(), raw.size(), stored.data(), stored.size());
+        if (ZSTD_isError(n) || n != c.raw_size) {
+          stop("chunk does not decompress");
+          break;
+        }
+      } else {
+        raw.swap(stored);
+      }
+      bool ok = true;
+      switch (type) {
+        case file::ChunkType::kMeta: {
+          abi::SegmentHeader sh;
+          if (raw.size() < sizeof(sh)) {
+            ok = false;
+            break;
+          }
+          std::memcpy(&sh, raw.data(), sizeof(sh));
+          ok = validate_header(sh, raw.size(), /*tables_only=*/true).ok() &&
+               sh.block_size <= file::kMaxBlockBytes;
+          if (ok) f->meta = raw;
+          break;
+        }
+        case file::ChunkType::kThread: {
+          file::ThreadPayload t;
+          if (raw.size() != sizeof(t)) {
+            ok = false;
+            break;
+          }
+          std::memcpy(&t, raw.data(), sizeof(t));
+          if (t.first_pos >= (uint64_t{1} << 62) || by_key.count(key(t.slot, t.generation))) {
+            ok = false;
+            break;
+          }
+          by_key[key(t.slot, t.generation)] = static_cast<uint32_t>(f->streams.size());
+          f->streams.emplace_back();
+          f->streams.back().thread = t;
+          break;
+        }
+        case file::ChunkType::kLoss: {
+          file::LossPayload lp;
+          if (raw.size() < sizeof(lp)) {
+            ok = false;
+            break;
+          }
+          std::memcpy(&lp, raw.data(), sizeof(lp));
+          if ((raw.size() - sizeof(lp)) / sizeof(file::LossEntry) != lp.count ||
+              (raw.size() - sizeof(lp)) % sizeof(file::LossEntry) != 0) {
+            ok = false;
+            break;
+          }
+          f->lost_no_slot = lp.lost_no_slot;
+          f->lost_reclaimed = lp.lost_reclaimed;
+          for (uint32_t i = 0; i < lp.count; ++i) {
+            file::LossEntry le;
+            std::memcpy(&le, raw.data() + sizeof(lp) + i * sizeof(le), sizeof(le));
+            auto it = by_key.find(key(le.slot, le.generation));
+            if (it == by_key.end()) continue;
+            f->streams[it->second].loss = le;
+            f->streams[it->second].has_loss = true;
+          }
+          break;
+        }
+        case file::ChunkType::kEnd:
+          ok = raw.size() == sizeof(f->end);
+          if (ok) {
+            std::memcpy(&f->end, raw.data(), sizeof(f->end));
+            f->has_end = true;
+          }
+          break;
+        default:
+          ok = false;
+      }
+      if (!ok) {
+        stop("malformed chunk payload");
+        break;
+      }
+    }
+    ++f->chunks;
+    off = payload_off + c.stored_size;
+  }
+  if (f->meta.empty()) {
+    return Status::Corrupt(path + ": no valid event tables (META chunk) in the file" +
+                           (f->warning.empty() ? "" : " (" + f->warning + ")"));
+  }
+  if (!f->has_end && f->warning.empty()) {
+    f->warning = path + ": no END chunk (recording still running, or the recorder was killed)";
+  }
+  return f;
+}
+
+}  // namespace nanotrace::reader

@@ -1,0 +1,132 @@
+// One thread generation of a trace file read back: the DATA extents are concatenated in
+// position order into the thread's byte stream, which is parsed block by block exactly like
+// a live ring (block header position and sequence checks, decode_record for each record).
+// Memory: one decoded chunk and one block per stream.
+#include <cstring>
+
+#include "reader/thread_stream.hpp"
+#include "reader/trace_file.hpp"
+
+namespace nanotrace::reader {
+namespace {
+
+uint64_t load_u64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+}  // namespace
+
+FileThreadStream::FileThreadStream(const Trace& trace, std::shared_ptr<const TraceFile> file,
+                                   uint32_t index, const ThreadInfo& info)
+    : trace_(trace), file_(std::move(file)), stream_(file_->streams[index]), index_(index) {
+  block_ = trace.process().block_size;
+  buf_.resize(block_);
+  stats_.info = info;
+  stats_.dropped = stats_.info.dropped;
+  expected_seq_ = stream_.thread.first_seq;
+  if (!stream_.extents.empty()) cursor_ = stream_.extents[0].position;
+}
+
+bool FileThreadStream::ensure_data() {
+  if (have_chunk_ && cursor_ < chunk_pos_ + chunk_.size()) return true;
+  if (next_extent_ >= stream_.extents.size()) return false;
+  const Extent& e = stream_.extents[next_extent_++];
+  Status s = file_->read_extent(e, &chunk_, &scratch_);
+  if (!s.ok()) {
+    ++stats_.corrupt_blocks;
+    next_extent_ = stream_.extents.size();
+    have_chunk_ = false;
+    return false;
+  }
+  have_chunk_ = true;
+  chunk_pos_ = e.position;
+  if (cursor_ < chunk_pos_) cursor_ = chunk_pos_;  // a gap: records were not copied
+  return true;
+}
+
+uint64_t FileThreadStream::read_bytes(uint8_t* dst, uint64_t n) {
+  uint64_t done = 0;
+  while (done < n) {
+    if (!have_chunk_ || cursor_ >= chunk_pos_ + chunk_.size()) {
+      // Continue into the next extent only if it follows without a gap.
+      if (next_extent_ >= stream_.extents.size() ||
+          stream_.extents[next_extent_].position != cursor_) {
+        break;
+      }
+      if (!ensure_data()) break;
+    }
+    uint64_t avail = chunk_pos_ + chunk_.size() - cursor_;
+    uint64_t take = n - done < avail ? n - done : avail;
+    if (dst) std::memcpy(dst + done, chunk_.data() + (cursor_ - chunk_pos_), take);
+    cursor_ += take;
+    done += take;
+  }
+  return done;
+}
+
+bool FileThreadStream::load_block() {
+  have_block_ = false;
+  const uint64_t first_pos = stream_.thread.first_pos;
+  while (ensure_data()) {
+    uint64_t misalign = cursor_ & (block_ - 1);
+    if (misalign != 0) {  // only whole blocks can be parsed: skip to the next one
+      read_bytes(nullptr, block_ - misalign);
+      continue;
+    }
+    uint64_t start = cursor_;
+    uint64_t len = read_bytes(buf_.data(), block_);
+    if (len < abi::kBlockHeaderBytes) continue;
+    abi::BlockHeader bh;
+    std::memcpy(&bh, buf_.data(), sizeof(bh));
+    bool resuming = start < first_pos;
+    bool seq_ok = resuming ? bh.first_seq <= expected_seq_ : bh.first_seq >= expected_seq_;
+    if (bh.position != start || !seq_ok || bh.first_seq > expected_seq_ + (1ull << 40)) {
+      ++stats_.corrupt_blocks;
+      continue;
+    }
+    if (!resuming && bh.first_seq > expected_seq_) {
+      stats_.overwritten += bh.first_seq - expected_seq_;
+      expected_seq_ = bh.first_seq;
+    }
+    block_pos_ = start;
+    buf_len_ = static_cast<uint32_t>(len);
+    offset_ = abi::kBlockHeaderBytes;
+    base_ticks_ = bh.base_ticks;
+    seq_ = bh.first_seq;
+    have_block_ = true;
+    return true;
+  }
+  return false;
+}
+
+bool FileThreadStream::next(Record* r) {
+  while (!done_) {
+    if (!have_block_ && !load_block()) break;
+    if (offset_ + 8 > buf_len_ || load_u64(buf_.data() + offset_) == 0) {
+      have_block_ = false;
+      continue;
+    }
+    uint32_t size = decode_record(trace_, buf_.data(), offset_, buf_len_, base_ticks_, r);
+    if (size == 0) {
+      ++stats_.corrupt_blocks;
+      have_block_ = false;
+      continue;
+    }
+    uint64_t record_pos = block_pos_ + offset_;
+    offset_ += size;
+    uint64_t seq = seq_++;
+    if (record_pos < stream_.thread.first_pos) continue;  // taken before the recording
+    expected_seq_ = seq + 1;
+    r->seq = seq;
+    r->thread = index_;
+    r->time_ns = trace_.ticks_to_ns(r->ticks);
+    ++stats_.records;
+    return true;
+  }
+  done_ = true;
+  return false;
+}
+
+}  // namespace nanotrace::reader

@@ -1,0 +1,103 @@
+// Reading trace files (common/file_format.hpp): the chunk index built when a file is opened,
+// and one thread generation's records read back block by block. Internal header.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/file_format.hpp"
+#include "nanotrace/reader.hpp"
+
+namespace nanotrace::reader {
+
+// Where one DATA chunk's bytes are.
+struct Extent {
+  uint64_t offset;  // of the payload in the file
+  uint32_t stored;
+  uint32_t raw;
+  uint32_t crc;
+  uint16_t flags;
+  uint64_t position;  // ring position of the first byte
+};
+
+struct FileStream {
+  file::ThreadPayload thread{};
+  std::vector<Extent> extents;  // increasing, non-overlapping positions
+  uint64_t end = 0;             // position after the last extent
+  file::LossEntry loss{};
+  bool has_loss = false;
+};
+
+// A trace file's index: every chunk up to the first invalid one was checked (header and
+// payload checksums, sizes, ordering) before anything in it is used.
+struct TraceFile {
+  // Opens and indexes path. Errors: kNotFound, kIoError, kCorrupt (no valid header or no
+  // event tables), kUnsupported (another version). A damaged or cut tail is not an error:
+  // the valid prefix is used and `warning` says what was ignored.
+  static Result<std::shared_ptr<TraceFile>> open(const std::string& path);
+  // True if path starts with the trace file magic.
+  static bool has_magic(const std::string& path);
+
+  ~TraceFile();
+  // Reads and checks one chunk payload; raw gets the uncompressed bytes.
+  Status read_extent(const Extent& e, std::vector<uint8_t>* raw,
+                     std::vector<uint8_t>* scratch) const;
+
+  std::string path;
+  int fd = -1;
+  uint64_t size = 0;
+  file::FileHeader header{};
+  std::vector<uint8_t> meta;  // last META payload: a compacted segment table region
+  std::vector<FileStream> streams;
+  uint64_t lost_no_slot = 0;
+  uint64_t lost_reclaimed = 0;
+  bool has_end = false;
+  file::EndPayload end{};
+  uint64_t chunks = 0;
+  std::string warning;
+};
+
+// One thread generation of a trace file, parsed block by block exactly like a live ring:
+// the block header's position and first_seq are checked, records are decoded with
+// decode_record, sequence gaps are counted as overwritten.
+class FileThreadStream {
+ public:
+  // info: trace.threads()[index].
+  FileThreadStream(const Trace& trace, std::shared_ptr<const TraceFile> file, uint32_t index,
+                   const ThreadInfo& info);
+  bool next(Record* record);
+  const ThreadStats& stats() const { return stats_; }
+
+ private:
+  bool load_block();
+  // Copies up to n contiguous bytes at cursor_ (dst may be null: skip). Stops at a gap.
+  uint64_t read_bytes(uint8_t* dst, uint64_t n);
+  // Moves to the next extent when the current one is used up. False at the end.
+  bool ensure_data();
+
+  const Trace& trace_;
+  std::shared_ptr<const TraceFile> file_;
+  const FileStream& stream_;
+  uint32_t index_;
+  uint64_t block_;
+  ThreadStats stats_;
+  std::vector<uint8_t> chunk_, scratch_, buf_;
+  size_t next_extent_ = 0;
+  uint64_t chunk_pos_ = 0;  // position of chunk_[0]
+  uint64_t cursor_ = 0;     // next position to read
+  bool have_chunk_ = false;
+  bool have_block_ = false;
+  uint64_t block_pos_ = 0;
+  uint32_t buf_len_ = 0;
+  uint32_t offset_ = 0;
+  uint64_t base_ticks_ = 0;
+  uint64_t seq_ = 0;
+  uint64_t expected_seq_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace nanotrace::reader
