@@ -83,7 +83,9 @@ TEST_F(CliTest, ListEventsDumpStatsOfALiveProcess) {
     json r = json::parse(line);
     EXPECT_GE(r["time_ns"].get<uint64_t>(), last);
     last = r["time_ns"].get<uint64_t>();
-    if (r["event"] == "io:submit") EXPECT_TRUE(r["fields"].contains("offset"));
+    if (r["event"] == "io:submit") {
+      EXPECT_TRUE(r["fields"].contains("offset"));
+    }
   }
   EXPECT_EQ(lines, 200u);
 

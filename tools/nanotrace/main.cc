@@ -6,6 +6,7 @@
 
 #include "analysis_commands.hpp"  // export, latency, report (issue 5)
 #include "commands.hpp"
+#include "record_commands.hpp"  // record, snapshot, recover, clean (issue 4)
 
 int main(int argc, char** argv) {
   using namespace nanotrace::cli;
@@ -57,6 +58,9 @@ int main(int argc, char** argv) {
 
   auto analysis = register_analysis_commands(app);
 
+  RecordCommands record_commands;  // record, snapshot, recover, clean (issue 4)
+  register_record_commands(app, &record_commands);
+
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
   if (list->parsed()) return cmd_list(json);
@@ -70,5 +74,6 @@ int main(int argc, char** argv) {
   if (resume->parsed()) return cmd_resume(source);
   if (status->parsed()) return cmd_status(source);
   if (int status = 1; run_analysis_commands(*analysis, &status)) return status;
+  if (int status = 1; run_record_commands(record_commands, &status)) return status;
   return 1;
 }

@@ -1,0 +1,93 @@
+// Writing trace files: `nanotrace record` (drain a live process's rings into a file as its
+// consumer), `snapshot` (a consistent copy of the rings now, without consuming), `recover`
+// (every complete record a dead process left in its segment) and `clean` (remove segments
+// of processes that are gone). The file format is described in docs/format.md ("Trace
+// file"); Trace::open reads the files back.
+//
+// Thread safety: each call runs on the calling thread; record() may be stopped from a signal
+// handler or another thread through RecordOptions::stop.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nanotrace/reader.hpp"
+#include "nanotrace/status.hpp"
+
+namespace nanotrace {
+
+// What one thread generation contributed to a trace file.
+struct RecordedThread {
+  uint32_t slot = 0;
+  uint32_t generation = 0;
+  uint32_t tid = 0;
+  std::string name;
+  uint64_t records = 0;      // records written to the file
+  uint64_t overwritten = 0;  // records the writer overwrote before they could be copied
+  uint64_t dropped = 0;      // records the writer dropped while the file was written
+  uint64_t reclaimed = 0;    // unread records lost when the thread's slot was reused
+};
+
+struct RecordProgress {
+  double seconds = 0;
+  uint64_t records = 0;
+  uint64_t bytes = 0;  // file bytes written
+  uint64_t lost = 0;
+};
+
+struct RecordOptions {
+  std::string output;
+  double duration_s = 0;                    // 0: until stopped or the target exits
+  std::vector<std::string> groups;          // enable exactly these groups while recording
+  bool compress = false;                    // zstd per chunk
+  std::string stop_on;                      // trigger expression: stop after the matching record
+  std::string snapshot_on;                  // trigger expression: write OUTPUT.snapN when matched
+  const std::atomic<bool>* stop = nullptr;  // set to stop (e.g. from a SIGINT handler)
+  // Called about 4 times a second while recording (e.g. to print progress).
+  std::function<void(const RecordProgress&)> progress;
+};
+
+struct RecordSummary {
+  std::string reason;  // why the recording ended: "interrupted", "target exited", ...
+  double seconds = 0;
+  uint64_t records = 0;
+  uint64_t file_bytes = 0;
+  uint64_t data_bytes = 0;  // raw ring bytes
+  uint64_t lost_no_slot = 0;
+  uint64_t lost_reclaimed = 0;
+  std::vector<RecordedThread> threads;
+  std::string stop_match;              // with stop_on: which record matched
+  std::vector<std::string> snapshots;  // with snapshot_on: files written
+  uint64_t lost() const;
+};
+
+// Records the process `source` (pid or name:NAME) into options.output as its consumer
+// (block mode waits for it: nothing is lost). Ends on *options.stop, the duration, the
+// target's exit (after draining what is left) or a --stop-on match; always ends the file
+// with loss counts and an END chunk. Errors: kBusy (another consumer is attached),
+// kNotFound, kInvalidArgument (unknown group, bad expression), kIoError (the file could not
+// be written: what was written before stays readable; the summary is lost).
+Result<RecordSummary> record(const std::string& source, const RecordOptions& options);
+
+// Writes every ring of `trace` as it is now into output, without consuming: only records
+// validated intact are kept. Works on a live process (snapshot) and on the segment of a
+// dead one (recover). Errors: kIoError.
+Result<RecordSummary> write_snapshot(Trace& trace, const std::string& output, bool compress);
+
+// A segment in /dev/shm whose process is gone.
+struct StaleSegment {
+  std::string path;
+  uint32_t pid = 0;
+  std::string name;
+  uint64_t bytes = 0;
+  std::string error;  // non-empty if it could not be removed
+};
+// Finds (and unless dry_run removes) segments of processes that are gone: the pid is dead or
+// belongs to another process (start time differs). A live process's segment is never
+// touched; an unreadable segment is removed only if its pid is dead.
+std::vector<StaleSegment> clean_segments(bool dry_run);
+
+}  // namespace nanotrace

@@ -1,0 +1,62 @@
+// `nanotrace clean`: remove the /dev/shm segments of processes that are gone. A segment is
+// stale when its pid is dead, or alive but started at another time (a reused pid). A live
+// process's segment is never removed.
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/process.hpp"
+#include "nanotrace/abi.hpp"
+#include "nanotrace/record.hpp"
+
+namespace nanotrace {
+
+std::vector<StaleSegment> clean_segments(bool dry_run) {
+  std::vector<StaleSegment> out;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return out;
+  while (dirent* d = readdir(dir)) {
+    std::string name = d->d_name;
+    if (name.rfind("nanotrace-", 0) != 0) continue;
+    std::string digits = name.substr(10);
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    StaleSegment e;
+    e.path = "/dev/shm/" + name;
+    e.pid = static_cast<uint32_t>(std::stoul(digits));
+    // Identity from the header itself (pid + start time), read without trusting the rest.
+    int fd = ::open(e.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct stat st;
+    abi::SegmentHeader h{};
+    bool readable = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                    ::pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) &&
+                    std::memcmp(h.magic, abi::kSegmentMagic, sizeof(h.magic)) == 0;
+    ::close(fd);
+    e.bytes = uint64_t(st.st_blocks) * 512;
+    uint64_t start_time = 0;
+    if (readable) {
+      e.name.assign(h.user_name[0] ? h.user_name : h.process_name,
+                    ::strnlen(h.user_name[0] ? h.user_name : h.process_name, 64));
+      if (h.pid == e.pid) start_time = h.proc_start_time;
+    }
+    // A segment still being created by a live process has no valid header yet: an unreadable
+    // segment goes only if its pid is dead.
+    if (sys::process_alive(e.pid, start_time)) continue;
+    if (!dry_run && unlink(e.path.c_str()) != 0) e.error = std::strerror(errno);
+    out.push_back(std::move(e));
+  }
+  closedir(dir);
+  std::sort(out.begin(), out.end(),
+            [](const StaleSegment& a, const StaleSegment& b) { return a.pid < b.pid; });
+  return out;
+}
+
+}  // namespace nanotrace

@@ -1,0 +1,143 @@
+// Trace file writer: header, then checksummed chunks appended with one writev each.
+// Uncompressed payloads go straight from the caller's pieces to the kernel (no gathering
+// copy); compressed ones are gathered, compressed with zstd level 1, then written.
+#include "record/file_writer.hpp"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cstring>
+
+namespace nanotrace::rec {
+
+FileWriter::~FileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (cctx_) ZSTD_freeCCtx(cctx_);
+}
+
+Status FileWriter::fail(int err) {
+  if (err == ENOSPC) {
+    error_ = Status::IoError("writing " + path_ + ": no space left on device (the file up to " +
+                             std::to_string(offset_) + " bytes stays readable)");
+  } else {
+    error_ = Status::FromErrno("writing " + path_, err);
+  }
+  return error_;
+}
+
+Status FileWriter::open(const std::string& path, uint32_t pid, file::FileKind kind, bool compress) {
+  path_ = path;
+  compress_ = compress;
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) return Status::FromErrno("cannot create " + path, errno);
+  if (compress_) {
+    cctx_ = ZSTD_createCCtx();
+    if (!cctx_) return Status::IoError("zstd: cannot create a compression context");
+    ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, 1);
+  }
+  file::FileHeader h{};
+  std::memcpy(h.magic, file::kFileMagic, sizeof(h.magic));
+  h.version = file::kFileVersion;
+  h.header_size = sizeof(h);
+  h.pid = pid;
+  h.kind = static_cast<uint32_t>(kind);
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  h.created_ns = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+  h.header_crc = file::crc32c(0, &h, offsetof(file::FileHeader, header_crc));
+  ssize_t n = ::write(fd_, &h, sizeof(h));
+  if (n != static_cast<ssize_t>(sizeof(h))) return fail(n < 0 ? errno : ENOSPC);
+  offset_ = sizeof(h);
+  return Status::Ok();
+}
+
+Status FileWriter::write_chunk(file::ChunkType type, uint32_t slot, uint32_t generation,
+                               uint64_t position, const struct iovec* pieces, int count) {
+  if (!error_.ok()) return error_;
+  if (fd_ < 0) return Status::Invalid("trace file is not open");
+  uint64_t raw = 0;
+  for (int i = 0; i < count; ++i) raw += pieces[i].iov_len;
+  if (raw > file::kMaxChunkBytes) return Status::Invalid("chunk payload too large");
+  file::ChunkHeader h{};
+  h.magic = file::kChunkMagic;
+  h.type = static_cast<uint16_t>(type);
+  h.slot = slot;
+  h.generation = generation;
+  h.position = position;
+  h.index = index_;
+  h.raw_size = static_cast<uint32_t>(raw);
+  struct iovec out[9];
+  int nout = 0;
+  out[nout++] = {&h, sizeof(h)};
+  uint32_t crc = 0;
+  bool packed = false;
+  if (compress_ && raw >= 512 && type != file::ChunkType::kThread) {
+    scratch_.resize(raw);
+    uint64_t at = 0;
+    for (int i = 0; i < count; ++i) {
+      std::memcpy(scratch_.data() + at, pieces[i].iov_base, pieces[i].iov_len);
+      at += pieces[i].iov_len;
+    }
+    packed_.resize(ZSTD_compressBound(raw));
+    size_t z = ZSTD_compress2(cctx_, packed_.data(), packed_.size(), scratch_.data(), raw);
+    if (!ZSTD_isError(z) && z < raw) {
+      packed = true;
+      h.flags = file::kChunkZstd;
+      h.stored_size = static_cast<uint32_t>(z);
+      crc = file::crc32c(0, packed_.data(), z);
+      out[nout++] = {packed_.data(), z};
+    }
+  }
+  if (!packed) {
+    if (count > 8) return Status::Invalid("too many chunk pieces");
+    h.stored_size = h.raw_size;
+    for (int i = 0; i < count; ++i) {
+      crc = file::crc32c(crc, pieces[i].iov_base, pieces[i].iov_len);
+      out[nout++] = pieces[i];
+    }
+  }
+  h.payload_crc = crc;
+  h.header_crc = file::crc32c(0, &h, offsetof(file::ChunkHeader, header_crc));
+  uint64_t total = sizeof(h) + h.stored_size;
+  uint64_t done = 0;
+  int first = 0;
+  while (done < total) {
+    ssize_t n = ::writev(fd_, out + first, nout - first);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(errno);
+    }
+    if (n == 0) return fail(ENOSPC);
+    done += static_cast<uint64_t>(n);
+    // Advance past what was written (short writes happen on a nearly full disk).
+    auto left = static_cast<size_t>(n);
+    while (first < nout && left >= out[first].iov_len) left -= out[first++].iov_len;
+    if (first < nout) {
+      out[first].iov_base = static_cast<uint8_t*>(out[first].iov_base) + left;
+      out[first].iov_len -= left;
+    }
+  }
+  offset_ += total;
+  ++index_;
+  if (type == file::ChunkType::kData) data_bytes_ += raw;
+  return Status::Ok();
+}
+
+Status FileWriter::sync() {
+  if (!error_.ok()) return error_;
+  if (fd_ >= 0 && fdatasync(fd_) != 0) return fail(errno);
+  return Status::Ok();
+}
+
+Status FileWriter::close() {
+  if (fd_ < 0) return error_;
+  int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0 && error_.ok()) return fail(errno);
+  return error_;
+}
+
+}  // namespace nanotrace::rec

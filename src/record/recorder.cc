@@ -1,0 +1,305 @@
+// `nanotrace record`: attach as the consumer of a live process's segment and drain every
+// thread's ring into a trace file until stopped, the duration is over, the target exits or a
+// --stop-on expression matches. Polling adapts to the load: no sleep while a pass moves a lot
+// of data, a short sleep while it trickles, and a sleep doubling up to 10 ms when idle.
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <optional>
+
+#include "common/process.hpp"
+#include "nanotrace/record.hpp"
+#include "nanotrace/trigger.hpp"
+#include "record/drainer.hpp"
+#include "record/file_writer.hpp"
+
+namespace nanotrace {
+namespace {
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+void sleep_us(uint64_t us) {
+  timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
+  nanosleep(&ts, nullptr);
+}
+
+// A trigger expression bound lazily to each event id as records of it appear.
+class BoundTrigger {
+ public:
+  Status init(const std::string& text, const Trace& trace) {
+    auto t = Trigger::parse(text);
+    if (!t.ok()) return t.status();
+    trigger_ = std::move(t.value());
+    bool known = false;
+    for (const EventInfo& e : trace.events()) {
+      if (e.group != trigger_->group || e.name != trigger_->event) continue;
+      known = true;
+      auto b = bind(e);
+      if (!b.ok()) return b.status();
+    }
+    (void)known;  // an event not declared yet may appear later
+    return Status::Ok();
+  }
+  bool active() const { return trigger_.has_value(); }
+  const std::string& text() const { return trigger_->text; }
+
+  bool matches(const Record& r) {
+    if (!trigger_ || r.event->group != trigger_->group || r.event->name != trigger_->event) {
+      return false;
+    }
+    if (bound_.size() <= r.event->id) bound_.resize(r.event->id + 1);
+    auto& b = bound_[r.event->id];
+    if (!b) {
+      auto res = bind(*r.event);
+      if (!res.ok()) return false;
+      b = std::move(res.value());
+    }
+    return trigger_->matches(*b, r.values);
+  }
+
+ private:
+  Result<std::vector<uint32_t>> bind(const EventInfo& e) {
+    std::vector<std::string> names;
+    std::vector<abi::FieldType> types;
+    for (const FieldInfo& f : e.fields) {
+      names.push_back(f.name);
+      types.push_back(f.type);
+    }
+    return trigger_->bind(names, types);
+  }
+
+  std::optional<Trigger> trigger_;
+  std::vector<std::optional<std::vector<uint32_t>>> bound_;
+};
+
+std::vector<RecordedThread> summarize(const std::vector<rec::StreamState>& streams) {
+  std::vector<RecordedThread> out;
+  for (const rec::StreamState& s : streams) {
+    RecordedThread t;
+    t.slot = s.slot;
+    t.generation = s.generation;
+    t.tid = s.tid;
+    t.name = s.name;
+    t.records = s.records;
+    t.overwritten = s.overwritten;
+    t.dropped = s.dropped > s.dropped_at_start ? s.dropped - s.dropped_at_start : 0;
+    t.reclaimed = s.reclaimed;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Enables exactly `wanted` groups; remembers the previous state to restore it.
+class GroupGuard {
+ public:
+  Status apply(Trace& trace, const std::vector<std::string>& wanted) {
+    std::vector<GroupInfo> before = trace.groups();
+    for (const std::string& w : wanted) {
+      bool found = false;
+      for (const GroupInfo& g : before) found = found || g.name == w;
+      if (!found) return trace.set_group_enabled(w, true);  // reports the unknown group
+    }
+    trace_ = &trace;
+    before_ = before;
+    for (const GroupInfo& g : before) {
+      bool on = false;
+      for (const std::string& w : wanted) on = on || g.name == w;
+      if (on != g.enabled) {
+        Status s = trace.set_group_enabled(g.name, on);
+        if (!s.ok()) return s;
+      }
+    }
+    return Status::Ok();
+  }
+  ~GroupGuard() {
+    if (!trace_) return;
+    for (const GroupInfo& g : before_) (void)trace_->set_group_enabled(g.name, g.enabled);
+  }
+
+ private:
+  Trace* trace_ = nullptr;
+  std::vector<GroupInfo> before_;
+};
+
+}  // namespace
+
+uint64_t RecordSummary::lost() const {
+  uint64_t n = lost_no_slot + lost_reclaimed;
+  for (const RecordedThread& t : threads) n += t.overwritten + t.dropped;
+  return n;
+}
+
+Result<RecordSummary> record(const std::string& source, const RecordOptions& options) {
+  auto opened = Trace::open(source, /*writable=*/true);
+  if (!opened.ok()) return opened.status();
+  Trace& trace = **opened;
+  if (trace.is_file()) return Status::Invalid(source + " is a trace file, not a live process");
+  const ProcessInfo& p = trace.process();
+  if (!p.alive) {
+    return Status::Invalid("process " + std::to_string(p.pid) +
+                           " is not running (use `nanotrace recover`)");
+  }
+  auto* header = reinterpret_cast<const abi::SegmentHeader*>(trace.base());
+  const uint64_t start_time = header->proc_start_time;
+  BoundTrigger stop_on, snapshot_on;
+  if (!options.stop_on.empty()) {
+    Status s = stop_on.init(options.stop_on, trace);
+    if (!s.ok()) return Status(s.code(), "--stop-on: " + s.message());
+  }
+  if (!options.snapshot_on.empty()) {
+    Status s = snapshot_on.init(options.snapshot_on, trace);
+    if (!s.ok()) return Status(s.code(), "--snapshot-on: " + s.message());
+  }
+  Status s = trace.attach_consumer();
+  if (!s.ok()) return s;
+  GroupGuard groups;
+  if (!options.groups.empty()) {
+    s = groups.apply(trace, options.groups);
+    if (!s.ok()) return s;
+  }
+  rec::FileWriter out;
+  s = out.open(options.output, p.pid, file::FileKind::kRecording, options.compress);
+  if (!s.ok()) return s;
+  rec::Drainer drainer(trace, out, /*consume=*/true);
+  s = drainer.write_meta(true);
+  if (!s.ok()) return s;
+
+  RecordSummary summary;
+  bool snapshot_wanted = false;
+  const bool walk_hook = stop_on.active() || snapshot_on.active();
+  rec::RecordHook hook;
+  if (walk_hook) {
+    hook = [&](const Record& r, const rec::StreamState& st) {
+      if (snapshot_on.active() && snapshot_on.matches(r)) snapshot_wanted = true;
+      if (stop_on.active() && stop_on.matches(r)) {
+        summary.stop_match = "record " + std::to_string(r.seq) + " (" + r.event->full_name() + " " +
+                             format_fields(r) + ") of thread " + std::to_string(st.tid) + " (" +
+                             st.name + ", slot " + std::to_string(st.slot) + ") at " +
+                             std::to_string(static_cast<double>(trace.ticks_to_ns(r.ticks)) / 1e9) +
+                             " s";
+        return true;
+      }
+      return false;
+    };
+  }
+
+  const double t0 = now_s();
+  double last_progress = t0, last_loss = t0, last_snapshot = 0;
+  uint64_t idle_us = 50;
+  file::EndReason reason = file::EndReason::kInterrupted;
+  for (;;) {
+    uint64_t moved = 0;
+    bool stopped = false;
+    s = drainer.pass(hook, &moved, &stopped);
+    if (!s.ok()) return s;
+    double now = now_s();
+    if (snapshot_wanted && now - last_snapshot >= 1.0) {
+      snapshot_wanted = false;
+      last_snapshot = now;
+      std::string name = options.output + ".snap" + std::to_string(summary.snapshots.size() + 1);
+      auto snap = write_snapshot(trace, name, options.compress);
+      if (!snap.ok()) return snap.status();
+      summary.snapshots.push_back(name);
+    }
+    if (stopped) {
+      reason = file::EndReason::kStopOn;
+      break;
+    }
+    bool alive = sys::process_alive(p.pid, start_time) &&
+                 __atomic_load_n(&header->state, __ATOMIC_ACQUIRE) ==
+                     static_cast<uint32_t>(abi::ProcessState::kRunning);
+    bool interrupted = options.stop && options.stop->load(std::memory_order_relaxed);
+    bool timed_out = options.duration_s > 0 && now - t0 >= options.duration_s;
+    if (!alive || interrupted || timed_out) {
+      // Take what the rings still hold (a dead writer's tail, or the last records).
+      for (int i = 0; i < 1000; ++i) {
+        s = drainer.pass(hook, &moved, &stopped);
+        if (!s.ok()) return s;
+        if (moved == 0 || stopped) break;
+      }
+      reason = stopped       ? file::EndReason::kStopOn
+               : !alive      ? file::EndReason::kTargetExited
+               : interrupted ? file::EndReason::kInterrupted
+                             : file::EndReason::kDuration;
+      break;
+    }
+    if (options.progress && now - last_progress >= 0.25) {
+      last_progress = now;
+      RecordProgress pr;
+      pr.seconds = now - t0;
+      pr.records = drainer.records();
+      pr.bytes = out.bytes_written();
+      RecordSummary tmp;
+      tmp.threads = summarize(drainer.all_streams());
+      tmp.lost_no_slot = drainer.lost_no_slot();
+      tmp.lost_reclaimed = drainer.lost_reclaimed();
+      pr.lost = tmp.lost();
+      options.progress(pr);
+    }
+    if (now - last_loss >= 1.0) {
+      last_loss = now;
+      s = drainer.write_loss();
+      if (!s.ok()) return s;
+    }
+    if (moved >= (256u << 10)) {
+      idle_us = 50;  // data flows: go straight on
+    } else if (moved > 0) {
+      idle_us = 50;
+      sleep_us(idle_us);
+    } else {
+      sleep_us(idle_us);
+      idle_us = idle_us * 2 > 10000 ? 10000 : idle_us * 2;
+    }
+  }
+  s = drainer.write_meta(true);  // the latest clock calibration
+  if (s.ok()) s = drainer.write_loss();
+  if (s.ok()) s = drainer.write_end(reason);
+  if (s.ok()) s = out.close();
+  if (!s.ok()) return s;
+  trace.detach_consumer();
+
+  static const char* kReasons[] = {"complete",      "interrupted",     "target exited",
+                                   "duration over", "stop-on matched", "error"};
+  summary.reason = kReasons[static_cast<uint32_t>(reason)];
+  summary.seconds = now_s() - t0;
+  summary.records = drainer.records();
+  summary.file_bytes = out.bytes_written();
+  summary.data_bytes = out.data_bytes();
+  summary.lost_no_slot = drainer.lost_no_slot();
+  summary.lost_reclaimed = drainer.lost_reclaimed();
+  summary.threads = summarize(drainer.all_streams());
+  return summary;
+}
+
+Result<RecordSummary> write_snapshot(Trace& trace, const std::string& output, bool compress) {
+  rec::FileWriter out;
+  const ProcessInfo& p = trace.process();
+  Status s = out.open(output, p.pid,
+                      p.alive ? file::FileKind::kSnapshot : file::FileKind::kRecovered, compress);
+  if (!s.ok()) return s;
+  rec::Drainer drainer(trace, out, /*consume=*/false);
+  uint64_t moved = 0;
+  bool stopped = false;
+  s = drainer.write_meta(true);
+  if (s.ok()) s = drainer.pass(nullptr, &moved, &stopped);
+  if (s.ok()) s = drainer.write_loss();
+  if (s.ok()) s = drainer.write_end(file::EndReason::kComplete);
+  if (s.ok()) s = out.close();
+  if (!s.ok()) return s;
+  RecordSummary summary;
+  summary.reason = "complete";
+  summary.records = drainer.records();
+  summary.file_bytes = out.bytes_written();
+  summary.data_bytes = out.data_bytes();
+  summary.lost_no_slot = drainer.lost_no_slot();
+  summary.lost_reclaimed = drainer.lost_reclaimed();
+  summary.threads = summarize(drainer.all_streams());
+  return summary;
+}
+
+}  // namespace nanotrace

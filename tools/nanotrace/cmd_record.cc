@@ -1,0 +1,166 @@
+// `nanotrace record`, `snapshot`, `recover` and `clean`: writing trace files from a live
+// process (as its consumer, or as a non-consuming snapshot), from a dead process's segment,
+// and removing segments left by processes that are gone.
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "nanotrace/record.hpp"
+#include "record_commands.hpp"
+
+namespace nanotrace::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
+
+void print_losses(const RecordSummary& s) {
+  std::fprintf(stderr, "%-8s %-16s %12s %12s %12s %12s\n", "TID", "THREAD", "RECORDS",
+               "OVERWRITTEN", "DROPPED", "RECLAIMED");
+  for (const RecordedThread& t : s.threads) {
+    std::fprintf(
+        stderr, "%-8u %-16s %12llu %12llu %12llu %12llu\n", t.tid, t.name.c_str(),
+        static_cast<unsigned long long>(t.records), static_cast<unsigned long long>(t.overwritten),
+        static_cast<unsigned long long>(t.dropped), static_cast<unsigned long long>(t.reclaimed));
+  }
+  std::fprintf(stderr, "process: lost_no_slot %llu, lost_reclaimed %llu; total lost %llu\n",
+               static_cast<unsigned long long>(s.lost_no_slot),
+               static_cast<unsigned long long>(s.lost_reclaimed),
+               static_cast<unsigned long long>(s.lost()));
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t comma = s.find(',', at);
+    if (comma == std::string::npos) comma = s.size();
+    if (comma > at) out.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_record_commands(CLI::App& app, RecordCommands* c) {
+  c->record = app.add_subcommand("record", "Record a live process into a trace file");
+  c->record->add_option("SOURCE", c->source, "pid or name:NAME")->required();
+  c->record->add_option("-o,--output", c->output, "trace file to write")->required();
+  c->record->add_option("--duration", c->duration, "stop after S seconds");
+  c->record->add_option("--groups", c->groups, "enable exactly these groups (a,b,...)");
+  c->record->add_flag("--compress", c->compress, "zstd-compress each chunk");
+  c->record->add_option("--stop-on", c->stop_on, "stop right after a record matching EXPR");
+  c->record->add_option("--snapshot-on", c->snapshot_on,
+                        "write OUTPUT.snapN of the rings when a record matches EXPR");
+
+  c->snapshot = app.add_subcommand("snapshot", "Copy the rings of a live process now");
+  c->snapshot->add_option("SOURCE", c->source, "pid or name:NAME")->required();
+  c->snapshot->add_option("-o,--output", c->output, "trace file to write")->required();
+  c->snapshot->add_flag("--compress", c->compress, "zstd-compress each chunk");
+
+  c->recover = app.add_subcommand("recover", "Extract the records a dead process left behind");
+  c->recover->add_option("SOURCE", c->source, "pid or segment path")->required();
+  c->recover->add_option("-o,--output", c->output, "trace file to write")->required();
+  c->recover->add_flag("--compress", c->compress, "zstd-compress each chunk");
+
+  c->clean = app.add_subcommand("clean", "Remove segments of processes that are gone");
+  c->clean->add_flag("--dry-run", c->dry_run, "only list what would be removed");
+}
+
+int cmd_record(const RecordCommands& c) {
+  RecordOptions o;
+  o.output = c.output;
+  o.duration_s = c.duration;
+  o.groups = split(c.groups);
+  o.compress = c.compress;
+  o.stop_on = c.stop_on;
+  o.snapshot_on = c.snapshot_on;
+  o.stop = &g_stop;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const bool tty = isatty(STDERR_FILENO);
+  uint64_t last_records = 0;
+  double last_s = 0;
+  if (tty) {
+    o.progress = [&](const RecordProgress& p) {
+      double rate =
+          p.seconds > last_s ? double(p.records - last_records) / (p.seconds - last_s) : 0;
+      last_records = p.records;
+      last_s = p.seconds;
+      std::fprintf(stderr, "\r%7.1f s  %12.0f events/s  %10.1f MB written  %llu lost   ", p.seconds,
+                   rate, double(p.bytes) / 1e6, static_cast<unsigned long long>(p.lost));
+    };
+  }
+  auto r = record(c.source, o);
+  if (tty) std::fprintf(stderr, "\n");
+  if (!r.ok()) return fail(r.status());
+  const RecordSummary& s = *r;
+  std::fprintf(stderr, "recorded %llu records (%.1f MB of rings, %.1f MB file) in %.2f s: %s\n",
+               static_cast<unsigned long long>(s.records), double(s.data_bytes) / 1e6,
+               double(s.file_bytes) / 1e6, s.seconds, s.reason.c_str());
+  if (!s.stop_match.empty()) std::fprintf(stderr, "stopped on %s\n", s.stop_match.c_str());
+  for (const std::string& f : s.snapshots)
+    std::fprintf(stderr, "snapshot written: %s\n", f.c_str());
+  print_losses(s);
+  return 0;
+}
+
+int cmd_snapshot(const RecordCommands& c, bool recover) {
+  auto opened = Trace::open(c.source);
+  if (!opened.ok()) return fail(opened.status());
+  Trace& trace = **opened;
+  if (trace.is_file()) return fail(Status::Invalid(c.source + " is already a trace file"));
+  if (recover && trace.process().alive) {
+    return fail(Status::Invalid("process " + std::to_string(trace.process().pid) +
+                                " is still running (use `nanotrace snapshot`)"));
+  }
+  if (!recover && !trace.process().alive) {
+    return fail(Status::Invalid("process " + std::to_string(trace.process().pid) +
+                                " is not running (use `nanotrace recover`)"));
+  }
+  auto r = write_snapshot(trace, c.output, c.compress);
+  if (!r.ok()) return fail(r.status());
+  std::fprintf(stderr, "%s %llu records of process %u into %s (%.1f MB)\n",
+               recover ? "recovered" : "snapshot of", static_cast<unsigned long long>(r->records),
+               trace.process().pid, c.output.c_str(), double(r->file_bytes) / 1e6);
+  print_losses(*r);
+  return 0;
+}
+
+int cmd_clean(const RecordCommands& c) {
+  int status = 0;
+  for (const StaleSegment& s : clean_segments(c.dry_run)) {
+    if (!s.error.empty()) {
+      std::fprintf(stderr, "nanotrace: cannot remove %s: %s\n", s.path.c_str(), s.error.c_str());
+      status = 1;
+      continue;
+    }
+    fmt::print("{} {} (pid {}, {}, {} bytes)\n", c.dry_run ? "would remove" : "removed", s.path,
+               s.pid, s.name.empty() ? "unreadable" : s.name, s.bytes);
+  }
+  return status;
+}
+
+bool run_record_commands(const RecordCommands& c, int* status) {
+  if (c.record && c.record->parsed()) {
+    *status = cmd_record(c);
+  } else if (c.snapshot && c.snapshot->parsed()) {
+    *status = cmd_snapshot(c, false);
+  } else if (c.recover && c.recover->parsed()) {
+    *status = cmd_snapshot(c, true);
+  } else if (c.clean && c.clean->parsed()) {
+    *status = cmd_clean(c);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace nanotrace::cli

@@ -1,0 +1,27 @@
+// `nanotrace record`, `snapshot`, `recover`, `clean` (issue 4): registration with the CLI
+// and dispatch, kept apart from main.cc so that main only gains two calls.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "commands.hpp"
+
+namespace nanotrace::cli {
+
+struct RecordCommands {
+  CLI::App* record = nullptr;
+  CLI::App* snapshot = nullptr;
+  CLI::App* recover = nullptr;
+  CLI::App* clean = nullptr;
+  std::string source, output, groups, stop_on, snapshot_on;
+  double duration = 0;
+  bool compress = false;
+  bool dry_run = false;
+};
+
+void register_record_commands(CLI::App& app, RecordCommands* commands);
+// Runs the parsed subcommand if it is one of these; false otherwise.
+bool run_record_commands(const RecordCommands& commands, int* status);
+
+}  // namespace nanotrace::cli
