@@ -120,7 +120,9 @@ TEST(TriggerTest, CrashHandlerMarksTheSegment) {
   // Killed by the signal; under AddressSanitizer its own handler (which ours chains to)
   // reports and exits non-zero instead.
   ASSERT_TRUE(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0));
-  if (WIFSIGNALED(status)) EXPECT_EQ(WTERMSIG(status), SIGSEGV);
+  if (WIFSIGNALED(status)) {
+    EXPECT_EQ(WTERMSIG(status), SIGSEGV);
+  }
   auto trace = Trace::open_pid(pid);
   ASSERT_TRUE(trace.ok()) << trace.status().message();
   EXPECT_EQ((*trace)->process().state, abi::ProcessState::kCrashed);
