@@ -1,6 +1,7 @@
 // Process identity and futex helpers (see process.hpp).
 #include "common/process.hpp"
 
+#include <dirent.h>
 #include <errno.h>
 #include <linux/futex.h>
 #include <signal.h>
@@ -37,6 +38,24 @@ bool process_alive(uint32_t pid, uint64_t start_time) {
   if (start_time == 0) return true;
   uint64_t now = proc_start_time(pid);
   return now == 0 || now == start_time;
+}
+
+std::vector<SegmentName> list_segment_names() {
+  std::vector<SegmentName> out;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return out;
+  while (dirent* d = readdir(dir)) {
+    std::string name = d->d_name;
+    if (name.rfind("nanotrace-", 0) != 0) continue;
+    std::string digits = name.substr(10);
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    out.push_back({static_cast<uint32_t>(std::stoul(digits)), "/dev/shm/" + name});
+  }
+  closedir(dir);
+  return out;
 }
 
 void futex_wake_all(uint32_t* word) {

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace nanotrace::sys {
 
@@ -11,6 +13,13 @@ namespace nanotrace::sys {
 uint64_t proc_start_time(uint32_t pid);
 // True if pid is alive and, when start_time is non-zero, is the same process.
 bool process_alive(uint32_t pid, uint64_t start_time);
+struct SegmentName {
+  uint32_t pid;
+  std::string path;  // /dev/shm/nanotrace-<pid>
+};
+// Every /dev/shm/nanotrace-<pid> entry (names that do not fit the pattern are skipped).
+std::vector<SegmentName> list_segment_names();
+
 // Wakes every waiter on a futex word in shared memory.
 void futex_wake_all(uint32_t* word);
 // Sleeps while *word == expected, at most timeout_ns.

@@ -1,31 +1,22 @@
 // Finding traced processes: every /dev/shm/nanotrace-<pid> segment, alive or left behind.
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <string>
 
+#include "common/process.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace {
 
 std::vector<ProcessEntry> list_processes() {
   std::vector<ProcessEntry> out;
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return out;
-  while (dirent* d = readdir(dir)) {
-    std::string name = d->d_name;
-    if (name.rfind("nanotrace-", 0) != 0) continue;
-    std::string digits = name.substr(10);
-    if (digits.empty() || digits.size() > 9 ||
-        digits.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
+  for (const sys::SegmentName& segment : sys::list_segment_names()) {
     ProcessEntry e;
-    e.info.path = "/dev/shm/" + name;
+    e.info.path = segment.path;
     struct stat st;
     if (stat(e.info.path.c_str(), &st) == 0) e.resident_bytes = uint64_t(st.st_blocks) * 512;
-    e.info.pid = static_cast<uint32_t>(std::stoul(digits));
+    e.info.pid = segment.pid;
     auto trace = Trace::open_path(e.info.path);
     if (!trace.ok()) {
       e.error = trace.status().message();
@@ -41,7 +32,6 @@ std::vector<ProcessEntry> list_processes() {
     e.lost += e.info.lost_no_slot + e.info.lost_reclaimed;
     out.push_back(std::move(e));
   }
-  closedir(dir);
   std::sort(out.begin(), out.end(),
             [](const ProcessEntry& a, const ProcessEntry& b) { return a.info.pid < b.info.pid; });
   return out;

@@ -1,7 +1,6 @@
 // `nanotrace clean`: remove the /dev/shm segments of processes that are gone. A segment is
 // stale when its pid is dead, or alive but started at another time (a reused pid). A live
 // process's segment is never removed.
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,19 +17,10 @@ namespace nanotrace {
 
 std::vector<StaleSegment> clean_segments(bool dry_run) {
   std::vector<StaleSegment> out;
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return out;
-  while (dirent* d = readdir(dir)) {
-    std::string name = d->d_name;
-    if (name.rfind("nanotrace-", 0) != 0) continue;
-    std::string digits = name.substr(10);
-    if (digits.empty() || digits.size() > 9 ||
-        digits.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
+  for (const sys::SegmentName& segment : sys::list_segment_names()) {
     StaleSegment e;
-    e.path = "/dev/shm/" + name;
-    e.pid = static_cast<uint32_t>(std::stoul(digits));
+    e.path = segment.path;
+    e.pid = segment.pid;
     // Identity from the header itself (pid + start time), read without trusting the rest.
     int fd = ::open(e.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) continue;
@@ -53,7 +43,6 @@ std::vector<StaleSegment> clean_segments(bool dry_run) {
     if (!dry_run && unlink(e.path.c_str()) != 0) e.error = std::strerror(errno);
     out.push_back(std::move(e));
   }
-  closedir(dir);
   std::sort(out.begin(), out.end(),
             [](const StaleSegment& a, const StaleSegment& b) { return a.pid < b.pid; });
   return out;
