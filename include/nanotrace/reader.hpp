@@ -111,6 +111,29 @@ struct ThreadStats {
   uint64_t lost() const { return overwritten + dropped; }
 };
 
+// Consecutive records of one thread, still in the raw encoding of docs/format.md
+// ("Rings, blocks and records"): each record is word0 (stamp48 << 16 | event id) then its
+// payload. Every record in it was checked (known event id, string lengths, sizes), so a
+// consumer that re-encodes raw records (the CTF exporter) may walk it without bound checks
+// beyond `bytes`.
+struct RecordSpan {
+  const uint8_t* data = nullptr;  // the first record
+  uint32_t bytes = 0;             // whole records only
+  uint32_t records = 0;
+  uint64_t base_ticks = 0;  // clock value the stamps are relative to (abi::expand_ticks)
+  uint64_t first_seq = 0;   // per-thread sequence number of the first record
+};
+
+// One thread's records as spans, in order, with the same loss accounting as RecordSource.
+class SpanSource {
+ public:
+  virtual ~SpanSource() = default;
+  // Fills the next non-empty span; false at the end. The bytes stay valid until the next call.
+  virtual bool next(RecordSpan* span) = 0;
+  // What was read and lost so far (complete once next() returned false).
+  virtual const ThreadStats& stats() const = 0;
+};
+
 class RecordSource;
 namespace reader {
 struct TraceFile;
@@ -157,6 +180,8 @@ class Trace {
   // time. consume: also advance the consumer positions (REQUIRES: writable and
   // attach_consumer()).
   std::unique_ptr<RecordSource> read_all(bool consume = false);
+  // The same records, not merged and not decoded: one SpanSource per entry of threads().
+  std::vector<std::unique_ptr<SpanSource>> read_spans();
 
   // Registers this process as the segment's consumer (block mode waits for it). kBusy if
   // another live consumer is attached.

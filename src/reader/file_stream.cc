@@ -1,6 +1,6 @@
 // One thread generation of a trace file read back: the DATA extents are concatenated in
 // position order into the thread's byte stream, which is parsed block by block exactly like
-// a live ring (block header position and sequence checks, decode_record for each record).
+// a live ring (block header position and sequence checks, then walk_block).
 // Memory: one decoded chunk and one block per stream.
 #include <cstring>
 
@@ -8,19 +8,14 @@
 #include "reader/trace_file.hpp"
 
 namespace nanotrace::reader {
-namespace {
-
-uint64_t load_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
-}  // namespace
 
 FileThreadStream::FileThreadStream(const Trace& trace, std::shared_ptr<const TraceFile> file,
                                    uint32_t index, const ThreadInfo& info)
-    : trace_(trace), file_(std::move(file)), stream_(file_->streams[index]), index_(index) {
+    : trace_(trace),
+      sizer_(trace),
+      file_(std::move(file)),
+      stream_(file_->streams[index]),
+      index_(index) {
   block_ = trace.process().block_size;
   buf_.resize(block_);
   stats_.info = info;
@@ -102,28 +97,26 @@ bool FileThreadStream::load_block() {
 }
 
 bool FileThreadStream::next(Record* r) {
+  while (!records_.next(trace_, index_, r)) {
+    if (!next_span(&records_.span)) return false;
+    records_.reset();
+  }
+  return true;
+}
+
+bool FileThreadStream::next_span(RecordSpan* span) {
   while (!done_) {
     if (!have_block_ && !load_block()) break;
-    if (offset_ + 8 > buf_len_ || load_u64(buf_.data() + offset_) == 0) {
-      have_block_ = false;
-      continue;
+    // Records before first_pos were taken before the recording began.
+    WalkEnd end = walk_block(sizer_, buf_.data(), buf_len_, block_pos_, stream_.thread.first_pos,
+                             base_ticks_, &offset_, &seq_, span);
+    if (end == WalkEnd::kCorrupt) ++stats_.corrupt_blocks;
+    have_block_ = false;
+    if (span->records > 0) {
+      expected_seq_ = seq_;
+      stats_.records += span->records;
+      return true;
     }
-    uint32_t size = decode_record(trace_, buf_.data(), offset_, buf_len_, base_ticks_, r);
-    if (size == 0) {
-      ++stats_.corrupt_blocks;
-      have_block_ = false;
-      continue;
-    }
-    uint64_t record_pos = block_pos_ + offset_;
-    offset_ += size;
-    uint64_t seq = seq_++;
-    if (record_pos < stream_.thread.first_pos) continue;  // taken before the recording
-    expected_seq_ = seq + 1;
-    r->seq = seq;
-    r->thread = index_;
-    r->time_ns = trace_.ticks_to_ns(r->ticks);
-    ++stats_.records;
-    return true;
   }
   done_ = true;
   return false;

@@ -8,12 +8,6 @@
 namespace nanotrace::reader {
 namespace {
 
-uint64_t load_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
 // The oldest block position the writer cannot be overwriting. In overwrite mode, having
@@ -40,41 +34,9 @@ constexpr uint64_t kMaxPosition = uint64_t{1} << 62;
 
 }  // namespace
 
-uint32_t decode_record(const Trace& trace, const uint8_t* buf, uint32_t offset, uint32_t limit,
-                       uint64_t base_ticks, Record* r) {
-  if (offset + 8 > limit) return 0;
-  uint64_t word0 = load_u64(buf + offset);
-  const EventInfo* ev = trace.event_by_id(static_cast<uint16_t>(word0 & 0xffff));
-  if (ev == nullptr || ev->is_guard) return 0;
-  uint32_t at = offset + 8;
-  r->event = ev;
-  r->ticks = abi::expand_ticks(base_ticks, word0 >> 16);
-  r->field_count = static_cast<uint32_t>(ev->fields.size());
-  for (uint32_t f = 0; f < r->field_count; ++f) {
-    FieldValue& v = r->values[f];
-    v.type = ev->fields[f].type;
-    v.text = std::string_view();
-    if (v.type == abi::FieldType::kString) {
-      if (at + 1 > limit) return 0;
-      uint32_t n = buf[at];
-      if (n > abi::kMaxStringBytes) return 0;
-      uint32_t slot = abi::string_slot_bytes(n);
-      if (at + slot > limit) return 0;
-      v.text = std::string_view(reinterpret_cast<const char*>(buf + at + 1), n);
-      v.bits = n;
-      at += slot;
-    } else {
-      if (at + 8 > limit) return 0;
-      v.bits = load_u64(buf + at);
-      at += 8;
-    }
-  }
-  return at - offset;
-}
-
 LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool consume,
                                    uint32_t index)
-    : trace_(trace), index_(index) {
+    : trace_(trace), sizer_(trace), index_(index) {
   auto* h = reinterpret_cast<const abi::SegmentHeader*>(trace.base());
   const ProcessInfo& p = trace.process();
   slot_ = reinterpret_cast<const abi::ThreadSlot*>(trace.base() + h->threads_offset) + info.slot;
@@ -164,34 +126,29 @@ bool LiveThreadStream::load_block() {
 }
 
 bool LiveThreadStream::next(Record* r) {
+  while (!records_.next(trace_, index_, r)) {
+    if (!next_span(&records_.span)) return false;
+    records_.reset();
+  }
+  return true;
+}
+
+bool LiveThreadStream::next_span(RecordSpan* span) {
   while (!done_) {
     if (!have_block_ && !load_block()) break;
-    if (offset_ + 8 > buf_len_ || load_u64(buf_.data() + offset_) == 0) {
-      pos_ = block_pos_ + block_;  // end of block (or of what was written)
-      if (pos_ > end_) pos_ = end_;
-      have_block_ = false;
-      publish_consumed();
-      continue;
+    // Records before pos_ were returned by an earlier pass (a consumer resuming).
+    WalkEnd end = walk_block(sizer_, buf_.data(), buf_len_, block_pos_, pos_, base_ticks_, &offset_,
+                             &seq_, span);
+    if (end == WalkEnd::kCorrupt) ++stats_.corrupt_blocks;
+    if (span->records > 0) {
+      expected_seq_ = seq_;
+      stats_.records += span->records;
     }
-    uint32_t size = decode_record(trace_, buf_.data(), offset_, buf_len_, base_ticks_, r);
-    if (size == 0) {
-      ++stats_.corrupt_blocks;
-      pos_ = block_pos_ + block_;
-      if (pos_ > end_) pos_ = end_;
-      have_block_ = false;
-      continue;
-    }
-    uint64_t record_pos = block_pos_ + offset_;
-    offset_ += size;
-    uint64_t seq = seq_++;
-    if (record_pos < pos_) continue;  // returned by an earlier pass (consumer resuming)
-    pos_ = block_pos_ + offset_;
-    expected_seq_ = seq + 1;
-    r->seq = seq;
-    r->thread = index_;
-    r->time_ns = trace_.ticks_to_ns(r->ticks);
-    ++stats_.records;
-    return true;
+    pos_ = block_pos_ + block_;  // end of block (or of what was written)
+    if (pos_ > end_) pos_ = end_;
+    have_block_ = false;
+    publish_consumed();
+    if (span->records > 0) return true;
   }
   publish_consumed();
   return false;

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "nanotrace/reader.hpp"
+#include "reader/record_walk.hpp"
 
 namespace nanotrace::reader {
 
@@ -17,6 +19,33 @@ namespace nanotrace::reader {
 // (unknown event id, string length past the end).
 uint32_t decode_record(const Trace& trace, const uint8_t* buf, uint32_t offset, uint32_t limit,
                        uint64_t base_ticks, Record* record);
+
+// Hands out the records of a thread's spans one at a time, decoded: how a stream's next()
+// is built on its next_span().
+class SpanRecords {
+ public:
+  // Decodes the next record of span into r; false once the span is used up.
+  bool next(const Trace& trace, uint32_t thread, Record* r);
+  // Starts on a new span.
+  void reset() { offset_ = index_ = 0; }
+  RecordSpan span;
+
+ private:
+  uint32_t offset_ = 0;
+  uint32_t index_ = 0;
+};
+
+// Both thread streams: records one by one (for the merge), or as raw spans.
+template <class Stream>
+class SpanSourceOf : public SpanSource {
+ public:
+  explicit SpanSourceOf(std::unique_ptr<Stream> stream) : stream_(std::move(stream)) {}
+  bool next(RecordSpan* span) override { return stream_->next_span(span); }
+  const ThreadStats& stats() const override { return stream_->stats(); }
+
+ private:
+  std::unique_ptr<Stream> stream_;
+};
 
 class LiveThreadStream {
  public:
@@ -26,6 +55,8 @@ class LiveThreadStream {
 
   // Next record, or false at the position the writer had reached when the stream began.
   bool next(Record* record);
+  // The next records of the current block, not decoded; false at the same end as next().
+  bool next_span(RecordSpan* span);
   const ThreadStats& stats() const { return stats_; }
 
  private:
@@ -33,6 +64,8 @@ class LiveThreadStream {
   void publish_consumed();
 
   Trace& trace_;
+  RecordSizer sizer_;
+  SpanRecords records_;
   const abi::ThreadSlot* slot_;
   abi::ThreadSlot* writable_slot_;
   const uint8_t* ring_;

@@ -11,6 +11,7 @@
 
 #include "common/file_format.hpp"
 #include "nanotrace/reader.hpp"
+#include "reader/thread_stream.hpp"
 
 namespace nanotrace::reader {
 
@@ -70,6 +71,7 @@ class FileThreadStream {
   FileThreadStream(const Trace& trace, std::shared_ptr<const TraceFile> file, uint32_t index,
                    const ThreadInfo& info);
   bool next(Record* record);
+  bool next_span(RecordSpan* span);
   const ThreadStats& stats() const { return stats_; }
 
  private:
@@ -80,6 +82,8 @@ class FileThreadStream {
   bool ensure_data();
 
   const Trace& trace_;
+  RecordSizer sizer_;
+  SpanRecords records_;
   std::shared_ptr<const TraceFile> file_;
   const FileStream& stream_;
   uint32_t index_;

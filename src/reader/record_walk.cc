@@ -1,0 +1,141 @@
+// Record sizes, the block walk and record decoding: the one definition of a valid record
+// that live rings and trace files are read with.
+#include "reader/record_walk.hpp"
+
+#include <cstring>
+
+#include "reader/thread_stream.hpp"
+
+namespace nanotrace::reader {
+namespace {
+
+uint64_t load_u64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+}  // namespace
+
+RecordSizer::RecordSizer(const Trace& trace) {
+  const std::vector<EventInfo>& events = trace.events();
+  uint32_t max_id = 0;
+  for (const EventInfo& e : events) max_id = e.id > max_id ? e.id : max_id;
+  fixed_.assign(max_id + 1, 0);
+  is_string_.resize(max_id + 1);
+  for (const EventInfo& e : events) {
+    if (e.is_guard || e.id == 0 || trace.event_by_id(e.id) != &e) continue;
+    uint32_t bytes = 8;
+    bool variable = false;
+    for (const FieldInfo& f : e.fields) {
+      variable |= f.type == abi::FieldType::kString;
+      bytes += 8;
+    }
+    if (variable) {
+      for (const FieldInfo& f : e.fields) {
+        is_string_[e.id].push_back(f.type == abi::FieldType::kString);
+      }
+      bytes = kVariable;
+    }
+    fixed_[e.id] = bytes;
+  }
+}
+
+uint32_t RecordSizer::variable_size(uint16_t id, const uint8_t* buf, uint32_t offset,
+                                    uint32_t limit) const {
+  uint32_t at = offset + 8;
+  for (bool is_string : is_string_[id]) {
+    if (is_string) {
+      if (at + 1 > limit) return 0;
+      uint32_t n = buf[at];
+      if (n > abi::kMaxStringBytes) return 0;
+      at += abi::string_slot_bytes(n);
+    } else {
+      at += 8;
+    }
+    if (at > limit) return 0;
+  }
+  return at - offset;
+}
+
+WalkEnd walk_block(const RecordSizer& sizer, const uint8_t* buf, uint32_t len, uint64_t block_pos,
+                   uint64_t skip_before, uint64_t base_ticks, uint32_t* offset, uint64_t* seq,
+                   RecordSpan* span) {
+  uint32_t at = *offset;
+  uint64_t n = *seq;
+  span->data = buf + at;
+  span->bytes = 0;
+  span->records = 0;
+  span->base_ticks = base_ticks;
+  span->first_seq = n;
+  WalkEnd end = WalkEnd::kBlock;
+  uint32_t begin = at;
+  while (at + 8 <= len && load_u64(buf + at) != 0) {
+    uint32_t size = sizer.size(buf, at, len);
+    if (size == 0) {
+      end = WalkEnd::kCorrupt;
+      break;
+    }
+    if (block_pos + at < skip_before) {  // taken by an earlier consumer
+      begin = at + size;
+      span->data = buf + begin;
+      span->first_seq = n + 1;
+    } else {
+      ++span->records;
+    }
+    at += size;
+    ++n;
+  }
+  span->bytes = at - begin;
+  *offset = at;
+  *seq = n;
+  return end;
+}
+
+uint32_t decode_record(const Trace& trace, const uint8_t* buf, uint32_t offset, uint32_t limit,
+                       uint64_t base_ticks, Record* r) {
+  if (offset + 8 > limit) return 0;
+  uint64_t word0 = load_u64(buf + offset);
+  const EventInfo* ev = trace.event_by_id(static_cast<uint16_t>(word0 & 0xffff));
+  if (ev == nullptr || ev->is_guard) return 0;
+  uint32_t at = offset + 8;
+  r->event = ev;
+  r->ticks = abi::expand_ticks(base_ticks, word0 >> 16);
+  r->field_count = static_cast<uint32_t>(ev->fields.size());
+  for (uint32_t f = 0; f < r->field_count; ++f) {
+    FieldValue& v = r->values[f];
+    v.type = ev->fields[f].type;
+    v.text = std::string_view();
+    if (v.type == abi::FieldType::kString) {
+      if (at + 1 > limit) return 0;
+      uint32_t n = buf[at];
+      if (n > abi::kMaxStringBytes) return 0;
+      uint32_t slot = abi::string_slot_bytes(n);
+      if (at + slot > limit) return 0;
+      v.text = std::string_view(reinterpret_cast<const char*>(buf + at + 1), n);
+      v.bits = n;
+      at += slot;
+    } else {
+      if (at + 8 > limit) return 0;
+      v.bits = load_u64(buf + at);
+      at += 8;
+    }
+  }
+  return at - offset;
+}
+
+bool SpanRecords::next(const Trace& trace, uint32_t thread, Record* r) {
+  if (offset_ >= span.bytes) return false;
+  uint32_t size = decode_record(trace, span.data, offset_, span.bytes, span.base_ticks, r);
+  if (size == 0) {  // cannot happen: the walk checked the record with the same rules
+    offset_ = span.bytes;
+    return false;
+  }
+  offset_ += size;
+  r->seq = span.first_seq + index_++;
+  r->thread = thread;
+  r->time_ns = trace.ticks_to_ns(r->ticks);
+  return true;
+}
+
+}  // namespace nanotrace::reader
