@@ -130,9 +130,8 @@ Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options) {
   }
   std::unique_ptr<exporter::RecordWriter> writer;
   switch (options.format) {
-    case ExportFormat::kCtf:
-      writer = exporter::make_ctf_writer(options);
-      break;
+    case ExportFormat::kCtf:  // per thread, from raw spans
+      return exporter::export_ctf(trace, options);
     case ExportFormat::kChrome:
       writer = exporter::make_chrome_writer(options, std::move(slices));
       break;

@@ -21,7 +21,8 @@ class RecordWriter {
   virtual Status finish(RecordSource& source, ExportSummary* summary) = 0;
 };
 
-std::unique_ptr<RecordWriter> make_ctf_writer(const ExportOptions& options);
+// CTF is written per thread from raw record spans, not through a RecordWriter.
+Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options);
 std::unique_ptr<RecordWriter> make_chrome_writer(const ExportOptions& options,
                                                  std::vector<ResolvedPair> slices);
 std::unique_ptr<RecordWriter> make_perfetto_writer(const ExportOptions& options,

@@ -1,5 +1,8 @@
 // Reading one thread's live ring: copy a block, validate it, decode its records (see
 // thread_stream.hpp for the validation rule).
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "common/process.hpp"
@@ -71,6 +74,23 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
   }
   uint64_t safe = oldest_safe_block(mode_, writer_gone_, end_, consumed, block_, ring_size_);
   if (pos_ < safe || pos_ > end_) pos_ = safe;
+  if (writer_gone_) prefault(pos_, end_);
+}
+
+void LiveThreadStream::prefault(uint64_t from, uint64_t to) const {
+  // Read in place, the ring's pages would be mapped one fault (16 pages) at a time; one
+  // madvise maps them all, which roughly halves the kernel time of reading a dead process's
+  // rings. Only an optimisation: failure (an older kernel) changes nothing.
+  if (to - from > ring_size_) from = to - ring_size_;
+  const uint64_t page = 4096;
+  for (uint64_t at = from; at < to;) {
+    uint64_t offset = at & mask_;
+    uint64_t n = std::min(to - at, ring_size_ - offset);
+    auto begin = reinterpret_cast<uintptr_t>(ring_ + offset) & ~(page - 1);
+    auto end = reinterpret_cast<uintptr_t>(ring_ + offset + n);
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+    at += n;
+  }
 }
 
 bool LiveThreadStream::load_block() {
@@ -79,7 +99,14 @@ bool LiveThreadStream::load_block() {
     uint64_t start = pos_ & ~(block_ - 1);
     uint64_t stop = start + block_ < end_ ? start + block_ : end_;
     auto len = static_cast<uint32_t>(stop - start);
-    std::memcpy(buf_.data(), ring_ + (start & mask_), len);
+    // With the writer gone nothing moves, so the block is read in place (every record is
+    // still bound-checked when walked and when decoded); otherwise a private copy is
+    // validated against the writer's position read after it.
+    data_ = ring_ + (start & mask_);
+    if (!writer_gone_) {
+      std::memcpy(buf_.data(), data_, len);
+      data_ = buf_.data();
+    }
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint32_t gen = __atomic_load_n(&slot_->generation, __ATOMIC_ACQUIRE);
     uint64_t head = __atomic_load_n(&slot_->head, __ATOMIC_ACQUIRE);
@@ -101,7 +128,7 @@ bool LiveThreadStream::load_block() {
       continue;
     }
     abi::BlockHeader bh;
-    std::memcpy(&bh, buf_.data(), sizeof(bh));
+    std::memcpy(&bh, data_, sizeof(bh));
     bool resuming = pos_ != start;  // a consumer continuing inside a block it began
     bool seq_ok = resuming ? bh.first_seq <= expected_seq_ : bh.first_seq >= expected_seq_;
     if (len < abi::kBlockHeaderBytes || bh.position != start || !seq_ok ||
@@ -137,8 +164,8 @@ bool LiveThreadStream::next_span(RecordSpan* span) {
   while (!done_) {
     if (!have_block_ && !load_block()) break;
     // Records before pos_ were returned by an earlier pass (a consumer resuming).
-    WalkEnd end = walk_block(sizer_, buf_.data(), buf_len_, block_pos_, pos_, base_ticks_, &offset_,
-                             &seq_, span);
+    WalkEnd end =
+        walk_block(sizer_, data_, buf_len_, block_pos_, pos_, base_ticks_, &offset_, &seq_, span);
     if (end == WalkEnd::kCorrupt) ++stats_.corrupt_blocks;
     if (span->records > 0) {
       expected_seq_ = seq_;

@@ -344,12 +344,6 @@ void Trace::compute_clock_scale() {
   ns_per_tick_ = 1e9 / hz;
 }
 
-uint64_t Trace::ticks_to_ns(uint64_t ticks) const {
-  uint64_t start = process_.clock_start.ticks;
-  if (ticks <= start) return 0;
-  return static_cast<uint64_t>(static_cast<double>(ticks - start) * ns_per_tick_);
-}
-
 uint64_t Trace::ticks_to_realtime_ns(uint64_t ticks) const {
   return process_.clock_start.realtime_ns + ticks_to_ns(ticks);
 }

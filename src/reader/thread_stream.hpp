@@ -1,7 +1,7 @@
 // One thread's records out of a live ring, in order, block by block. Internal header.
 //
-// Each block is copied whole into a private buffer, then validated against the writer's
-// state read after the copy: the slot's generation must not have changed, and the block
+// Each block is copied whole into a private buffer (read in place once the writer is gone),
+// then validated against the writer's state read after the copy: the slot's generation must not have changed, and the block
 // must lie outside the region the writer may be overwriting. A block that fails is skipped
 // and the records it held are counted as overwritten (from the next block's first_seq).
 #pragma once
@@ -62,6 +62,7 @@ class LiveThreadStream {
  private:
   bool load_block();
   void publish_consumed();
+  void prefault(uint64_t from, uint64_t to) const;
 
   Trace& trace_;
   RecordSizer sizer_;
@@ -80,6 +81,7 @@ class LiveThreadStream {
   uint32_t index_;
   ThreadStats stats_;
   std::vector<uint8_t> buf_;
+  const uint8_t* data_ = nullptr;  // the current block: buf_, or the ring if the writer is gone
   bool have_block_ = false;
   uint64_t block_pos_ = 0;  // position of the block in buf_
   uint32_t buf_len_ = 0;    // valid bytes in buf_

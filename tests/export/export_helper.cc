@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
             uint16_t{60000}, uint32_t{4000000000u}, uint64_t{18000000000000000000ull}, 1.5f, -2.25,
             true, "hello world", reinterpret_cast<void*>(0x1234), 7, 9);
   NANOTRACE(test, empty, "no fields");
+  // String slots next to each other, after a small integer, empty, full (63 bytes) and last.
+  NANOTRACE(test, strings, "first={} second={} small={} last={}", "",
+            "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_", uint8_t{3}, "tail");
   std::thread other([&] { pairs(1000000, count / 2); });
   pairs(0, count - count / 2);
   other.join();

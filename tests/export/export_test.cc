@@ -172,7 +172,7 @@ std::string bt_key(const std::string& line) {
   std::smatch m;
   if (!std::regex_match(line, m, kLine)) return "unparsed: " + line;
   std::string text = m[4].matched ? m[4].str() : "";
-  // "{ a = 1, b = 2 }": split at ", " (the traced strings hold no comma) and sort.
+  // "{ a = 1, b = 2 }": split at ", " (the traced strings hold no comma).
   std::vector<std::string> fields;
   if (text.size() > 4) {
     text = text.substr(2, text.size() - 4);
@@ -182,9 +182,24 @@ std::string bt_key(const std::string& line) {
     }
     fields.push_back(text.substr(start));
   }
-  std::sort(fields.begin(), fields.end());
+  // A string field is preceded by its length field ("_dev_len = 7, dev = \"nvme0n1\""): drop
+  // the length once it is checked, since dump has no such field.
+  std::vector<std::string> kept;
+  static const std::regex kLength(R"(^_(\w+)_len = (\d+)$)");
+  for (size_t i = 0; i < fields.size(); ++i) {
+    std::smatch lm;
+    if (i + 1 < fields.size() && std::regex_match(fields[i], lm, kLength)) {
+      std::string next = fields[i + 1];
+      std::string prefix = lm[1].str() + " = \"";
+      if (next.rfind(prefix, 0) == 0 && next.size() == prefix.size() + std::stoul(lm[2]) + 1) {
+        continue;
+      }
+    }
+    kept.push_back(fields[i]);
+  }
+  std::sort(kept.begin(), kept.end());
   std::string joined;
-  for (const std::string& f : fields) joined += (joined.empty() ? "" : ", ") + f;
+  for (const std::string& f : kept) joined += (joined.empty() ? "" : ", ") + f;
   return std::to_string(std::stoull(m[1].str())) + "|" + m[3].str() + "|" + m[2].str() + "|" +
          joined;
 }
@@ -255,8 +270,8 @@ TEST_F(ExportTest, CtfFieldTypesAndNames) {
   ASSERT_EQ(e.code, 0) << e.err;
   std::string metadata = read_file(out + "/metadata");
   EXPECT_THAT(metadata, HasSubstr("int8_t i8;"));
-  EXPECT_THAT(metadata, HasSubstr("float f32;"));
-  EXPECT_THAT(metadata, HasSubstr("string name;"));
+  EXPECT_THAT(metadata, HasSubstr("double f32;"));  // recorded as a double
+  EXPECT_THAT(metadata, HasSubstr("uint8_t __name_len;\n    utf8_char_t name[__name_len];"));
   EXPECT_THAT(metadata, HasSubstr("_event;"));  // a TSDL keyword, escaped
   EXPECT_THAT(metadata, HasSubstr("a_b;"));     // not an identifier, sanitised
   EXPECT_THAT(metadata, HasSubstr("absolute = true;"));
@@ -264,11 +279,16 @@ TEST_F(ExportTest, CtfFieldTypesAndNames) {
   ASSERT_EQ(bt.code, 0) << bt.err;
   EXPECT_EQ(bt.err, "");
   EXPECT_THAT(bt.out, HasSubstr("test:types: { tid = ")) << bt.out.substr(0, 2000);
-  EXPECT_THAT(bt.out, HasSubstr("{ i8 = -5, i16 = -300, i32 = -70000, i64 = -5000000000, u8 = 200, "
-                                "u16 = 60000, u32 = 4000000000, u64 = 18000000000000000000, "
-                                "f32 = 1.5, f64 = -2.25, flag = 1, name = \"hello world\", "
-                                "ptr = 0x1234, event = 7, a_b = 9 }"));
+  EXPECT_THAT(bt.out,
+              HasSubstr("{ i8 = -5, i16 = -300, i32 = -70000, i64 = -5000000000, u8 = 200, "
+                        "u16 = 60000, u32 = 4000000000, u64 = 18000000000000000000, "
+                        "f32 = 1.5, f64 = -2.25, flag = 1, _name_len = 11, name = \"hello world\", "
+                        "ptr = 0x1234, event = 7, a_b = 9 }"));
   EXPECT_THAT(bt.out, HasSubstr("test:empty: { tid = "));
+  EXPECT_THAT(bt.out,
+              HasSubstr("{ _first_len = 0, first = \"\", _second_len = 63, second = "
+                        "\"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_\", "
+                        "small = 3, _last_len = 4, last = \"tail\" }"));
 }
 
 TEST_F(ExportTest, JsonlMatchesDumpAndCsvHasEveryRecord) {

@@ -1,0 +1,190 @@
+// The TSDL metadata of a CTF 1.8 export: types, trace, env, clock, stream and one event
+// declaration per nanotrace event, laid out to match the raw records (see ctf.hpp).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iterator>
+#include <set>
+
+#include "export/ctf.hpp"
+
+namespace nanotrace::exporter::ctf {
+namespace {
+
+bool is_tsdl_keyword(const std::string& s) {
+  static const std::set<std::string> kWords = {
+      "align",   "callsite", "const",          "char",   "clock",   "double",   "enum",
+      "env",     "event",    "floating_point", "float",  "integer", "int",      "long",
+      "short",   "signed",   "stream",         "string", "struct",  "trace",    "typealias",
+      "typedef", "unsigned", "variant",        "void",   "_Bool",   "_Complex", "_Imaginary"};
+  return kWords.count(s) != 0;
+}
+
+// A TSDL identifier for a field name. babeltrace2 strips one leading underscore from CTF 1.8
+// field names, so keywords and names starting with '_' get one prepended.
+std::string field_identifier(const std::string& name, std::set<std::string>* used) {
+  std::string id;
+  for (char c : name) {
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    id += ok ? c : '_';
+  }
+  if (id.empty() || (id[0] >= '0' && id[0] <= '9')) id = "_" + id;
+  if (is_tsdl_keyword(id) || (id[0] == '_' && name[0] == '_')) id = "_" + id;
+  std::string unique = id;
+  for (int n = 2; used->count(unique); ++n) unique = id + "_" + std::to_string(n);
+  used->insert(unique);
+  return unique;
+}
+
+std::string tsdl_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// The field types below are declared in metadata() with align = 64: each occupies the first
+// bytes of its 8-byte slot (little-endian), the rest is skipped as alignment padding.
+const char* tsdl_type(abi::FieldType t) {
+  using abi::FieldType;
+  switch (t) {
+    case FieldType::kI8:
+      return "int8_t";
+    case FieldType::kI16:
+      return "int16_t";
+    case FieldType::kI32:
+      return "int32_t";
+    case FieldType::kI64:
+      return "int64_t";
+    case FieldType::kU8:
+    case FieldType::kBool:
+      return "uint8_t";
+    case FieldType::kU16:
+      return "uint16_t";
+    case FieldType::kU32:
+      return "uint32_t";
+    case FieldType::kF32:  // recorded as an IEEE double: the value is exact
+    case FieldType::kF64:
+      return "double";
+    case FieldType::kPointer:
+      return "xint64_t";
+    default:
+      return "uint64_t";
+  }
+}
+
+std::string uuid_text(const uint8_t uuid[16]) {
+  std::string s;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    s += fmt::format("{:02x}", uuid[i]);
+  }
+  return s;
+}
+
+}  // namespace
+
+void make_uuid(const ProcessInfo& p, uint8_t uuid[16]) {
+  uint64_t a = p.clock_start.realtime_ns ^ (uint64_t{p.pid} << 32);
+  uint64_t b = p.clock_start.ticks * 0x9e3779b97f4a7c15ull ^ p.clock_start.monotonic_ns;
+  for (uint64_t* x : {&a, &b}) {
+    *x ^= *x >> 33;
+    *x *= 0xff51afd7ed558ccdull;
+    *x ^= *x >> 33;
+  }
+  std::memcpy(uuid, &a, 8);
+  std::memcpy(uuid + 8, &b, 8);
+  uuid[6] = static_cast<uint8_t>((uuid[6] & 0x0f) | 0x40);
+  uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3f) | 0x80);
+}
+
+std::string metadata(const Trace& trace, const uint8_t uuid[16]) {
+  const ProcessInfo& p = trace.process();
+  fmt::memory_buffer m;
+  auto out = std::back_inserter(m);
+  fmt::format_to(out, "/* CTF 1.8 */\n\n");
+  // Packet header and context: byte-aligned.
+  for (int bits : {8, 32, 64}) {
+    fmt::format_to(out,
+                   "typealias integer {{ size = {0}; align = 8; signed = false; }} := "
+                   "packed_uint{0}_t;\n",
+                   bits);
+  }
+  // Event fields: one 8-byte slot each.
+  for (int bits : {8, 16, 32, 64}) {
+    fmt::format_to(out,
+                   "typealias integer {{ size = {0}; align = 64; signed = false; }} := "
+                   "uint{0}_t;\n"
+                   "typealias integer {{ size = {0}; align = 64; signed = true; }} := "
+                   "int{0}_t;\n",
+                   bits);
+  }
+  fmt::format_to(out,
+                 "typealias integer {{ size = 64; align = 64; signed = false; base = 16; }} := "
+                 "xint64_t;\n"
+                 "typealias floating_point {{ exp_dig = 11; mant_dig = 53; align = 64; }} := "
+                 "double;\n"
+                 "typealias integer {{ size = 8; align = 8; signed = false; encoding = UTF8; }} "
+                 ":= utf8_char_t;\n\n");
+  fmt::format_to(out,
+                 "trace {{\n  major = 1;\n  minor = 8;\n  uuid = \"{}\";\n  byte_order = le;\n"
+                 "  packet.header := struct {{\n    packed_uint32_t magic;\n"
+                 "    packed_uint8_t uuid[16];\n    packed_uint32_t stream_id;\n"
+                 "    packed_uint64_t stream_instance_id;\n  }};\n}};\n\n",
+                 uuid_text(uuid));
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
+  fmt::format_to(out,
+                 "env {{\n  tracer_name = \"nanotrace\";\n  tracer_major = 0;\n"
+                 "  tracer_minor = 1;\n  hostname = {};\n  procname = {};\n  vpid = {};\n"
+                 "  clock_ticks_per_second = {};\n}};\n\n",
+                 tsdl_string(host), tsdl_string(p.process_name), p.pid, p.ticks_per_second);
+  uint64_t start = p.clock_start.realtime_ns;
+  fmt::format_to(out,
+                 "clock {{\n  name = nanotrace;\n  uuid = \"{}\";\n"
+                 "  description = \"nanotrace time since the segment start, in ns\";\n"
+                 "  freq = 1000000000;\n  precision = 1;\n  offset_s = {};\n  offset = {};\n"
+                 "  absolute = true;\n}};\n\n",
+                 uuid_text(uuid), start / 1000000000, start % 1000000000);
+  // The event header is a record's word0: id in bits 0-15, the clock stamp in bits 16-63.
+  fmt::format_to(out,
+                 "typealias integer {{ size = 64; align = 8; signed = false; "
+                 "map = clock.nanotrace.value; }} := packed_uint64_clock_t;\n\n"
+                 "stream {{\n  id = 0;\n  packet.context := struct {{\n"
+                 "    packed_uint64_clock_t timestamp_begin;\n"
+                 "    packed_uint64_clock_t timestamp_end;\n"
+                 "    packed_uint64_t content_size;\n    packed_uint64_t packet_size;\n"
+                 "    packed_uint64_t packet_seq_num;\n    packed_uint64_t events_discarded;\n"
+                 "    packed_uint32_t tid;\n  }};\n"
+                 "  event.header := struct {{\n"
+                 "    integer {{ size = 16; align = 1; signed = false; }} id;\n"
+                 "    integer {{ size = 48; align = 1; signed = false; "
+                 "map = clock.nanotrace.value; }} timestamp;\n"
+                 "  }} align(64);\n}};\n");
+  for (const EventInfo& e : trace.events()) {
+    if (e.is_guard) continue;
+    fmt::format_to(out, "\nevent {{\n  name = {};\n  id = {};\n  stream_id = 0;\n",
+                   tsdl_string(e.full_name()), e.id);
+    std::set<std::string> used;
+    fmt::format_to(out, "  fields := struct {{\n");
+    for (const FieldInfo& f : e.fields) {
+      if (f.type == abi::FieldType::kString) {
+        // The record's string slot as it is: a length byte, then the bytes.
+        std::string length = field_identifier("_" + f.name + "_len", &used);
+        fmt::format_to(out, "    uint8_t {0};\n    utf8_char_t {1}[{0}];\n", length,
+                       field_identifier(f.name, &used));
+      } else {
+        fmt::format_to(out, "    {} {};\n", tsdl_type(f.type), field_identifier(f.name, &used));
+      }
+    }
+    fmt::format_to(out, "  }};\n}};\n");
+  }
+  return fmt::to_string(m);
+}
+
+}  // namespace nanotrace::exporter::ctf
