@@ -47,11 +47,16 @@ std::vector<SegmentName> list_segment_names() {
   while (dirent* d = readdir(dir)) {
     std::string name = d->d_name;
     if (name.rfind("nanotrace-", 0) != 0) continue;
+    // nanotrace-<pid>, or nanotrace-<pid>.<start time>: a dead process's segment set aside
+    // when its pid was reused.
     std::string digits = name.substr(10);
-    if (digits.empty() || digits.size() > 9 ||
-        digits.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
+    size_t dot = digits.find('.');
+    std::string suffix = dot == std::string::npos ? std::string() : digits.substr(dot + 1);
+    if (dot != std::string::npos) digits.resize(dot);
+    auto is_number = [](const std::string& s, size_t max) {
+      return !s.empty() && s.size() <= max && s.find_first_not_of("0123456789") == s.npos;
+    };
+    if (!is_number(digits, 9) || (dot != std::string::npos && !is_number(suffix, 20))) continue;
     out.push_back({static_cast<uint32_t>(std::stoul(digits)), "/dev/shm/" + name});
   }
   closedir(dir);

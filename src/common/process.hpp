@@ -15,9 +15,10 @@ uint64_t proc_start_time(uint32_t pid);
 bool process_alive(uint32_t pid, uint64_t start_time);
 struct SegmentName {
   uint32_t pid;
-  std::string path;  // /dev/shm/nanotrace-<pid>
+  std::string path;  // /dev/shm/nanotrace-<pid>[.<start time>]
 };
-// Every /dev/shm/nanotrace-<pid> entry (names that do not fit the pattern are skipped).
+// Every /dev/shm/nanotrace-<pid> entry, and nanotrace-<pid>.<start time> (a dead process's
+// segment set aside when its pid was reused); names that fit neither are skipped.
 std::vector<SegmentName> list_segment_names();
 
 // Wakes every waiter on a futex word in shared memory.

@@ -35,6 +35,28 @@ void copy_name(char* dst, size_t cap, const std::string& src) {
   dst[n] = '\0';
 }
 
+// Renames /dev/shm/nanotrace-<pid> to nanotrace-<pid>.<start time of its process>, or
+// removes it if it cannot be renamed (or holds nothing worth keeping).
+void set_aside_stale_segment(pid_t pid) {
+  std::string path = "/dev/shm/nanotrace-" + std::to_string(pid);
+  uint64_t start_time = 0;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0) {
+    abi::SegmentHeader h{};
+    if (::pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) &&
+        std::memcmp(h.magic, abi::kSegmentMagic, sizeof(h.magic)) == 0 &&
+        h.pid == static_cast<uint32_t>(pid)) {
+      start_time = h.proc_start_time;
+    }
+    ::close(fd);
+  }
+  if (start_time != 0) {
+    std::string aside = path + "." + std::to_string(start_time);
+    if (::rename(path.c_str(), aside.c_str()) == 0) return;
+  }
+  ::unlink(path.c_str());
+}
+
 }  // namespace
 
 abi::ThreadSlot* Segment::slot(uint32_t i) const {
@@ -50,9 +72,10 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   seg.name = "/nanotrace-" + std::to_string(pid);
   int fd = shm_open(seg.name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0 && errno == EEXIST) {
-    // A segment left by an earlier process that had our pid: it is dead (pids are unique
-    // among live processes), so its evidence is stale; replace it.
-    shm_unlink(seg.name.c_str());
+    // A segment left by an earlier process that had our pid (it is dead: pids are unique
+    // among live processes). It may be the only record of a crash, so it is moved aside
+    // rather than replaced; `nanotrace list`, `recover` and `clean` know the new name.
+    set_aside_stale_segment(pid);
     fd = shm_open(seg.name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   }
   if (fd < 0) return Status::FromErrno("shm_open " + seg.name, errno);

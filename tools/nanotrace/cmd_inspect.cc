@@ -45,9 +45,11 @@ int cmd_list(bool json) {
       continue;
     }
     std::string name = e.info.user_name.empty() ? e.info.process_name : e.info.user_name;
-    fmt::print("{:>8}  {:<16} {:<6} {:>7}  {:<9} {:>10} {:>12} {:>10}\n", e.info.pid, name,
+    // A segment set aside after its pid was reused is named by its path (recover takes it).
+    bool aside = e.info.path != "/dev/shm/nanotrace-" + std::to_string(e.info.pid);
+    fmt::print("{:>8}  {:<16} {:<6} {:>7}  {:<9} {:>10} {:>12} {:>10}{}\n", e.info.pid, name,
                e.info.alive ? "yes" : "no", e.threads, mode_name(e.info.mode), e.resident_bytes,
-               e.events, e.lost);
+               e.events, e.lost, aside ? "  " + e.info.path : "");
   }
   return 0;
 }

@@ -118,8 +118,10 @@ int cmd_snapshot(const RecordCommands& c, bool recover) {
   Trace& trace = **opened;
   if (trace.is_file()) return fail(Status::Invalid(c.source + " is already a trace file"));
   if (recover && trace.process().alive) {
+    // A dead process whose pid was reused has its segment set aside under another name.
     return fail(Status::Invalid("process " + std::to_string(trace.process().pid) +
-                                " is still running (use `nanotrace snapshot`)"));
+                                " is still running (use `nanotrace snapshot`; `nanotrace list` "
+                                "shows the segments of earlier processes with this pid)"));
   }
   if (!recover && !trace.process().alive) {
     return fail(Status::Invalid("process " + std::to_string(trace.process().pid) +

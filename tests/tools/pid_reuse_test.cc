@@ -1,0 +1,114 @@
+// Post-mortem evidence survives pid reuse: when a new traced process gets the pid of a
+// crashed one whose segment is still in /dev/shm, the old segment is set aside as
+// nanotrace-<pid>.<start time> instead of being replaced, and `list`, `recover` and `clean`
+// handle it. The reuse is made exact with clone3(set_tid), which needs root (CI runs as
+// root).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "../common/child_process.hpp"
+#include "nanotrace/abi.hpp"
+#include "nanotrace/reader.hpp"
+
+namespace {
+
+using nanotrace::testing::run_command;
+using nanotrace::testing::segment_of;
+using ::testing::HasSubstr;
+
+const std::string kCli = std::string(NANOTRACE_BIN_DIR) + "/nanotrace";
+const std::string kProducer = std::string(NANOTRACE_BIN_DIR) + "/nanotrace_test_producer";
+
+// Runs the producer as a child with exactly this pid; returns its wait status, -errno if the
+// pid could not be had.
+int run_producer_with_pid(pid_t pid, const char* events) {
+  pid_t tid = pid;
+  clone_args args{};
+  args.exit_signal = SIGCHLD;
+  args.set_tid = reinterpret_cast<uint64_t>(&tid);
+  args.set_tid_size = 1;
+  long child = syscall(SYS_clone3, &args, sizeof(args));
+  if (child < 0) return -errno;
+  if (child == 0) {
+    setenv("NANOTRACE_KEEP", "0", 1);
+    execl(kProducer.c_str(), kProducer.c_str(), "--threads", "1", "--events", events, nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(static_cast<pid_t>(child), &status, 0);
+  return status;
+}
+
+TEST(PidReuseTest, CrashedSegmentIsSetAsideThenListedRecoveredAndCleaned) {
+  if (geteuid() != 0) GTEST_SKIP() << "choosing a child's pid (clone3 set_tid) needs root";
+  // 1. A traced process crashes and leaves its segment.
+  nanotrace::testing::ChildProcess crashed(
+      {kProducer, "--threads", "1", "--events", "1000", "--crash"}, {"NANOTRACE_MODE=discard"});
+  pid_t pid = crashed.pid();
+  int status = crashed.wait();
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  std::string old_path = segment_of(pid);
+  nanotrace::abi::SegmentHeader header{};
+  {
+    FILE* f = std::fopen(old_path.c_str(), "rb");
+    ASSERT_NE(f, nullptr) << old_path;
+    ASSERT_EQ(std::fread(&header, sizeof(header), 1, f), 1u);
+    std::fclose(f);
+  }
+  uint64_t start_time = header.proc_start_time;
+  ASSERT_NE(start_time, 0u);
+  std::string aside = old_path + "." + std::to_string(start_time);
+
+  // 2. A new traced process gets the same pid, runs and exits cleanly.
+  status = run_producer_with_pid(pid, "10");
+  ASSERT_GE(status, 0) << "clone3(set_tid=" << pid << "): " << std::strerror(-status);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE(std::filesystem::exists(old_path)) << "the new process removes its own segment";
+  ASSERT_TRUE(std::filesystem::exists(aside)) << "the crashed process's segment was lost";
+
+  // 3. It is still the crashed process's trace, listed as dead, and recoverable.
+  int code = 0;
+  auto list = nlohmann::json::parse(run_command(kCli + " list --json", &code));
+  ASSERT_EQ(code, 0);
+  bool listed = false;
+  for (const auto& e : list) {
+    if (e["path"] == aside) {
+      listed = true;
+      EXPECT_EQ(e["pid"], pid);
+      EXPECT_EQ(e["alive"], false);
+      EXPECT_EQ(e["events"], 1000);
+    }
+  }
+  EXPECT_TRUE(listed) << list.dump();
+  EXPECT_THAT(run_command(kCli + " list", &code), HasSubstr(aside));
+  std::string file = "/tmp/nanotrace-pid-reuse-" + std::to_string(getpid()) + ".ntr";
+  std::string out = run_command(kCli + " recover " + aside + " -o " + file + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+  auto recovered = nanotrace::Trace::open(file);
+  ASSERT_TRUE(recovered.ok()) << recovered.status().message();
+  auto source = (*recovered)->read_all();
+  nanotrace::Record record;
+  uint64_t records = 0;
+  while (source->next(&record)) ++records;
+  EXPECT_EQ(records, 1000u);
+  std::filesystem::remove(file);
+
+  // 4. `clean` removes it: its process is gone.
+  out = run_command(kCli + " clean 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_FALSE(std::filesystem::exists(aside)) << out;
+}
+
+}  // namespace
