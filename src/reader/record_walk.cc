@@ -22,40 +22,42 @@ RecordSizer::RecordSizer(const Trace& trace) {
   uint32_t max_id = 0;
   for (const EventInfo& e : events) max_id = e.id > max_id ? e.id : max_id;
   fixed_.assign(max_id + 1, 0);
-  is_string_.resize(max_id + 1);
+  variable_.resize(max_id + 1);
   for (const EventInfo& e : events) {
     if (e.is_guard || e.id == 0 || trace.event_by_id(e.id) != &e) continue;
-    uint32_t bytes = 8;
-    bool variable = false;
+    Variable v;
+    bool strings = false;
     for (const FieldInfo& f : e.fields) {
-      variable |= f.type == abi::FieldType::kString;
-      bytes += 8;
-    }
-    if (variable) {
-      for (const FieldInfo& f : e.fields) {
-        is_string_[e.id].push_back(f.type == abi::FieldType::kString);
+      if (f.type == abi::FieldType::kString) {
+        v.scalars_before.push_back(static_cast<uint8_t>(v.scalars_after));
+        v.scalars_after = 0;
+        strings = true;
+      } else {
+        ++v.scalars_after;
       }
-      bytes = kVariable;
     }
-    fixed_[e.id] = bytes;
+    if (strings) {
+      variable_[e.id] = std::move(v);
+      fixed_[e.id] = kVariable;
+    } else {
+      fixed_[e.id] = 8 + 8 * static_cast<uint32_t>(e.fields.size());
+    }
   }
 }
 
 uint32_t RecordSizer::variable_size(uint16_t id, const uint8_t* buf, uint32_t offset,
                                     uint32_t limit) const {
-  uint32_t at = offset + 8;
-  for (bool is_string : is_string_[id]) {
-    if (is_string) {
-      if (at + 1 > limit) return 0;
-      uint32_t n = buf[at];
-      if (n > abi::kMaxStringBytes) return 0;
-      at += abi::string_slot_bytes(n);
-    } else {
-      at += 8;
-    }
-    if (at > limit) return 0;
+  const Variable& v = variable_[id];
+  uint32_t at = offset + 8;  // at most limit + 8 * kMaxFields: no overflow
+  for (uint8_t scalars : v.scalars_before) {
+    at += 8u * scalars;
+    if (at >= limit) return 0;
+    uint32_t n = buf[at];
+    if (n > abi::kMaxStringBytes) return 0;
+    at += abi::string_slot_bytes(n);
   }
-  return at - offset;
+  at += 8u * v.scalars_after;
+  return at <= limit ? at - offset : 0;
 }
 
 WalkEnd walk_block(const RecordSizer& sizer, const uint8_t* buf, uint32_t len, uint64_t block_pos,

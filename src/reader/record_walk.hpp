@@ -32,8 +32,13 @@ class RecordSizer {
   static constexpr uint32_t kVariable = ~uint32_t{0};
   uint32_t variable_size(uint16_t id, const uint8_t* buf, uint32_t offset, uint32_t limit) const;
 
-  std::vector<uint32_t> fixed_;               // by id: bytes, kVariable (strings), 0 = invalid
-  std::vector<std::vector<bool>> is_string_;  // by id, for kVariable events: per field
+  // The layout of an event with strings: scalar slots before each string, then after the last.
+  struct Variable {
+    std::vector<uint8_t> scalars_before;
+    uint32_t scalars_after = 0;
+  };
+  std::vector<uint32_t> fixed_;     // by id: bytes, kVariable (strings), 0 = invalid
+  std::vector<Variable> variable_;  // by id, for kVariable events
 };
 
 // How a walk over a block ended.
