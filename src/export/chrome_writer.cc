@@ -8,15 +8,70 @@
 // - every other record as a thread-scoped instant ("i", "s":"t");
 // - fields as "args"; ts in microseconds with three decimals (ns precision);
 // - per-thread loss counts in otherData.lost (tid -> records lost).
-// Encoding is hand-rolled into one 1 MiB buffer (fmt::format_int, precomputed per-event
-// prefixes), no JSON library per record.
+// Records are the bulk of the output (~150 bytes each, millions of them), so each is encoded
+// straight into the output buffer with json_text.hpp: the constant text of an event (its
+// prefix up to "tid", its "args" keys) and of a thread ("TID,\"ts\":") is prepared once, and
+// a record is those pieces plus its numbers and strings. Headers and trailers use fmt.
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "export/json_sink.hpp"
+#include "export/json_text.hpp"
 #include "export/output.hpp"
 #include "export/writers.hpp"
 
 namespace nanotrace::exporter {
 namespace {
+
+// Most bytes a field value of this type takes in the output.
+size_t max_value_bytes(abi::FieldType type) {
+  switch (type) {
+    case abi::FieldType::kF32:
+    case abi::FieldType::kF64:
+      return json::kMaxDouble;
+    case abi::FieldType::kBool:
+      return 5;
+    case abi::FieldType::kString:
+      return json::max_string(abi::kMaxStringBytes);  // the reader never yields longer text
+    case abi::FieldType::kPointer:
+      return json::kMaxPointer;
+    default:
+      return 20;  // a 64-bit integer
+  }
+}
+
+// The reader never yields longer text; the clamp keeps a reader bug from overrunning the
+// record's reserved room (max_value_bytes).
+inline std::string_view clamp(std::string_view text) {
+  return text.substr(0, abi::kMaxStringBytes);
+}
+
+// A field value as json_value() of output.hpp writes it.
+inline char* put_value(char* p, const FieldValue& v) {
+  using abi::FieldType;
+  switch (v.type) {
+    case FieldType::kI8:
+    case FieldType::kI16:
+    case FieldType::kI32:
+    case FieldType::kI64:
+      return json::put_i64(p, static_cast<int64_t>(v.bits));
+    case FieldType::kF32:
+    case FieldType::kF64: {
+      double d;  // the reader widens f32 values to double bits
+      std::memcpy(&d, &v.bits, sizeof d);
+      return json::put_double(p, d);
+    }
+    case FieldType::kBool:
+      return json::put_bool(p, v.bits != 0);
+    case FieldType::kString:
+      return json::put_string(p, clamp(v.text));
+    case FieldType::kPointer:
+      return json::put_pointer(p, v.bits);
+    default:
+      return json::put_u64(p, v.bits);
+  }
+}
 
 class ChromeWriter : public RecordWriter {
  public:
@@ -24,47 +79,21 @@ class ChromeWriter : public RecordWriter {
       : options_(options), slices_(std::move(slices)) {}
 
   Status begin(const Trace& trace, RecordSource& source) override {
-    Status st = out_.open(options_.output);
-    if (!st.ok()) return st;
     const ProcessInfo& p = trace.process();
     pid_ = p.pid;
-    const std::vector<EventInfo>& events = trace.events();
-    prefix_.assign(events.size() + 1, {});
-    field_keys_.assign(events.size() + 1, {});
-    role_.assign(events.size() + 1, 0);
-    key_.assign(events.size() + 1, -1);
-    for (const ResolvedPair& pair : slices_) {
-      for (size_t id = 0; id < pair.role.size(); ++id) {
-        if (pair.role[id] != 0 && role_[id] == 0) {
-          role_[id] = pair.role[id];
-          key_[id] = pair.key_field[id];
-          slice_name_.resize(events.size() + 1);
-          slice_name_[id] = pair.rule.begin;
-        }
-      }
+    size_t max_record = plan_events(trace.events());
+    size_t max_tid = plan_threads(source);
+    arena_.seal();
+    for (Plan& plan : plans_) {
+      plan.prefix = arena_.piece(plan.prefix_handle);
+      plan.args = arena_.piece(plan.args_handle);
     }
-    for (const EventInfo& e : events) {
-      if (e.id == 0 || e.id > events.size()) continue;
-      fmt::memory_buffer b;
-      append(b, "{\"name\":");
-      json_string(b, role_[e.id] ? slice_name_[e.id] : e.full_name());
-      append(b, ",\"cat\":");
-      size_t colon = role_[e.id] ? slice_name_[e.id].find(':') : std::string::npos;
-      json_string(b, colon != std::string::npos ? slice_name_[e.id].substr(0, colon) : e.group);
-      append(b, role_[e.id] == 1   ? ",\"ph\":\"b\""
-                : role_[e.id] == 2 ? ",\"ph\":\"e\""
-                                   : ",\"ph\":\"i\",\"s\":\"t\"");
-      fmt::format_to(std::back_inserter(b), ",\"pid\":{},\"tid\":", pid_);
-      prefix_[e.id].assign(b.data(), b.size());
-      for (size_t f = 0; f < e.fields.size(); ++f) {
-        fmt::memory_buffer k;
-        if (f > 0) k.push_back(',');
-        json_string(k, e.fields[f].name);
-        k.push_back(':');
-        field_keys_[e.id].emplace_back(k.data(), k.size());
-      }
-    }
-    fmt::memory_buffer& b = out_.buf();
+    for (uint32_t h : key_handles_) keys_.push_back(arena_.piece(h));
+    for (uint32_t h : tid_handles_) tids_.push_back(arena_.piece(h));
+
+    Status st = sink_.open(options_.output, max_record + max_tid);
+    if (!st.ok()) return st;
+    fmt::memory_buffer b;
     auto it = std::back_inserter(b);
     append(b, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
     fmt::format_to(
@@ -74,7 +103,6 @@ class ChromeWriter : public RecordWriter {
     json_string(b, p.user_name.empty() ? p.process_name : p.user_name);
     append(b, "}}");
     for (const ThreadStats& t : source.threads()) {
-      tids_.push_back(t.info.tid);
       fmt::format_to(it,
                      ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{"
                      "\"name\":",
@@ -82,48 +110,33 @@ class ChromeWriter : public RecordWriter {
       json_string(b, t.info.name.empty() ? fmt::format("thread {}", t.info.tid) : t.info.name);
       append(b, "}}");
     }
+    sink_.append(std::string_view(b.data(), b.size()));
     return Status::Ok();
   }
 
   void write(const Record& r) override {
-    fmt::memory_buffer& b = out_.buf();
-    uint16_t id = r.event->id;
-    append(b, ",\n");
-    append(b, prefix_[id]);
-    fmt::format_int tid(tids_[r.thread]);
-    b.append(tid.data(), tid.data() + tid.size());
-    append(b, ",\"ts\":");
-    fmt::format_int us(r.time_ns / 1000);
-    b.append(us.data(), us.data() + us.size());
-    uint32_t frac = static_cast<uint32_t>(r.time_ns % 1000);
-    const char dec[4] = {'.', static_cast<char>('0' + frac / 100),
-                         static_cast<char>('0' + frac / 10 % 10),
-                         static_cast<char>('0' + frac % 10)};
-    b.append(dec, dec + 4);
-    if (role_[id] != 0) {
-      append(b, ",\"id\":");
-      const FieldValue& k = r.values[key_[id]];
-      if (k.type == abi::FieldType::kString) {
-        json_string(b, k.text);
-      } else {
-        b.push_back('"');
-        fmt::format_int n(k.bits);
-        b.append(n.data(), n.data() + n.size());
-        b.push_back('"');
-      }
+    const Plan& plan = plans_[r.event->id];
+    char* p = sink_.cursor();
+    p = json::put(p, plan.prefix);
+    p = json::put(p, tids_[r.thread]);
+    p = json::put_micros(p, r.time_ns);
+    if (plan.key >= 0) {
+      std::memcpy(p, ",\"id\":", 6);
+      p = put_id(p + 6, r.values[plan.key]);
     }
-    append(b, ",\"args\":{");
-    const std::vector<std::string>& keys = field_keys_[id];
-    for (uint32_t i = 0; i < r.field_count; ++i) {
-      append(b, keys[i]);
-      json_value(b, r.values[i]);
+    p = json::put(p, plan.args);
+    const json::Piece* keys = keys_.data() + plan.keys;
+    uint32_t n = std::min(r.field_count, plan.fields);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i > 0) p = json::put(p, keys[i - 1]);
+      p = put_value(p, r.values[i]);
     }
-    append(b, "}}");
-    out_.maybe_flush();
+    std::memcpy(p, "}}", 2);
+    sink_.commit(p + 2);
   }
 
   Status finish(RecordSource& source, ExportSummary* summary) override {
-    fmt::memory_buffer& b = out_.buf();
+    fmt::memory_buffer b;
     auto it = std::back_inserter(b);
     append(b, "\n],\"otherData\":{\"tracer\":\"nanotrace\",\"lost\":{");
     bool first = true;
@@ -132,22 +145,113 @@ class ChromeWriter : public RecordWriter {
       first = false;
     }
     append(b, "}}}\n");
-    summary->bytes_written = out_.bytes();
-    summary->buffer_bytes = OutFile::kFlushBytes;
-    return out_.close();
+    sink_.append(std::string_view(b.data(), b.size()));
+    summary->bytes_written = sink_.bytes();
+    summary->buffer_bytes = sink_.buffer_bytes();
+    return sink_.close();
   }
 
  private:
+  // The constant text of one event's records.
+  struct Plan {
+    uint32_t prefix_handle = 0, args_handle = 0;
+    json::Piece prefix;  // ",\n{\"name\":...,\"pid\":PID,\"tid\":"
+    json::Piece args;    // ",\"args\":{" and the first field's key
+    uint32_t keys = 0;   // index in keys_ of the second field's ",\"NAME\":"
+    uint32_t fields = 0;
+    int key = -1;  // with a --slice rule: the field whose value is the slice id
+  };
+
+  // Builds the plans; returns the most bytes a record takes, apart from its tid.
+  size_t plan_events(const std::vector<EventInfo>& events) {
+    size_t ids = 1;
+    for (const EventInfo& e : events) ids = std::max<size_t>(ids, e.id + size_t{1});
+    plans_.assign(ids, {});  // handle 0, the empty piece, for ids no event has
+    arena_.add("");
+    std::vector<uint8_t> role(ids, 0);
+    std::vector<std::string> slice_name(ids);
+    for (const ResolvedPair& pair : slices_) {
+      for (size_t id = 0; id < pair.role.size() && id < ids; ++id) {
+        if (pair.role[id] != 0 && role[id] == 0) {
+          role[id] = pair.role[id];
+          plans_[id].key = pair.key_field[id];
+          slice_name[id] = pair.rule.begin;
+        }
+      }
+    }
+    size_t max_record = 0;
+    for (const EventInfo& e : events) {
+      if (e.id == 0) continue;
+      Plan& plan = plans_[e.id];
+      fmt::memory_buffer b;
+      append(b, ",\n{\"name\":");
+      json_string(b, role[e.id] ? slice_name[e.id] : e.full_name());
+      append(b, ",\"cat\":");
+      size_t colon = role[e.id] ? slice_name[e.id].find(':') : std::string::npos;
+      json_string(b, colon != std::string::npos ? slice_name[e.id].substr(0, colon) : e.group);
+      append(b, role[e.id] == 1   ? ",\"ph\":\"b\""
+                : role[e.id] == 2 ? ",\"ph\":\"e\""
+                                  : ",\"ph\":\"i\",\"s\":\"t\"");
+      fmt::format_to(std::back_inserter(b), ",\"pid\":{},\"tid\":", pid_);
+      plan.prefix_handle = arena_.add(std::string_view(b.data(), b.size()));
+      // ts, "}}" and, for a slice, ",\"id\":" and the key's value (a string or a number).
+      size_t bytes = b.size() + 24 + 2;
+      if (plan.key >= 0) bytes += 6 + json::max_string(abi::kMaxStringBytes);
+
+      b.clear();
+      append(b, ",\"args\":{");
+      plan.keys = static_cast<uint32_t>(key_handles_.size());
+      plan.fields = static_cast<uint32_t>(e.fields.size());
+      for (size_t f = 0; f < e.fields.size(); ++f) {
+        if (f > 0) b.push_back(',');
+        json_string(b, e.fields[f].name);
+        b.push_back(':');
+        if (f == 0) {
+          plan.args_handle = arena_.add(std::string_view(b.data(), b.size()));
+        } else {
+          key_handles_.push_back(arena_.add(std::string_view(b.data(), b.size())));
+        }
+        bytes += b.size() + max_value_bytes(e.fields[f].type);
+        b.clear();
+      }
+      if (e.fields.empty()) {
+        plan.args_handle = arena_.add(std::string_view(b.data(), b.size()));
+        bytes += b.size();
+      }
+      max_record = std::max(max_record, bytes);
+    }
+    return max_record;
+  }
+
+  // Prepares "TID,\"ts\":" per thread; returns the longest.
+  size_t plan_threads(RecordSource& source) {
+    size_t longest = 0;
+    for (const ThreadStats& t : source.threads()) {
+      std::string text = fmt::format("{},\"ts\":", t.info.tid);
+      longest = std::max(longest, text.size());
+      tid_handles_.push_back(arena_.add(text));
+    }
+    return longest;
+  }
+
+  // The slice id: the key's value as a JSON string.
+  static char* put_id(char* p, const FieldValue& k) {
+    if (k.type == abi::FieldType::kString) return json::put_string(p, clamp(k.text));
+    *p = '"';
+    p = json::put_u64(p + 1, k.bits);
+    *p = '"';
+    return p + 1;
+  }
+
   ExportOptions options_;
   std::vector<ResolvedPair> slices_;
-  OutFile out_;
+  TextSink sink_;
   uint32_t pid_ = 0;
-  std::vector<uint32_t> tids_;
-  std::vector<std::string> prefix_;
-  std::vector<std::vector<std::string>> field_keys_;
-  std::vector<uint8_t> role_;
-  std::vector<int> key_;
-  std::vector<std::string> slice_name_;
+  json::PieceArena arena_;
+  std::vector<Plan> plans_;  // by event id
+  std::vector<uint32_t> key_handles_, tid_handles_;
+  std::vector<json::Piece> keys_;
+  std::vector<json::Piece> tids_;  // by thread index
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "nanotrace/nanotrace.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace {
@@ -664,6 +666,75 @@ TEST_F(ExportTest, ReportRendersInChromium) {
   ASSERT_TRUE(fs::exists(png));
   EXPECT_GT(fs::file_size(png), 10000u);
   fs::copy_file(html, artifacts + "/report.html", fs::copy_options::overwrite_existing);
+}
+
+// The exact text of every kind of value in Chrome JSON: escapes, invalid UTF-8 (U+FFFD), the
+// longest string, extreme integers, doubles (shortest round trip; non-finite ones quoted),
+// pointers, and a string slice id. Traced by this process, exported from its own segment.
+TEST_F(ExportTest, ChromeJsonEncodesEveryValueExactly) {
+  const std::string escapes(nanotrace::abi::kMaxStringBytes, '\x01');  // the most a record expands
+  NANOTRACE(edge, strings, "quote={} ctl={} utf8={} bad={} cut={} empty={} worst={} long={}",
+            "a\"b\\c/d", "\n\t\r\x01\x1f\x7f", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+            "\xff\xfe ok \xed\xa0\x80", "x\xc3", "", escapes, std::string(100, 'z'));
+  NANOTRACE(edge, ints, "i8={} min={} max={} neg={} u64={} u8={}", int8_t{-128},
+            std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), int32_t{-1},
+            std::numeric_limits<uint64_t>::max(), uint8_t{255});
+  NANOTRACE(edge, doubles,
+            "zero={} negzero={} tenth={} small={} big={} half={} milli={} e15={} most={} nan={} "
+            "inf={} ninf={} f32={} tiny={} max={}",
+            0.0, -0.0, 0.1, 1e-7, 1e300, 12.5, -0.001, 1e15, 999999999999.999,
+            std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+            -std::numeric_limits<double>::infinity(), 0.1f,
+            std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::max());
+  NANOTRACE(edge, misc, "null={} ptr={} maxptr={} yes={} no={}", static_cast<void*>(nullptr),
+            reinterpret_cast<void*>(0xdeadbeef), reinterpret_cast<void*>(~uintptr_t{0}), true,
+            false);
+  NANOTRACE(edge, open, "name={}", "req \"7\"");
+  NANOTRACE(edge, close, "name={}", "req \"7\"");
+
+  std::string out = path("edge.json");
+  Proc e = run(kCli + " export " + std::to_string(getpid()) + " -f chrome -o " + out +
+               " --slice edge:open,edge:close,name");
+  ASSERT_EQ(e.code, 0) << e.err;
+  std::string text = read_file(out);
+  for (const std::string& expected : std::vector<std::string>{
+           std::string(R"("quote":"a\"b\\c/d")"),
+           std::string(R"("ctl":"\n\t\r\u0001\u001f)") + "\x7f\"",
+           std::string("\"utf8\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""),
+           std::string(R"("bad":"\ufffd\ufffd ok \ufffd\ufffd\ufffd")"),
+           std::string(R"("cut":"x\ufffd","empty":"",)"),
+           R"("i8":-128,"min":-9223372036854775808,"max":9223372036854775807,"neg":-1,)"
+           R"("u64":18446744073709551615,"u8":255})",
+           R"("zero":0,"negzero":-0,"tenth":0.1,"small":1e-07,"big":1e+300,"half":12.5,)"
+           R"("milli":-0.001,"e15":1000000000000000,"most":999999999999.999,"nan":"nan",)"
+           R"("inf":"inf","ninf":"-inf","f32":0.10000000149011612,"tiny":5e-324,)"
+           R"("max":1.7976931348623157e+308})",
+           R"("null":"0x0","ptr":"0xdeadbeef","maxptr":"0xffffffffffffffff","yes":true,)"
+           R"("no":false})",
+           R"("ph":"b",)",
+           R"("id":"req \"7\"")",
+       }) {
+    EXPECT_THAT(text, HasSubstr(expected));
+  }
+  json doc = json::parse(text);  // also rejects invalid UTF-8
+  std::map<std::string, json> args;
+  for (const json& ev : doc["traceEvents"]) {
+    if (ev["ph"] != "M") args[ev["name"]] = ev["args"];
+  }
+  ASSERT_EQ(args.count("edge:strings"), 1u) << text.substr(0, 2000);
+  const json& s = args["edge:strings"];
+  EXPECT_EQ(s["quote"], "a\"b\\c/d");
+  EXPECT_EQ(s["ctl"], "\n\t\r\x01\x1f\x7f");
+  EXPECT_EQ(s["bad"], "\xef\xbf\xbd\xef\xbf\xbd ok \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(s["worst"], escapes);
+  EXPECT_EQ(s["long"], std::string(nanotrace::abi::kMaxStringBytes, 'z'));
+  EXPECT_EQ(args["edge:ints"]["min"].get<int64_t>(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(args["edge:ints"]["u64"].get<uint64_t>(), std::numeric_limits<uint64_t>::max());
+  const json& d = args["edge:doubles"];
+  EXPECT_EQ(d["most"].get<double>(), 999999999999.999);
+  EXPECT_EQ(d["f32"].get<double>(), static_cast<double>(0.1f));
+  EXPECT_EQ(d["tiny"].get<double>(), std::numeric_limits<double>::denorm_min());
+  EXPECT_EQ(d["max"].get<double>(), std::numeric_limits<double>::max());
 }
 
 }  // namespace
