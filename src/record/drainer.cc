@@ -1,21 +1,30 @@
-// The drainer: copies ring bytes into DATA chunks and walks them (see drainer.hpp).
+// The drainer: copies ring bytes into DATA chunks and accounts for their records (see
+// drainer.hpp; the accounting is in drainer_records.cc, META chunks in drainer_meta.cc).
 //
 // Safety of a copy. With a consumer attached and the target in block or discard mode, the
 // writer never writes below the consumer's block, so [consumed block, head) is stable: it is
-// walked and written to the file straight from the mapping. Otherwise (overwrite mode, or a
-// snapshot that does not consume) the bytes are copied to a buffer in one go, then validated
-// like the live reader does: the slot generation must be unchanged and the copied blocks must
-// lie at or after the oldest block the writer cannot be overwriting; the rest is cut off, and
-// the records it held show up as a sequence gap (counted as overwritten) when read back.
+// read and written to the file in place. Otherwise (overwrite mode, or a snapshot that does
+// not consume) the bytes are copied to a buffer in one go, then validated like the live
+// reader does: the slot generation must be unchanged and the copied blocks must lie at or
+// after the oldest block the writer cannot be overwriting; the rest is cut off, and the
+// records it held show up as a sequence gap (counted as overwritten) when read back.
+//
+// Chunk size. In block mode a writer that has caught up waits for the consumer's position,
+// which moves once a chunk is in the file. A chunk as big as the ring would make writer and
+// recorder take turns; a quarter of the ring lets the writer fill one part while the
+// recorder writes another, and is still big enough (256 KiB for the default 1 MiB ring) for
+// the per-chunk costs not to matter.
 #include "record/drainer.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "common/process.hpp"
-#include "reader/thread_stream.hpp"
 
 namespace nanotrace::rec {
 namespace {
@@ -23,71 +32,6 @@ namespace {
 constexpr uint64_t kMaxPosition = uint64_t{1} << 62;
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
-
-uint64_t load_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
-// A compact copy of the segment's table region: header, group table, the events published
-// so far and the used part of the string pool, with offsets rewritten to this layout.
-void build_meta(const uint8_t* base, std::vector<uint8_t>* out, uint64_t* sig) {
-  auto* live = reinterpret_cast<const abi::SegmentHeader*>(base);
-  abi::SegmentHeader h;
-  std::memcpy(&h, base, sizeof(h));
-  uint32_t events = __atomic_load_n(&live->events_count, __ATOMIC_ACQUIRE);
-  uint32_t strings = __atomic_load_n(&live->strings_used, __ATOMIC_ACQUIRE);
-  uint32_t groups = __atomic_load_n(&live->groups_count, __ATOMIC_ACQUIRE);
-  if (events > h.events_capacity) events = h.events_capacity;
-  if (strings > h.strings_capacity) strings = h.strings_capacity;
-  if (groups > abi::kMaxGroups) groups = abi::kMaxGroups;
-  // clock_latest under its seqlock.
-  for (int i = 0; i < 100; ++i) {
-    uint32_t a = __atomic_load_n(&live->clock_seq, __ATOMIC_ACQUIRE);
-    abi::ClockPair pair = live->clock_latest;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if ((a & 1) == 0 && __atomic_load_n(&live->clock_seq, __ATOMIC_RELAXED) == a) {
-      h.clock_latest = pair;
-      break;
-    }
-    h.clock_latest = h.clock_start;
-  }
-  h.clock_seq = 0;
-  h.lost_no_slot = __atomic_load_n(&live->lost_no_slot, __ATOMIC_RELAXED);
-  h.lost_reclaimed = __atomic_load_n(&live->lost_reclaimed, __ATOMIC_RELAXED);
-  uint64_t groups_off = sizeof(abi::SegmentHeader);
-  uint64_t events_off = groups_off + abi::kMaxGroups * sizeof(abi::GroupEntry);
-  uint64_t strings_off = events_off + uint64_t{events} * sizeof(abi::EventEntry);
-  uint64_t end = align_up(strings_off + strings, 64);
-  out->assign(end, 0);
-  uint64_t s = 1469598103934665603ull;
-  auto mix = [&](uint64_t v) { s = (s ^ v) * 1099511628211ull; };
-  mix(events);
-  mix(strings);
-  mix(groups);
-  auto* g = reinterpret_cast<const abi::GroupEntry*>(base + h.groups_offset);
-  for (uint32_t i = 0; i < groups; ++i) mix(__atomic_load_n(&g[i].enabled, __ATOMIC_RELAXED));
-  *sig = s;
-  std::memcpy(out->data() + groups_off, base + h.groups_offset,
-              abi::kMaxGroups * sizeof(abi::GroupEntry));
-  std::memcpy(out->data() + events_off, base + h.events_offset,
-              uint64_t{events} * sizeof(abi::EventEntry));
-  std::memcpy(out->data() + strings_off, base + h.strings_offset, strings);
-  h.groups_offset = groups_off;
-  h.groups_count = groups;
-  h.events_offset = events_off;
-  h.events_capacity = events;
-  h.events_count = events;
-  h.strings_offset = strings_off;
-  h.strings_capacity = strings;
-  h.strings_used = strings;
-  h.threads_offset = end;
-  h.rings_offset = end;
-  h.segment_size = end;
-  h.consumer_pid = 0;
-  std::memcpy(out->data(), &h, sizeof(h));
-}
 
 }  // namespace
 
@@ -112,26 +56,48 @@ Drainer::Drainer(Trace& trace, FileWriter& out, bool consume)
   rings_ = trace.base() + header_->rings_offset;
   ring_size_ = p.ring_size;
   block_ = p.block_size;
+  chunk_ = ring_size_ / 4;
+  if (chunk_ > file::kMaxDataChunkRaw) chunk_ = file::kMaxDataChunkRaw;
+  if (chunk_ < block_) chunk_ = block_;
   mode_ = p.mode;
   writer_gone_ = !p.alive;
   live_.resize(p.max_threads);
   claim_waits_.resize(p.max_threads);
   build_sizes();
-  // When the ring bytes are stable (we consume, block or discard mode) they go to the file
-  // straight from the mapping (writev), without a user-space copy. NANOTRACE_RECORD_BUFFERED=1
-  // copies them to a buffer first, as overwrite mode must (scripts/record-bench.sh compares
-  // both: no measurable difference on the test machine).
-  const char* env = std::getenv("NANOTRACE_RECORD_BUFFERED");
-  direct_ok_ = env == nullptr || env[0] != '1';
+  // How stable ring bytes reach the file: scripts/record-bench.sh measures each against the
+  // default in the same run (docs/format.md, "How the recorder copies").
+  const char* env = std::getenv("NANOTRACE_RECORD_COPY");
+  std::string how = env != nullptr ? env : "";
+  if (how == "buffered") {
+    copy_path_ = CopyPath::kBuffered;
+  } else if ((how == "copy_file_range" || how == "splice") && consume_) {
+    // The descriptor must name the object we mapped: a reused pid could have put another
+    // segment at the path since.
+    int fd = ::open(p.path.c_str(), O_RDONLY | O_CLOEXEC);
+    abi::SegmentHeader h{};
+    bool same = fd >= 0 && ::pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) &&
+                std::memcmp(h.magic, header_->magic, sizeof(h.magic)) == 0 &&
+                h.pid == header_->pid && h.proc_start_time == header_->proc_start_time &&
+                h.segment_size == header_->segment_size;
+    if (same && out_.set_copy_source(fd, how == "splice").ok()) {
+      segment_fd_ = fd;
+      copy_path_ = how == "splice" ? CopyPath::kSplice : CopyPath::kCopyFileRange;
+    } else {
+      if (fd >= 0) ::close(fd);
+      std::fprintf(stderr, "nanotrace: NANOTRACE_RECORD_COPY=%s unavailable, using writev\n",
+                   how.c_str());
+    }
+  } else if (!how.empty() && how != "writev") {
+    std::fprintf(stderr, "nanotrace: unknown NANOTRACE_RECORD_COPY=%s, using writev\n",
+                 how.c_str());
+  }
 }
 
-Status Drainer::write_meta(bool force) {
-  std::vector<uint8_t> meta;
-  uint64_t sig = 0;
-  build_meta(trace_.base(), &meta, &sig);
-  if (!force && sig == meta_sig_) return Status::Ok();
-  meta_sig_ = sig;
-  return out_.write_chunk(file::ChunkType::kMeta, meta.data(), static_cast<uint32_t>(meta.size()));
+Drainer::~Drainer() {
+  if (segment_fd_ >= 0) {
+    (void)out_.set_copy_source(-1, false);
+    ::close(segment_fd_);
+  }
 }
 
 Status Drainer::start_stream(uint32_t slot, uint32_t generation, bool initial, StreamState* st) {
@@ -145,7 +111,10 @@ Status Drainer::start_stream(uint32_t slot, uint32_t generation, bool initial, S
   st->state = __atomic_load_n(&s.state, __ATOMIC_ACQUIRE);
   uint64_t head = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
   uint64_t consumed = __atomic_load_n(&s.consumed, __ATOMIC_ACQUIRE);
-  st->dropped_at_start = consume_ ? s.dropped : 0;
+  // Drops before we attached are not this recording's; a generation that began since, all
+  // of whose drops are (its counter starts at 0 when the slot is claimed), may have dropped
+  // records before a pass first saw it.
+  st->dropped_at_start = consume_ && initial ? s.dropped : 0;
   // A consumer's position also bounds a snapshot in block and discard modes: what lies before
   // it was taken by that consumer, not lost.
   // Only a generation that existed before we started can have been partly consumed by
@@ -189,127 +158,6 @@ Status Drainer::start_stream(uint32_t slot, uint32_t generation, bool initial, S
   return out_.write_chunk(file::ChunkType::kThread, slot, generation, 0, &v, 1);
 }
 
-void Drainer::build_sizes() {
-  sizes_.assign(trace_.events().size() + 1, 0);
-  for (const EventInfo& e : trace_.events()) {
-    if (e.is_guard) continue;
-    uint32_t size = 8;
-    for (const FieldInfo& f : e.fields) {
-      if (f.type == abi::FieldType::kString) {
-        size = kVariableSize;
-        break;
-      }
-      size += 8;
-    }
-    sizes_[e.id] = size;
-  }
-}
-
-uint32_t Drainer::record_size(const uint8_t* blk, uint32_t off, uint32_t limit) const {
-  auto id = static_cast<uint16_t>(load_u64(blk + off) & 0xffff);
-  if (id >= sizes_.size() || sizes_[id] == 0) return 0;
-  uint32_t size = sizes_[id];
-  if (size != kVariableSize) return off + size <= limit ? size : 0;
-  const EventInfo* e = trace_.event_by_id(id);
-  uint32_t at = off + 8;
-  for (const FieldInfo& f : e->fields) {
-    if (f.type == abi::FieldType::kString) {
-      if (at + 1 > limit || blk[at] > abi::kMaxStringBytes) return 0;
-      at += abi::string_slot_bytes(blk[at]);
-    } else {
-      at += 8;
-    }
-    if (at > limit) return 0;
-  }
-  return at - off;
-}
-
-uint64_t Drainer::walk(StreamState& st, const uint8_t* data, uint64_t from, uint64_t to,
-                       const RecordHook& hook, bool* stopped) {
-  uint64_t pos = st.walk_pos;
-  if (pos < from) {  // bytes [walk_pos, from) were cut off: resume at a block header
-    pos = from;
-    st.in_block = false;
-  }
-  Record r;
-  bool refreshed = false;
-  while (pos < to) {
-    uint64_t b = pos & ~(block_ - 1);
-    const uint8_t* blk = data + (b - from);  // may point before data: only read at >= from
-    if (pos == b) {
-      if (to - pos < abi::kBlockHeaderBytes) break;
-      abi::BlockHeader bh;
-      std::memcpy(&bh, data + (pos - from), sizeof(bh));
-      bool resuming = b < st.first_pos;  // an earlier consumer took part of this block
-      bool seq_ok = resuming ? bh.first_seq <= st.seq : bh.first_seq >= st.seq;
-      if (bh.position != b || !seq_ok || bh.first_seq > st.seq + (1ull << 40)) {
-        // A block from an older lap or damaged: its records cannot be trusted.
-        ++st.corrupt_blocks;
-        pos = b + block_;
-        st.in_block = false;
-        continue;
-      }
-      if (bh.first_seq > st.seq && pos >= st.first_pos) {
-        st.overwritten += bh.first_seq - st.seq;
-      }
-      st.seq = bh.first_seq;
-      st.base_ticks = bh.base_ticks;
-      st.in_block = true;
-      pos += abi::kBlockHeaderBytes;
-      continue;
-    }
-    if (!st.in_block) {
-      pos = b + block_;
-      continue;
-    }
-    uint64_t off = pos - b;
-    if (off + 8 > block_) {
-      pos = b + block_;
-      st.in_block = false;
-      continue;
-    }
-    if (pos + 8 > to) break;
-    if (load_u64(data + (pos - from)) == 0) {
-      pos = b + block_;
-      st.in_block = false;
-      continue;
-    }
-    uint64_t limit = (to - b < block_ ? to - b : block_);
-    // Without a hook only the record's size is needed (no decoding on the hot path).
-    uint32_t size =
-        hook ? reader::decode_record(trace_, blk, static_cast<uint32_t>(off),
-                                     static_cast<uint32_t>(limit), st.base_ticks, &r)
-             : record_size(blk, static_cast<uint32_t>(off), static_cast<uint32_t>(limit));
-    if (size == 0 && !refreshed) {
-      // An event registered after the tables were last read: reload them once.
-      refreshed = true;
-      if (trace_.refresh().ok()) {
-        build_sizes();
-        (void)write_meta(false);
-        continue;
-      }
-    }
-    if (size == 0) {
-      ++st.corrupt_blocks;
-      pos = b + block_;
-      st.in_block = false;
-      continue;
-    }
-    pos += size;
-    r.seq = st.seq++;
-    if (pos <= st.first_pos) continue;  // taken by an earlier consumer
-    ++st.records;
-    ++records_;
-    if (hook && hook(r, st)) {
-      *stopped = true;
-      st.walk_pos = pos;
-      return pos;
-    }
-  }
-  st.walk_pos = pos;
-  return to;
-}
-
 void Drainer::publish(StreamState& st) {
   if (!consume_) return;
   abi::ThreadSlot* s = &slots_[st.slot];
@@ -323,7 +171,8 @@ void Drainer::publish(StreamState& st) {
   }
 }
 
-Status Drainer::drain(StreamState& st, const RecordHook& hook, uint64_t* moved, bool* stopped) {
+Status Drainer::drain(StreamState& st, const RecordHook& hook, bool final, uint64_t* moved,
+                      bool* stopped) {
   const abi::ThreadSlot& s = slots_[st.slot];
   st.state = __atomic_load_n(&s.state, __ATOMIC_ACQUIRE);
   uint64_t head = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
@@ -333,10 +182,27 @@ Status Drainer::drain(StreamState& st, const RecordHook& hook, uint64_t* moved, 
     ++st.corrupt_blocks;
     return Status::Ok();
   }
-  const bool direct = consume_ && mode_ != abi::Mode::kOverwrite && direct_ok_;
+  // The slot was reused since pass() looked (the next pass starts the new stream), or a
+  // damaged head: a head never moves back within a generation.
+  if (head < st.copied) return Status::Ok();
+  // A record of an event registered since the last META chunk may be in what we copy now:
+  // describe the event first, so that every prefix of the file can decode its records.
+  if (__atomic_load_n(&header_->events_count, __ATOMIC_ACQUIRE) != meta_events_) {
+    Status m = write_meta(false);
+    if (!m.ok()) return m;
+  }
+  const bool direct =
+      consume_ && mode_ != abi::Mode::kOverwrite && copy_path_ != CopyPath::kBuffered;
+  // The last block is accounted for record by record only when its count is needed now;
+  // a thread that exited (state read before head) will not add to it. A copy does not keep
+  // the bytes before it, so there the last block is always walked.
+  const bool tail = final || writer_gone_ || !direct ||
+                    st.state != static_cast<uint32_t>(abi::SlotState::kActive);
+  // Nothing new to copy and nothing left to account for.
+  if (st.copied >= head && (st.walk_pos >= head || !tail || !direct)) return Status::Ok();
   const uint8_t* ring = rings_ + uint64_t{st.slot} * ring_size_;
   const uint64_t mask = ring_size_ - 1;
-  uint64_t buf_from = 0, buf_to = 0;  // buffered copy (not direct): positions it holds
+  RingView view{ring, 0, mask, 0, head};
   // Not direct: copy everything new in one go (fast, so a writer lapping the ring overruns
   // as little as possible), then keep what was still intact once the copy was done. If the
   // writer overran most of the copy (we were descheduled), copy again from its new head.
@@ -356,66 +222,53 @@ Status Drainer::drain(StreamState& st, const RecordHook& hook, uint64_t* moved, 
     uint64_t consumed = __atomic_load_n(&s.consumed, __ATOMIC_ACQUIRE);
     if (gen != st.generation || head2 < head) return Status::Ok();  // slot reused
     safe = oldest_safe_block(mode_, writer_gone_, head2, consumed, block_, ring_size_);
-    buf_from = from > safe ? from : (safe < head ? safe : head);
-    buf_to = head;
-    if (attempt < 4 && (head - buf_from) * 2 < head - from) {
+    uint64_t keep = from > safe ? from : (safe < head ? safe : head);
+    view = RingView{buf_.data(), from, ~uint64_t{0}, keep, head};
+    if (attempt < 4 && (head - keep) * 2 < head - from) {
       head = head2;  // most of the copy was overrun: try again
       continue;
     }
-    st.copied = buf_from;
+    st.copied = keep;
     break;
   }
-  while (st.copied < head && !*stopped) {
+  if (direct) {
+    uint64_t safe = oldest_safe_block(mode_, writer_gone_, head, s.consumed, block_, ring_size_);
+    view.from = safe < head ? safe : head;
+    if (st.copied < view.from) st.copied = view.from;  // cannot happen while we consume
+  }
+  uint64_t moved_here = 0;
+  do {
     uint64_t from = st.copied;
-    uint64_t to = head;
-    if (to - from > file::kMaxDataChunkRaw) to = from + file::kMaxDataChunkRaw;
-    if (to - from > ring_size_) to = from + ring_size_;
-    const uint8_t* data;
-    struct iovec pieces[2];
-    int npieces = 0;
-    uint64_t first = ring_size_ - (from & mask);  // bytes before the ring wraps
-    if (direct) {
-      uint64_t safe = oldest_safe_block(mode_, writer_gone_, head, s.consumed, block_, ring_size_);
-      if (from < safe) {  // cannot happen while we are the consumer; be safe anyway
-        st.copied = safe < head ? safe : head;
-        continue;
-      }
-      if (to - from <= first) {
-        data = ring + (from & mask);
-      } else {
-        // The range wraps: walk a linear copy, write from the mapping in two pieces.
-        buf_.resize(to - from);
-        std::memcpy(buf_.data(), ring + (from & mask), first);
-        std::memcpy(buf_.data() + first, ring, to - from - first);
-        data = buf_.data();
-      }
-    } else {
-      if (to > buf_to) to = buf_to;
-      data = buf_.data() + (from - (buf_to - buf_.size()));
-    }
-    uint64_t end = walk(st, data, from, to, hook, stopped);
-    if (direct) {
-      uint64_t n1 = end - from < first ? end - from : first;
-      pieces[npieces++] = {const_cast<uint8_t*>(ring + (from & mask)), n1};
-      if (n1 < end - from) pieces[npieces++] = {const_cast<uint8_t*>(ring), end - from - n1};
-    } else {
-      pieces[npieces++] = {const_cast<uint8_t*>(data), end - from};
-    }
+    // Chunks end on block boundaries (or at the head), so a record never straddles two.
+    uint64_t to = (from + chunk_) & ~(block_ - 1);
+    if (to > head) to = head;
+    uint64_t end = account(st, view, to, hook, tail, stopped);
     if (end > from) {
-      Status w =
-          out_.write_chunk(file::ChunkType::kData, st.slot, st.generation, from, pieces, npieces);
+      // From the ring, the range may wrap (at a block boundary): two pieces.
+      const uint64_t ring_off = header_->rings_offset + uint64_t{st.slot} * ring_size_;
+      uint64_t n1 = end - from;
+      if (direct && (from & mask) + n1 > ring_size_) n1 = ring_size_ - (from & mask);
+      struct iovec pieces[2] = {{const_cast<uint8_t*>(view.at(from)), n1},
+                                {const_cast<uint8_t*>(ring), end - from - n1}};
+      uint64_t offsets[2] = {ring_off + (from & mask), ring_off};
+      int n = n1 < end - from ? 2 : 1;
+      Status w = out_.write_chunk(file::ChunkType::kData, st.slot, st.generation, from, pieces, n,
+                                  direct ? offsets : nullptr);
       if (!w.ok()) return w;
     }
-    *moved += end - from;
+    moved_here += end - from;
     st.copied = end;
     publish(st);
-  }
+  } while (st.copied < head && !*stopped);
+  *moved += moved_here;
+  if (moved_here > max_stream_moved_) max_stream_moved_ = moved_here;
   return Status::Ok();
 }
 
-Status Drainer::pass(const RecordHook& hook, uint64_t* moved, bool* stopped) {
+Status Drainer::pass(const RecordHook& hook, bool final, uint64_t* moved, bool* stopped) {
   *moved = 0;
   *stopped = false;
+  max_stream_moved_ = 0;
   Status m = write_meta(false);
   if (!m.ok()) return m;
   struct PassCount {
@@ -443,7 +296,7 @@ Status Drainer::pass(const RecordHook& hook, uint64_t* moved, bool* stopped) {
       if (!s2.ok()) return s2;
     }
     uint64_t n = 0;
-    Status d = drain(st, hook, &n, stopped);
+    Status d = drain(st, hook, final, &n, stopped);
     *moved += n;
     if (!d.ok()) return d;
   }
@@ -459,6 +312,14 @@ std::vector<StreamState> Drainer::all_streams() const {
 }
 
 uint64_t Drainer::records() const { return records_; }
+bool Drainer::writer_waiting() const {
+  for (const StreamState& s : live_) {
+    if (s.active && __atomic_load_n(&slots_[s.slot].writer_waiting, __ATOMIC_RELAXED) != 0) {
+      return true;
+    }
+  }
+  return false;
+}
 uint64_t Drainer::lost_no_slot() const {
   return __atomic_load_n(&header_->lost_no_slot, __ATOMIC_RELAXED);
 }

@@ -1,6 +1,6 @@
 // Moving ring bytes from a live (or dead) segment into a trace file: one pass over every
 // thread slot copies what each ring holds beyond what was already taken, as raw DATA
-// chunks, and walks the copied records (to count them, to keep the consumer position
+// chunks, and accounts for the copied records (to count them, to keep the consumer position
 // exact, and to evaluate triggers). Internal header shared by record, snapshot, recover.
 #pragma once
 
@@ -24,7 +24,7 @@ struct StreamState {
   std::string name;
   uint64_t first_pos = 0;  // records before it belong to an earlier consumer
   uint64_t copied = 0;     // next position to copy
-  uint64_t walk_pos = 0;   // next position to walk
+  uint64_t walk_pos = 0;   // records before it are accounted for
   uint64_t seq = 0;        // per-thread seq of the record at walk_pos
   uint64_t base_ticks = 0;
   bool in_block = false;  // the header of walk_pos's block was read
@@ -42,15 +42,43 @@ struct StreamState {
 // true to stop right after this record.
 using RecordHook = std::function<bool(const Record& record, const StreamState& stream)>;
 
+// Ring bytes [from, to) as the drainer reads them: in place in the ring mapping, or in a
+// copy. Position p is at base[(p - origin) & mask]. A block never straddles the ring's end,
+// so the bytes of one block are contiguous either way.
+struct RingView {
+  const uint8_t* base;
+  uint64_t origin;
+  uint64_t mask;
+  uint64_t from;
+  uint64_t to;
+  const uint8_t* at(uint64_t p) const { return base + ((p - origin) & mask); }
+};
+
+// How the bytes of a stable ring range reach the file: NANOTRACE_RECORD_COPY=writev (the
+// default, measured cheapest: docs/format.md, "How the recorder copies"), buffered,
+// copy_file_range or splice.
+enum class CopyPath {
+  kWritev,         // writev straight from the ring mapping (default)
+  kBuffered,       // copied to a buffer first, as overwrite mode must
+  kCopyFileRange,  // copy_file_range from the segment's descriptor
+  kSplice,         // splice from the segment's descriptor through a pipe
+};
+
 class Drainer {
  public:
   // consume: advance the consumer position (REQUIRES: trace attached as consumer).
   Drainer(Trace& trace, FileWriter& out, bool consume);
+  ~Drainer();
+  Drainer(const Drainer&) = delete;
+  Drainer& operator=(const Drainer&) = delete;
 
   // Writes a META chunk if the tables changed since the last one (or if force).
   Status write_meta(bool force);
-  // One pass over all slots. *moved: DATA bytes written. *stopped: the hook asked to stop.
-  Status pass(const RecordHook& hook, uint64_t* moved, bool* stopped);
+  // One pass over all slots. final: also account for the records of blocks the writer may
+  // still be filling (else that waits until a block is complete, the thread has exited or a
+  // hook is set), so records() and the consumer position are exact. *moved: DATA bytes
+  // written. *stopped: the hook asked to stop.
+  Status pass(const RecordHook& hook, bool final, uint64_t* moved, bool* stopped);
   // Writes the loss counters of every stream seen and of the process.
   Status write_loss();
   Status write_end(file::EndReason reason);
@@ -60,30 +88,40 @@ class Drainer {
   uint64_t records() const;
   uint64_t lost_no_slot() const;
   uint64_t lost_reclaimed() const;
+  // The most bytes one stream moved in the last pass (how fast the busiest ring fills).
+  uint64_t max_stream_moved() const { return max_stream_moved_; }
+  // A writer of a followed stream sleeps until we make room (block mode).
+  bool writer_waiting() const;
+  uint64_t ring_size() const { return ring_size_; }
 
  private:
   // initial: found by the first pass (may have been partly consumed before we attached).
   Status start_stream(uint32_t slot, uint32_t generation, bool initial, StreamState* st);
-  Status drain(StreamState& st, const RecordHook& hook, uint64_t* moved, bool* stopped);
-  // Walks records in [from, to), bytes at data (data[0] is position from). Returns the
-  // position right after the record the hook stopped on, or to.
-  uint64_t walk(StreamState& st, const uint8_t* data, uint64_t from, uint64_t to,
-                const RecordHook& hook, bool* stopped);
+  Status drain(StreamState& st, const RecordHook& hook, bool final, uint64_t* moved, bool* stopped);
+  // Accounts for the records in [st.walk_pos, stop) (bytes readable in view). Whole blocks
+  // are counted from sequence numbers in the block headers (the next block's first_seq minus
+  // this one's) when no hook needs the records; other records are walked one by one, the
+  // records of a block whose end is not in view only if tail. Returns the position right
+  // after the record the hook stopped on, or stop.
+  uint64_t account(StreamState& st, const RingView& view, uint64_t stop, const RecordHook& hook,
+                   bool tail, bool* stopped);
   void publish(StreamState& st);
-  // Size of the record at blk[off] (limit: end of valid bytes), 0 if unknown or malformed.
-  uint32_t record_size(const uint8_t* blk, uint32_t off, uint32_t limit) const;
+  // Size of the record at p[0] (limit: bytes valid from p), 0 if unknown or malformed.
+  uint32_t record_size(const uint8_t* p, uint32_t limit) const;
   void build_sizes();
   static constexpr uint32_t kVariableSize = ~uint32_t{0};
 
   Trace& trace_;
   FileWriter& out_;
   bool consume_;
-  bool direct_ok_ = true;  // not NANOTRACE_RECORD_BUFFERED=1 (see drainer.cc)
+  CopyPath copy_path_ = CopyPath::kWritev;
+  int segment_fd_ = -1;  // for kCopyFileRange and kSplice
   const abi::SegmentHeader* header_;
   abi::ThreadSlot* slots_;
   const uint8_t* rings_;
   uint64_t ring_size_;
   uint64_t block_;
+  uint64_t chunk_;  // most DATA bytes per chunk (a multiple of block_)
   abi::Mode mode_;
   bool writer_gone_;
   std::vector<StreamState> live_;      // by slot
@@ -91,8 +129,10 @@ class Drainer {
   std::vector<uint8_t> buf_;
   std::vector<uint32_t> sizes_;  // by event id: record bytes, kVariableSize, 0 = not an event
   uint64_t meta_sig_ = ~uint64_t{0};
+  uint32_t meta_events_ = 0;  // events_count in the last META chunk
   uint64_t records_ = 0;
   uint64_t passes_ = 0;
+  uint64_t max_stream_moved_ = 0;
   std::vector<uint32_t> claim_waits_;  // by slot: passes spent waiting for a claim to finish
 };
 

@@ -1,6 +1,8 @@
 // Trace file writer: header, then checksummed chunks appended with one writev each.
 // Uncompressed payloads go straight from the caller's pieces to the kernel (no gathering
-// copy); compressed ones are gathered, compressed with zstd level 1, then written.
+// copy); compressed ones are gathered, compressed with zstd level 1, then written. The copy
+// source path (copy_file_range, splice) exists to be measured against writev: see
+// docs/format.md, "How the recorder copies".
 #include "record/file_writer.hpp"
 
 #include <errno.h>
@@ -15,7 +17,23 @@ namespace nanotrace::rec {
 
 FileWriter::~FileWriter() {
   if (fd_ >= 0) ::close(fd_);
+  for (int p : pipe_) {
+    if (p >= 0) ::close(p);
+  }
   if (cctx_) ZSTD_freeCCtx(cctx_);
+}
+
+Status FileWriter::set_copy_source(int fd, bool splice) {
+  if (splice && pipe_[0] < 0) {
+    if (pipe2(pipe_, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
+    // A bigger pipe moves more per pair of splice calls; the default limit allows 1 MiB.
+    (void)fcntl(pipe_[1], F_SETPIPE_SZ, 1 << 20);
+    int size = fcntl(pipe_[1], F_GETPIPE_SZ);
+    pipe_size_ = size > 0 ? static_cast<uint64_t>(size) : 4096;
+  }
+  source_fd_ = fd;
+  splice_ = splice;
+  return Status::Ok();
 }
 
 Status FileWriter::fail(int err) {
@@ -55,7 +73,8 @@ Status FileWriter::open(const std::string& path, uint32_t pid, file::FileKind ki
 }
 
 Status FileWriter::write_chunk(file::ChunkType type, uint32_t slot, uint32_t generation,
-                               uint64_t position, const struct iovec* pieces, int count) {
+                               uint64_t position, const struct iovec* pieces, int count,
+                               const uint64_t* source_offsets) {
   if (!error_.ok()) return error_;
   if (fd_ < 0) return Status::Invalid("trace file is not open");
   uint64_t raw = 0;
@@ -102,28 +121,75 @@ Status FileWriter::write_chunk(file::ChunkType type, uint32_t slot, uint32_t gen
   h.payload_crc = crc;
   h.header_crc = file::crc32c(0, &h, offsetof(file::ChunkHeader, header_crc));
   uint64_t total = sizeof(h) + h.stored_size;
-  uint64_t done = 0;
-  int first = 0;
-  while (done < total) {
-    ssize_t n = ::writev(fd_, out + first, nout - first);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail(errno);
+  Status w;
+  if (!packed && source_offsets != nullptr && source_fd_ >= 0) {
+    w = write_all(out, 1);
+    for (int i = 0; i < count && w.ok(); ++i) {
+      w = copy_from_source(source_offsets[i], pieces[i].iov_len,
+                           static_cast<const uint8_t*>(pieces[i].iov_base));
     }
-    if (n == 0) return fail(ENOSPC);
-    done += static_cast<uint64_t>(n);
-    // Advance past what was written (short writes happen on a nearly full disk).
-    auto left = static_cast<size_t>(n);
-    while (first < nout && left >= out[first].iov_len) left -= out[first++].iov_len;
-    if (first < nout) {
-      out[first].iov_base = static_cast<uint8_t*>(out[first].iov_base) + left;
-      out[first].iov_len -= left;
-    }
+  } else {
+    w = write_all(out, nout);
   }
+  if (!w.ok()) return w;
   offset_ += total;
   ++index_;
   if (type == file::ChunkType::kData) data_bytes_ += raw;
   return Status::Ok();
+}
+
+Status FileWriter::write_all(struct iovec* v, int n) {
+  int first = 0;
+  while (first < n) {
+    ssize_t done = ::writev(fd_, v + first, n - first);
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      return fail(errno);
+    }
+    if (done == 0) return fail(ENOSPC);
+    // Advance past what was written (short writes happen on a nearly full disk).
+    auto left = static_cast<size_t>(done);
+    while (first < n && left >= v[first].iov_len) left -= v[first++].iov_len;
+    if (first < n) {
+      v[first].iov_base = static_cast<uint8_t*>(v[first].iov_base) + left;
+      v[first].iov_len -= left;
+    }
+  }
+  return Status::Ok();
+}
+
+Status FileWriter::copy_from_source(uint64_t offset, uint64_t size, const uint8_t* mem) {
+  auto in = static_cast<loff_t>(offset);
+  uint64_t done = 0;
+  while (done < size && source_fd_ >= 0) {
+    ssize_t n;
+    if (splice_) {
+      uint64_t want = size - done < pipe_size_ ? size - done : pipe_size_;
+      n = ::splice(source_fd_, &in, pipe_[1], nullptr, want, SPLICE_F_MOVE);
+      for (ssize_t out = 0; n > 0 && out < n;) {
+        ssize_t m =
+            ::splice(pipe_[0], nullptr, fd_, nullptr, static_cast<size_t>(n - out), SPLICE_F_MOVE);
+        if (m < 0 && errno == EINTR) continue;
+        // The pipe still holds bytes: nothing more can be written consistently.
+        if (m <= 0) return fail(m < 0 ? errno : ENOSPC);
+        out += m;
+      }
+    } else {
+      n = ::copy_file_range(source_fd_, &in, fd_, nullptr, size - done, 0);
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && done == 0 &&
+        (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+      source_fd_ = -1;  // the kernel cannot do it here: write from memory from now on
+      break;
+    }
+    if (n < 0) return fail(errno);
+    if (n == 0) return fail(ENOSPC);
+    done += static_cast<uint64_t>(n);
+  }
+  if (done == size) return Status::Ok();
+  struct iovec v = {const_cast<uint8_t*>(mem + done), size - done};
+  return write_all(&v, 1);
 }
 
 Status FileWriter::sync() {

@@ -3,6 +3,8 @@
 // Each chunk is written with one writev (header + payload pieces), so a crash or a full
 // disk leaves at most one torn chunk at the end, which readers ignore. After the first
 // write error every call fails with that error; what was written before stays readable.
+// With a copy source, DATA payloads the caller can also name as ranges of that file are
+// copied by the kernel instead (header first, then the payload: still one torn chunk at most).
 #pragma once
 
 #include <sys/uio.h>
@@ -29,13 +31,20 @@ class FileWriter {
   // and META payloads (level 1).
   Status open(const std::string& path, uint32_t pid, file::FileKind kind, bool compress);
 
-  // Appends one chunk whose payload is the concatenation of pieces.
+  // Appends one chunk whose payload is the concatenation of pieces. source_offsets (or
+  // null): where each piece also lies in the copy source, the same bytes.
   Status write_chunk(file::ChunkType type, uint32_t slot, uint32_t generation, uint64_t position,
-                     const struct iovec* pieces, int count);
+                     const struct iovec* pieces, int count,
+                     const uint64_t* source_offsets = nullptr);
   Status write_chunk(file::ChunkType type, const void* payload, uint32_t size) {
     struct iovec v = {const_cast<void*>(payload), size};
     return write_chunk(type, 0, 0, 0, &v, 1);
   }
+
+  // Payloads named by source offsets are copied from fd (not owned; it must stay open) with
+  // copy_file_range, or with splice through a pipe. If the kernel refuses (another file
+  // system, say), the rest goes through write from memory.
+  Status set_copy_source(int fd, bool splice);
 
   // Flushes to the device (fdatasync). Errors as for write_chunk.
   Status sync();
@@ -48,9 +57,16 @@ class FileWriter {
 
  private:
   Status fail(int err);
+  Status write_all(struct iovec* v, int n);
+  // Copies [offset, offset + size) of the copy source to the file; mem: the same bytes.
+  Status copy_from_source(uint64_t offset, uint64_t size, const uint8_t* mem);
 
   std::string path_;
   int fd_ = -1;
+  int source_fd_ = -1;
+  bool splice_ = false;
+  int pipe_[2] = {-1, -1};
+  uint64_t pipe_size_ = 0;
   bool compress_ = false;
   ZSTD_CCtx_s* cctx_ = nullptr;
   std::vector<uint8_t> scratch_;  // gathered payload (compression input)

@@ -1,9 +1,15 @@
-// A traced producer that paces itself: each thread writes test:rec records (the same
-// seq + checksum payload as tests/runtime/producer.cc) at a given rate, for a given time or
-// until stdin closes. Used by the trace file tests and by scripts/record-bench.sh.
+// A traced producer that paces itself: each thread writes records at a given rate, for a
+// given time or until stdin closes. Used by the trace file tests and by
+// scripts/record-bench.sh.
 //
 //   paced_producer [--threads T] [--rate EVENTS_PER_S_PER_THREAD] [--seconds S] [--go]
+//                  [--fields 4|2]
 //
+// --fields 4 (default): test:rec, 40 bytes, the same thread + seq + value + checksum payload as
+// tests/runtime/producer.cc. --fields 2: test:rec2 "seq={} check={}", 24 bytes, the size of a
+// typical I/O event ("req={} lat={}"); seq is the thread number in the top 16 bits and the
+// per-thread sequence number below, check is checksum(thread, seq, seq * 7 + thread), so a
+// reader can still prove every record present and intact.
 // --rate 0 writes at full speed. --go waits for stdin to close (or a line) before starting.
 // Prints "pid <pid>" first and, at the end, "done <records> <seconds>" (records of all threads,
 // wall time of the producing phase).
@@ -35,20 +41,37 @@ double now_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-void produce(uint64_t thread, double rate, double seconds, std::atomic<uint64_t>* total) {
+void produce(uint64_t thread, double rate, double seconds, int fields,
+             std::atomic<uint64_t>* total) {
   const double t0 = now_s();
   uint64_t seq = 0;
   for (;;) {
-    for (int i = 0; i < 256; ++i, ++seq) {
-      uint64_t value = seq * 7 + thread;
-      NANOTRACE(test, rec, "thread={} seq={} value={} check={}", thread, seq, value,
-                checksum(thread, seq, value));
-    }
     double t = now_s() - t0;
-    if (g_stop.load(std::memory_order_relaxed) || (seconds > 0 && t >= seconds)) break;
+    if (seq > 0 && (g_stop.load(std::memory_order_relaxed) || (seconds > 0 && t >= seconds))) {
+      break;
+    }
     if (rate > 0) {
+      // Ahead of the pace: wait, but never past the end of the run nor long without looking
+      // at g_stop (at a low rate one batch is ahead by minutes).
       double ahead = static_cast<double>(seq) / rate - t;
-      if (ahead > 0.0002) usleep(static_cast<useconds_t>(ahead * 1e6));
+      if (seconds > 0 && ahead > seconds - t) ahead = seconds - t;
+      if (ahead > 0.1) ahead = 0.1;
+      if (ahead > 0.0002) {
+        usleep(static_cast<useconds_t>(ahead * 1e6));
+        continue;
+      }
+    }
+    if (fields == 2) {
+      for (int i = 0; i < 256; ++i, ++seq) {
+        NANOTRACE(test, rec2, "seq={} check={}", thread << 48 | seq,
+                  checksum(thread, seq, seq * 7 + thread));
+      }
+    } else {
+      for (int i = 0; i < 256; ++i, ++seq) {
+        uint64_t value = seq * 7 + thread;
+        NANOTRACE(test, rec, "thread={} seq={} value={} check={}", thread, seq, value,
+                  checksum(thread, seq, value));
+      }
     }
   }
   total->fetch_add(seq);
@@ -59,6 +82,7 @@ void produce(uint64_t thread, double rate, double seconds, std::atomic<uint64_t>
 int main(int argc, char** argv) {
   uint64_t threads = 1;
   double rate = 0, seconds = 0;
+  int fields = 4;
   bool go = false;
   for (int i = 1; i < argc; ++i) {
     auto arg = [&] { return i + 1 < argc ? std::strtod(argv[++i], nullptr) : 0.0; };
@@ -68,6 +92,9 @@ int main(int argc, char** argv) {
       rate = arg();
     } else if (!std::strcmp(argv[i], "--seconds")) {
       seconds = arg();
+    } else if (!std::strcmp(argv[i], "--fields")) {
+      fields = static_cast<int>(arg());
+      if (fields != 2 && fields != 4) return 2;
     } else if (!std::strcmp(argv[i], "--go")) {
       go = true;
     } else {
@@ -84,7 +111,8 @@ int main(int argc, char** argv) {
   std::atomic<uint64_t> total{0};
   double t0 = now_s();
   std::vector<std::thread> pool;
-  for (uint64_t t = 0; t < threads; ++t) pool.emplace_back(produce, t, rate, seconds, &total);
+  for (uint64_t t = 0; t < threads; ++t)
+    pool.emplace_back(produce, t, rate, seconds, fields, &total);
   if (seconds <= 0) {
     // Until stdin closes.
     char buf[64];

@@ -1,7 +1,10 @@
 // `nanotrace record`, `snapshot`, `recover` and `clean` through the real CLI on real traced
 // processes: block mode loses nothing, a killed target's records are recovered whole, a
 // killed recorder or a full disk leave a readable prefix, --stop-on ends at the match,
-// clean removes only segments of processes that are gone.
+// clean removes only segments of processes that are gone. The recorder counts records from
+// block headers rather than walking them: its counts and the consumer position it leaves
+// must still be exact in every mode, and a second recording must start where the first
+// ended. Also: the checksum's fast path is still CRC-32C.
 #include <sys/mount.h>
 #include <sys/stat.h>
 
@@ -10,7 +13,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <vector>
 
+#include "common/file_format.hpp"
 #include "record_helpers.hpp"
 
 namespace nanotrace {
@@ -18,7 +23,97 @@ namespace {
 
 using testing::ChildProcess;
 using testing::kCli;
+using testing::kPacedProducer;
 using testing::kProducer;
+
+// The records of the paced producer's 2-field event (test:rec2, see paced_producer.cc), each
+// checksum verified; per producer thread, the first and last payload and record numbers.
+struct Rec2Read {
+  uint64_t records = 0, bad = 0, other = 0;
+  uint64_t payload_gaps = 0;  // a payload seq that is not the previous one + 1
+  uint64_t record_gaps = 0;   // a reader record seq that is not the previous one + 1
+  std::map<uint64_t, uint64_t> first, last, first_rseq, last_rseq;
+  std::vector<ThreadStats> threads;
+};
+
+Rec2Read read_rec2(Trace& trace) {
+  Rec2Read out;
+  auto source = trace.read_all();
+  Record r;
+  while (source->next(&r)) {
+    if (r.event->full_name() != "test:rec2" || r.field_count != 2) {
+      ++out.other;
+      continue;
+    }
+    uint64_t thread = r.values[0].bits >> 48, seq = r.values[0].bits & ((uint64_t{1} << 48) - 1);
+    if (r.values[1].bits != testing::producer_checksum(thread, seq, seq * 7 + thread)) ++out.bad;
+    if (!out.first.count(thread)) {
+      out.first[thread] = seq;
+      out.first_rseq[thread] = r.seq;
+    } else {
+      out.payload_gaps += seq != out.last[thread] + 1;
+      out.record_gaps += r.seq != out.last_rseq[thread] + 1;
+    }
+    out.last[thread] = seq;
+    out.last_rseq[thread] = r.seq;
+    ++out.records;
+  }
+  out.threads = source->threads();
+  return out;
+}
+
+uint64_t recorded_count(const std::string& output) {
+  size_t at = output.find("recorded ");
+  return at == std::string::npos ? ~uint64_t{0} : std::stoull(output.substr(at + 9));
+}
+
+// Records a paced producer (two threads of 2-field events at full speed, a 64 KiB ring of
+// 4 KiB blocks, `mode`) until it exits. Its segment is kept for the caller to inspect.
+struct PacedRecording {
+  pid_t pid = -1;
+  std::string file, output;
+  uint64_t produced = 0;
+  bool ok = false;
+};
+
+PacedRecording record_paced(const std::string& mode, const std::string& name,
+                            const std::string& copy = "") {
+  PacedRecording run;
+  ChildProcess producer({kPacedProducer, "--threads", "2", "--rate", "0", "--seconds", "0.3",
+                         "--fields", "2", "--go"},
+                        {"NANOTRACE_MODE=" + mode, "NANOTRACE_BUFFER=64K", "NANOTRACE_KEEP=1"});
+  run.pid = testing::read_pid(producer);
+  if (run.pid <= 0) return run;
+  run.file = name.find('/') == std::string::npos ? testing::temp_path(name) : name;
+  ChildProcess recorder(
+      {"/bin/sh", "-c",
+       "exec " + kCli + " record " + std::to_string(run.pid) + " -o " + run.file + " 2>&1"},
+      {"NANOTRACE_RECORD_COPY=" + copy});
+  if (!testing::wait_consumer(run.pid)) return run;
+  producer.close_stdin();
+  std::string done = producer.read_line();  // "done <records> <seconds>"
+  producer.wait();
+  std::string line;
+  while (!(line = recorder.read_line()).empty()) run.output += line + "\n";
+  int status = recorder.wait();
+  run.produced = done.size() > 5 ? std::stoull(done.substr(5)) : 0;
+  run.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && run.produced > 0;
+  return run;
+}
+
+// The consumer position the recorder left in every slot of the kept segment: exactly at the
+// writer's head, and at the writer's record count.
+void expect_fully_consumed(pid_t pid) {
+  auto segment = testing::open_ok(testing::segment_of(pid));
+  ASSERT_TRUE(segment);
+  auto* h = reinterpret_cast<const abi::SegmentHeader*>(segment->base());
+  auto* slots = reinterpret_cast<const abi::ThreadSlot*>(segment->base() + h->threads_offset);
+  ASSERT_FALSE(segment->threads().empty());
+  for (const ThreadInfo& t : segment->threads()) {
+    EXPECT_EQ(t.consumed_records, t.written) << "slot " << t.slot;
+    EXPECT_EQ(slots[t.slot].consumed, t.head) << "slot " << t.slot;
+  }
+}
 
 TEST(RecordTest, BlockModeRecordingLosesNothing) {
   const uint64_t n = 3000000, threads = 2;
@@ -227,6 +322,7 @@ TEST(RecordTest, StopOnEndsRightAfterTheMatchingRecord) {
   auto c = testing::check_continuity(result);
   EXPECT_EQ(c.gaps, 0u);
   EXPECT_EQ(c.next[1], 5001u);  // thread 1 ends with the match
+  EXPECT_EQ(recorded_count(output), result.records.size()) << output;
   unlink(file.c_str());
   unlink(testing::segment_of(pid).c_str());
 }
@@ -297,6 +393,171 @@ TEST(RecordTest, FollowsReusedSlotsAndAccountsForEveryRecord) {
   EXPECT_GT(source->threads().size(), 4u);  // slots were reused: one stream per generation
   unlink(file.c_str());
   unlink(testing::segment_of(pid).c_str());
+}
+
+TEST(RecordTest, BlockModeCountsFromBlockHeadersAreExact) {
+  PacedRecording run = record_paced("block", "count-block.ntr");
+  ASSERT_TRUE(run.ok) << run.output;
+  auto trace = testing::open_ok(run.file);
+  ASSERT_TRUE(trace);
+  Rec2Read r = read_rec2(*trace);
+  EXPECT_EQ(r.bad, 0u);
+  EXPECT_EQ(r.records, run.produced);
+  EXPECT_EQ(recorded_count(run.output), run.produced) << run.output;
+  EXPECT_EQ(r.payload_gaps, 0u);
+  EXPECT_EQ(r.record_gaps, 0u);
+  ASSERT_EQ(r.first.size(), 2u);
+  for (auto [thread, first] : r.first) EXPECT_EQ(first, 0u) << "thread " << thread;
+  for (const ThreadStats& s : r.threads) EXPECT_EQ(s.lost(), 0u);
+  expect_fully_consumed(run.pid);
+  unlink(run.file.c_str());
+  unlink(testing::segment_of(run.pid).c_str());
+}
+
+TEST(RecordTest, EveryCopyPathWritesEveryRecord) {
+  // NANOTRACE_RECORD_COPY: each way of moving ring bytes to the file, to tmpfs (where the
+  // kernel can copy from the segment) and, for copy_file_range, to /tmp (another file system
+  // here, where it falls back to writing from the mapping).
+  const std::string shm = "/dev/shm/nanotrace-test-" + std::to_string(getpid()) + "-copy.ntr";
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"writev", shm},
+      {"buffered", shm},
+      {"copy_file_range", shm},
+      {"splice", shm},
+      {"copy_file_range", "copy-other-fs.ntr"}};
+  for (const auto& [copy, file] : cases) {
+    SCOPED_TRACE(copy + " to " + file);
+    PacedRecording run = record_paced("block", file, copy);
+    ASSERT_TRUE(run.ok) << run.output;
+    EXPECT_EQ(run.output.find("unavailable"), std::string::npos) << run.output;
+    auto trace = testing::open_ok(run.file);
+    ASSERT_TRUE(trace);
+    EXPECT_EQ(trace->warning(), "");
+    Rec2Read r = read_rec2(*trace);
+    EXPECT_EQ(r.bad, 0u);
+    EXPECT_EQ(r.records, run.produced);
+    EXPECT_EQ(r.payload_gaps, 0u);
+    expect_fully_consumed(run.pid);
+    unlink(run.file.c_str());
+    unlink(testing::segment_of(run.pid).c_str());
+  }
+}
+
+TEST(RecordTest, DiscardModeCountsFromBlockHeadersAreExact) {
+  PacedRecording run = record_paced("discard", "count-discard.ntr");
+  ASSERT_TRUE(run.ok) << run.output;
+  auto trace = testing::open_ok(run.file);
+  ASSERT_TRUE(trace);
+  Rec2Read r = read_rec2(*trace);
+  EXPECT_EQ(r.bad, 0u);
+  EXPECT_EQ(recorded_count(run.output), r.records) << run.output;
+  // Dropped records have no record number: the payload may skip, the record numbers not.
+  EXPECT_EQ(r.record_gaps, 0u);
+  uint64_t dropped = 0;
+  for (const ThreadStats& s : r.threads) {
+    EXPECT_EQ(s.overwritten, 0u);
+    dropped += s.dropped;
+  }
+  EXPECT_EQ(r.records + dropped, run.produced);
+  expect_fully_consumed(run.pid);
+  unlink(run.file.c_str());
+  unlink(testing::segment_of(run.pid).c_str());
+}
+
+TEST(RecordTest, OverwriteModeCountsFromBlockHeadersAreExact) {
+  PacedRecording run = record_paced("overwrite", "count-overwrite.ntr");
+  ASSERT_TRUE(run.ok) << run.output;
+  auto trace = testing::open_ok(run.file);
+  ASSERT_TRUE(trace);
+  Rec2Read r = read_rec2(*trace);
+  EXPECT_EQ(r.bad, 0u);
+  EXPECT_EQ(recorded_count(run.output), r.records) << run.output;
+  // What the writer overwrote before it was copied is counted, the rest is in the file.
+  uint64_t overwritten = 0;
+  for (const ThreadStats& s : r.threads) {
+    EXPECT_EQ(s.dropped, 0u);
+    overwritten += s.overwritten;
+  }
+  EXPECT_EQ(r.records + overwritten, run.produced);
+  for (auto [thread, last] : r.last) {
+    EXPECT_EQ(r.last_rseq[thread], last) << "thread " << thread;  // nothing before was left out
+  }
+  expect_fully_consumed(run.pid);
+  unlink(run.file.c_str());
+  unlink(testing::segment_of(run.pid).c_str());
+}
+
+TEST(RecordTest, SecondRecordingStartsWhereTheFirstEnded) {
+  // Each recording ends mid-block; the next one must take the following record, not the
+  // block's first one again, and must not count the records before it as lost.
+  ChildProcess producer({kPacedProducer, "--threads", "2", "--rate", "300000", "--fields", "2"},
+                        {"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=64K"});
+  pid_t pid = testing::read_pid(producer);
+  ASSERT_GT(pid, 0);
+  std::vector<std::string> files;
+  for (int i = 0; i < 3; ++i) {
+    files.push_back(testing::temp_path("twice" + std::to_string(i) + ".ntr"));
+    int code = 0;
+    std::string out = testing::run_command(
+        kCli + " record " + std::to_string(pid) + " -o " + files.back() + " --duration 0.3 2>&1",
+        &code);
+    ASSERT_EQ(code, 0) << out;
+  }
+  producer.close_stdin();
+  producer.wait();
+  std::map<uint64_t, uint64_t> next_rseq;  // producer thread -> first record number expected
+  for (const std::string& f : files) {
+    auto trace = testing::open_ok(f);
+    ASSERT_TRUE(trace);
+    Rec2Read r = read_rec2(*trace);
+    EXPECT_EQ(r.bad, 0u);
+    EXPECT_EQ(r.record_gaps, 0u);
+    ASSERT_EQ(r.first.size(), 2u) << f;
+    for (auto [thread, first] : r.first_rseq) {
+      if (next_rseq.count(thread)) {
+        EXPECT_EQ(first, next_rseq[thread]) << f << " thread " << thread;
+      }
+      next_rseq[thread] = r.last_rseq[thread] + 1;
+    }
+    for (const ThreadStats& s : r.threads) EXPECT_EQ(s.overwritten, 0u) << f;
+    unlink(f.c_str());
+  }
+  unlink(testing::segment_of(pid).c_str());
+}
+
+TEST(Crc32cTest, MatchesABitwiseReferenceAtEveryLengthAndAlignment) {
+  // Long inputs take three interleaved chains combined by table lookups (common/crc32c.cc);
+  // the sum must still be the one CRC-32C, with any start value, length and alignment.
+  auto reference = [](uint32_t crc, const uint8_t* p, size_t n) {
+    crc = ~crc;
+    for (size_t i = 0; i < n; ++i) {
+      crc ^= p[i];
+      for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1)));
+    }
+    return ~crc;
+  };
+  std::vector<uint8_t> data(3 * 3 * 8192 + 64);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (uint8_t& b : data) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    b = static_cast<uint8_t>(x);
+  }
+  EXPECT_EQ(file::crc32c(0, "123456789", 9), 0xe3069283u);  // the standard check value
+  std::vector<size_t> lengths = {0, 1, 7, 8, 9, 4095, 24575, 24576, 24577, 49152, 49159};
+  for (size_t n = 100; n < 3 * 3 * 8192; n += 2999) lengths.push_back(n);
+  for (size_t n : lengths) {
+    for (size_t offset : {0, 1, 3, 8, 13}) {
+      ASSERT_EQ(file::crc32c(uint32_t(n), data.data() + offset, n),
+                reference(uint32_t(n), data.data() + offset, n))
+          << "length " << n << " offset " << offset;
+    }
+  }
+  // Chained calls give the CRC of the concatenation.
+  uint32_t whole = file::crc32c(0, data.data(), 60000);
+  uint32_t parts = file::crc32c(file::crc32c(0, data.data(), 30001), data.data() + 30001, 29999);
+  EXPECT_EQ(whole, parts);
 }
 
 TEST(RecordTest, CleanRemovesOnlySegmentsOfProcessesThatAreGone) {
