@@ -1,9 +1,10 @@
 // One thread's records out of a live ring, in order, block by block. Internal header.
 //
 // Each block is copied whole into a private buffer (read in place once the writer is gone),
-// then validated against the writer's state read after the copy: the slot's generation must not have changed, and the block
-// must lie outside the region the writer may be overwriting. A block that fails is skipped
-// and the records it held are counted as overwritten (from the next block's first_seq).
+// then validated against the writer's state read after the copy: the slot's generation must not
+// have changed, and the block must lie outside the region the writer may be overwriting. A block
+// that fails is skipped and the records it held are counted as overwritten (from the next block's
+// first_seq).
 #pragma once
 
 #include <cstdint>
