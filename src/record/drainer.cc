@@ -47,8 +47,23 @@ uint64_t oldest_safe_block(abi::Mode mode, bool writer_gone, uint64_t head, uint
   return limit > ring_size ? limit - ring_size : 0;
 }
 
-Drainer::Drainer(Trace& trace, FileWriter& out, bool consume)
-    : trace_(trace), out_(out), consume_(consume && trace.writable_base() != nullptr) {
+std::vector<SlotAtAttach> slots_at_attach(const Trace& trace) {
+  auto* h = reinterpret_cast<const abi::SegmentHeader*>(trace.base());
+  auto* slots = reinterpret_cast<const abi::ThreadSlot*>(trace.base() + h->threads_offset);
+  std::vector<SlotAtAttach> out(trace.process().max_threads);
+  for (uint32_t i = 0; i < out.size(); ++i) {
+    out[i].generation = __atomic_load_n(&slots[i].generation, __ATOMIC_ACQUIRE);
+    out[i].state = __atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE);
+    out[i].dropped = __atomic_load_n(&slots[i].dropped, __ATOMIC_ACQUIRE);
+  }
+  return out;
+}
+
+Drainer::Drainer(Trace& trace, FileWriter& out, bool consume, std::vector<SlotAtAttach> at_attach)
+    : trace_(trace),
+      out_(out),
+      consume_(consume && trace.writable_base() != nullptr),
+      at_attach_(std::move(at_attach)) {
   header_ = reinterpret_cast<const abi::SegmentHeader*>(trace.base());
   const ProcessInfo& p = trace.process();
   slots_ = reinterpret_cast<abi::ThreadSlot*>(const_cast<uint8_t*>(trace.base()) +
@@ -113,8 +128,15 @@ Status Drainer::start_stream(uint32_t slot, uint32_t generation, bool initial, S
   uint64_t consumed = __atomic_load_n(&s.consumed, __ATOMIC_ACQUIRE);
   // Drops before we attached are not this recording's; a generation that began since, all
   // of whose drops are (its counter starts at 0 when the slot is claimed), may have dropped
-  // records before a pass first saw it.
-  st->dropped_at_start = consume_ && initial ? s.dropped : 0;
+  // records before a pass first saw it. The first pass runs after attaching, so whether a
+  // generation existed before comes from the slots as they were then, when known.
+  uint64_t dropped_before = s.dropped;
+  if (!at_attach_.empty()) {
+    const SlotAtAttach& a = at_attach_[slot];
+    initial = a.generation == generation && a.state != static_cast<uint32_t>(abi::SlotState::kFree);
+    dropped_before = a.dropped;
+  }
+  st->dropped_at_start = consume_ && initial ? dropped_before : 0;
   // A consumer's position also bounds a snapshot in block and discard modes: what lies before
   // it was taken by that consumer, not lost.
   // Only a generation that existed before we started can have been partly consumed by

@@ -64,10 +64,21 @@ enum class CopyPath {
   kSplice,         // splice from the segment's descriptor through a pipe
 };
 
+// A slot as it was just before the recorder attached as consumer: only a generation that
+// existed then may have been consumed by someone else, and only its drops up to then are
+// not the recording's.
+struct SlotAtAttach {
+  uint32_t generation = 0;
+  uint32_t state = 0;
+  uint64_t dropped = 0;
+};
+std::vector<SlotAtAttach> slots_at_attach(const Trace& trace);
+
 class Drainer {
  public:
   // consume: advance the consumer position (REQUIRES: trace attached as consumer).
-  Drainer(Trace& trace, FileWriter& out, bool consume);
+  // at_attach: slots_at_attach() taken before attaching (empty: the first pass's view).
+  Drainer(Trace& trace, FileWriter& out, bool consume, std::vector<SlotAtAttach> at_attach = {});
   ~Drainer();
   Drainer(const Drainer&) = delete;
   Drainer& operator=(const Drainer&) = delete;
@@ -133,7 +144,8 @@ class Drainer {
   uint64_t records_ = 0;
   uint64_t passes_ = 0;
   uint64_t max_stream_moved_ = 0;
-  std::vector<uint32_t> claim_waits_;  // by slot: passes spent waiting for a claim to finish
+  std::vector<uint32_t> claim_waits_;
+  std::vector<SlotAtAttach> at_attach_;  // by slot: passes spent waiting for a claim to finish
 };
 
 // The oldest block position a writer cannot be overwriting (see reader/ring_cursor.cc).

@@ -199,6 +199,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
     Status s = snapshot_on.init(options.snapshot_on, trace);
     if (!s.ok()) return Status(s.code(), "--snapshot-on: " + s.message());
   }
+  std::vector<rec::SlotAtAttach> at_attach = rec::slots_at_attach(trace);
   Status s = trace.attach_consumer();
   if (!s.ok()) return s;
   GroupGuard groups;
@@ -209,7 +210,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   rec::FileWriter out;
   s = out.open(options.output, p.pid, file::FileKind::kRecording, options.compress);
   if (!s.ok()) return s;
-  rec::Drainer drainer(trace, out, /*consume=*/true);
+  rec::Drainer drainer(trace, out, /*consume=*/true, std::move(at_attach));
   s = drainer.write_meta(true);
   if (!s.ok()) return s;
 
