@@ -53,10 +53,16 @@ int run_producer_with_pid(pid_t pid, const char* events) {
 
 TEST(PidReuseTest, CrashedSegmentIsSetAsideThenListedRecoveredAndCleaned) {
   if (geteuid() != 0) GTEST_SKIP() << "choosing a child's pid (clone3 set_tid) needs root";
-  // 1. A traced process crashes and leaves its segment.
+  // 1. A traced process is killed and leaves its segment (SIGKILL: under ASan a SIGSEGV
+  // would be caught and turned into an exit).
   nanotrace::testing::ChildProcess crashed(
-      {kProducer, "--threads", "1", "--events", "1000", "--crash"}, {"NANOTRACE_MODE=discard"});
+      {kProducer, "--threads", "1", "--events", "1000", "--hold"}, {"NANOTRACE_MODE=discard"});
   pid_t pid = crashed.pid();
+  std::string line;
+  while (!(line = crashed.read_line()).empty() && line != "ready") {
+  }
+  ASSERT_EQ(line, "ready");
+  kill(pid, SIGKILL);
   int status = crashed.wait();
   ASSERT_TRUE(WIFSIGNALED(status)) << status;
   std::string old_path = segment_of(pid);
