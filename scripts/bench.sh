@@ -12,7 +12,8 @@ echo "== tracepoint cost, Google Benchmark (random interleaving, 10 repetitions)
   --benchmark_repetitions=10 --benchmark_min_time=0.05 --benchmark_report_aggregates_only=true \
   --benchmark_out=build/bench/tracepoint_gbench.json --benchmark_out_format=json
 
-for extra in scripts/record-bench.sh scripts/iograph-bench.sh scripts/export-bench.sh; do
+for extra in scripts/record-bench.sh scripts/iograph-bench.sh scripts/export-bench.sh \
+    scripts/ctf-floor.sh; do
   if [ -x "$extra" ]; then
     echo "== $extra =="
     "$extra"
