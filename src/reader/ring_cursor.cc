@@ -13,6 +13,11 @@ namespace {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
+// Positions are byte counts of one thread; anything near 2^64 is a corrupt slot.
+constexpr uint64_t kMaxPosition = uint64_t{1} << 62;
+
+}  // namespace
+
 // The oldest block position the writer cannot be overwriting. In overwrite mode, having
 // published `head`, it may still write the current block and (on a block switch) the next
 // one, one ring ahead. In the other modes it never starts a block before the consumer has
@@ -31,11 +36,6 @@ uint64_t oldest_safe_block(abi::Mode mode, bool writer_gone, uint64_t head, uint
   uint64_t limit = align_up(head, block) + block;
   return limit > ring_size ? limit - ring_size : 0;
 }
-
-// Positions are byte counts of one thread; anything near 2^64 is a corrupt slot.
-constexpr uint64_t kMaxPosition = uint64_t{1} << 62;
-
-}  // namespace
 
 LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool consume,
                                    uint32_t index)

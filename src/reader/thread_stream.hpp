@@ -21,6 +21,11 @@ namespace nanotrace::reader {
 uint32_t decode_record(const Trace& trace, const uint8_t* buf, uint32_t offset, uint32_t limit,
                        uint64_t base_ticks, Record* record);
 
+// The oldest block position the writer cannot be overwriting, given its head and the
+// consumer's position (see ring_cursor.cc). Shared by the live reader and the recorder.
+uint64_t oldest_safe_block(abi::Mode mode, bool writer_gone, uint64_t head, uint64_t consumed,
+                           uint64_t block, uint64_t ring_size);
+
 // Hands out the records of a thread's spans one at a time, decoded: how a stream's next()
 // is built on its next_span().
 class SpanRecords {

@@ -25,27 +25,16 @@
 #include <cstring>
 
 #include "common/process.hpp"
+#include "reader/thread_stream.hpp"
 
 namespace nanotrace::rec {
 namespace {
 
 constexpr uint64_t kMaxPosition = uint64_t{1} << 62;
 
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
-
 }  // namespace
 
-uint64_t oldest_safe_block(abi::Mode mode, bool writer_gone, uint64_t head, uint64_t consumed,
-                           uint64_t block, uint64_t ring_size) {
-  uint64_t oldest_in_ring = head > ring_size ? align_up(head - ring_size, block) : 0;
-  if (mode != abi::Mode::kOverwrite) {
-    uint64_t from_consumer = consumed & ~(block - 1);
-    return from_consumer > oldest_in_ring ? from_consumer : oldest_in_ring;
-  }
-  if (writer_gone) return oldest_in_ring;
-  uint64_t limit = align_up(head, block) + block;
-  return limit > ring_size ? limit - ring_size : 0;
-}
+using reader::oldest_safe_block;
 
 std::vector<SlotAtAttach> slots_at_attach(const Trace& trace) {
   auto* h = reinterpret_cast<const abi::SegmentHeader*>(trace.base());

@@ -148,8 +148,4 @@ class Drainer {
   std::vector<SlotAtAttach> at_attach_;  // by slot: passes spent waiting for a claim to finish
 };
 
-// The oldest block position a writer cannot be overwriting (see reader/ring_cursor.cc).
-uint64_t oldest_safe_block(abi::Mode mode, bool writer_gone, uint64_t head, uint64_t consumed,
-                           uint64_t block, uint64_t ring_size);
-
 }  // namespace nanotrace::rec
