@@ -196,6 +196,7 @@ class Trace {
   const uint8_t* base() const { return base_; }
   uint64_t size() const { return size_; }
   uint8_t* writable_base() const { return writable_ ? base_ : nullptr; }
+  int fd() const { return fd_; }  // the segment or trace file
 
  private:
   Trace() = default;

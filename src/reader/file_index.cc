@@ -47,10 +47,9 @@ bool TraceFile::has_magic(const std::string& path) {
   return yes;
 }
 
-Status TraceFile::read_extent(const Extent& e, std::vector<uint8_t>* raw,
-                              std::vector<uint8_t>* scratch) const {
+Status TraceFile::read_extent(const Extent& e, ChunkBuffer* raw, ChunkBuffer* scratch) const {
   bool packed = e.flags & file::kChunkZstd;
-  std::vector<uint8_t>* stored = packed ? scratch : raw;
+  ChunkBuffer* stored = packed ? scratch : raw;
   stored->resize(e.stored);
   Status s = pread_all(fd, stored->data(), e.stored, e.offset, path);
   if (!s.ok()) return s;

@@ -1,7 +1,7 @@
 // One thread generation of a trace file read back: the DATA extents are concatenated in
 // position order into the thread's byte stream, which is parsed block by block exactly like
 // a live ring (block header position and sequence checks, then walk_block).
-// Memory: one decoded chunk and one block per stream.
+// Memory: one decoded chunk per stream, plus one block for a block split between chunks.
 #include <cstring>
 
 #include "reader/thread_stream.hpp"
@@ -17,7 +17,6 @@ FileThreadStream::FileThreadStream(const Trace& trace, std::shared_ptr<const Tra
       stream_(file_->streams[index]),
       index_(index) {
   block_ = trace.process().block_size;
-  buf_.resize(block_);
   stats_.info = info;
   stats_.dropped = stats_.info.dropped;
   expected_seq_ = stream_.thread.first_seq;
@@ -71,10 +70,22 @@ bool FileThreadStream::load_block() {
       continue;
     }
     uint64_t start = cursor_;
-    uint64_t len = read_bytes(buf_.data(), block_);
+    uint64_t len;
+    uint64_t in_chunk = chunk_pos_ + chunk_.size() - cursor_;
+    if (in_chunk >= block_ || next_extent_ >= stream_.extents.size() ||
+        stream_.extents[next_extent_].position != chunk_pos_ + chunk_.size()) {
+      // The block is whole in this chunk (or ends with it): parsed where it lies.
+      data_ = chunk_.data() + (cursor_ - chunk_pos_);
+      len = read_bytes(nullptr, block_);
+    } else {
+      // The block continues in the next chunk: copied whole.
+      if (buf_.size() < block_) buf_.resize(block_);
+      data_ = buf_.data();
+      len = read_bytes(buf_.data(), block_);
+    }
     if (len < abi::kBlockHeaderBytes) continue;
     abi::BlockHeader bh;
-    std::memcpy(&bh, buf_.data(), sizeof(bh));
+    std::memcpy(&bh, data_, sizeof(bh));
     bool resuming = start < first_pos;
     bool seq_ok = resuming ? bh.first_seq <= expected_seq_ : bh.first_seq >= expected_seq_;
     if (bh.position != start || !seq_ok || bh.first_seq > expected_seq_ + (1ull << 40)) {
@@ -108,7 +119,7 @@ bool FileThreadStream::next_span(RecordSpan* span) {
   while (!done_) {
     if (!have_block_ && !load_block()) break;
     // Records before first_pos were taken before the recording began.
-    WalkEnd end = walk_block(sizer_, buf_.data(), buf_len_, block_pos_, stream_.thread.first_pos,
+    WalkEnd end = walk_block(sizer_, data_, buf_len_, block_pos_, stream_.thread.first_pos,
                              base_ticks_, &offset_, &seq_, span);
     if (end == WalkEnd::kCorrupt) ++stats_.corrupt_blocks;
     have_block_ = false;
@@ -119,6 +130,9 @@ bool FileThreadStream::next_span(RecordSpan* span) {
     }
   }
   done_ = true;
+  chunk_.release();  // streams end one by one: free memory as they do
+  scratch_.release();
+  std::vector<uint8_t>().swap(buf_);
   return false;
 }
 

@@ -1,6 +1,7 @@
 // Trace::read_all: the merged record stream of a live segment (one LiveThreadStream per
 // thread) or of a trace file (one FileThreadStream per thread generation it holds), and
 // Trace::read_spans: the same streams, unmerged, as raw record spans.
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -10,6 +11,14 @@
 #include "reader/trace_file.hpp"
 
 namespace nanotrace {
+namespace {
+
+// How much of a dead process's ring one read copies (256 KiB stays in L2 while walked), and
+// the most the copy buffers of a merged read may take together.
+constexpr uint64_t kChunkBytes = 256u << 10;
+constexpr uint64_t kMergeBufferBytes = 16u << 20;
+
+}  // namespace
 
 std::unique_ptr<RecordSource> Trace::read_all(bool consume) {
   if (file_) {
@@ -21,10 +30,14 @@ std::unique_ptr<RecordSource> Trace::read_all(bool consume) {
     return std::make_unique<reader::MergedSource<reader::FileThreadStream>>(std::move(streams));
   }
   std::vector<std::unique_ptr<reader::LiveThreadStream>> streams;
-  for (const ThreadInfo& t : threads()) {
+  std::vector<ThreadInfo> infos = threads();
+  // Merged streams are all read at once: their copy buffers share kMergeBufferBytes.
+  uint64_t share = kMergeBufferBytes / std::max<size_t>(infos.size(), 1);
+  auto chunk = static_cast<uint32_t>(std::clamp<uint64_t>(share, process_.block_size, kChunkBytes));
+  for (const ThreadInfo& t : infos) {
     auto index = static_cast<uint32_t>(streams.size());
     streams.push_back(
-        std::make_unique<reader::LiveThreadStream>(*this, t, consume && consumer_, index));
+        std::make_unique<reader::LiveThreadStream>(*this, t, consume && consumer_, index, chunk));
   }
   return std::make_unique<reader::MergedSource<reader::LiveThreadStream>>(std::move(streams));
 }
@@ -38,7 +51,7 @@ std::vector<std::unique_ptr<SpanSource>> Trace::read_spans() {
           std::make_unique<reader::FileThreadStream>(*this, file_, i, infos[i])));
     } else {
       out.push_back(std::make_unique<reader::SpanSourceOf<reader::LiveThreadStream>>(
-          std::make_unique<reader::LiveThreadStream>(*this, infos[i], false, i)));
+          std::make_unique<reader::LiveThreadStream>(*this, infos[i], false, i, kChunkBytes)));
     }
   }
   return out;

@@ -1,6 +1,6 @@
 // One thread's records out of a live ring, in order, block by block. Internal header.
 //
-// Each block is copied whole into a private buffer (read in place once the writer is gone),
+// Each block is copied whole into a private buffer (with the writer gone, several at once),
 // then validated against the writer's state read after the copy: the slot's generation must not
 // have changed, and the block must lie outside the region the writer may be overwriting. A block
 // that fails is skipped and the records it held are counted as overwritten (from the next block's
@@ -56,8 +56,11 @@ class SpanSourceOf : public SpanSource {
 class LiveThreadStream {
  public:
   // REQUIRES: slot < trace.process().max_threads. consume: advance the slot's consumer
-  // position as records are read (the caller is the attached consumer).
-  LiveThreadStream(Trace& trace, const ThreadInfo& info, bool consume, uint32_t index);
+  // position as records are read (the caller is the attached consumer). chunk_bytes: how
+  // much of a dead writer's ring one read copies (the buffer, freed at the end; one block
+  // while the writer lives).
+  LiveThreadStream(Trace& trace, const ThreadInfo& info, bool consume, uint32_t index,
+                   uint32_t chunk_bytes);
 
   // Next record, or false at the position the writer had reached when the stream began.
   bool next(Record* record);
@@ -68,14 +71,16 @@ class LiveThreadStream {
  private:
   bool load_block();
   void publish_consumed();
-  void prefault(uint64_t from, uint64_t to) const;
+  // Points data_ at the block [start, start + len), copying it (and, with the writer gone,
+  // the blocks after it) unless the last copy holds it. False if the file is short.
+  bool copy_block(uint64_t start, uint32_t len);
 
   Trace& trace_;
   RecordSizer sizer_;
   SpanRecords records_;
   const abi::ThreadSlot* slot_;
   abi::ThreadSlot* writable_slot_;
-  const uint8_t* ring_;
+  uint64_t ring_offset_;  // of the ring in the segment file
   uint64_t mask_;
   uint64_t block_;
   uint64_t ring_size_;
@@ -86,11 +91,14 @@ class LiveThreadStream {
   uint64_t expected_seq_;
   uint32_t index_;
   ThreadStats stats_;
-  std::vector<uint8_t> buf_;
-  const uint8_t* data_ = nullptr;  // the current block: buf_, or the ring if the writer is gone
+  uint64_t chunk_bytes_;
+  std::vector<uint8_t> buf_;       // copied blocks
+  uint64_t copied_pos_ = 0;        // ring position of buf_[0]
+  uint64_t copied_len_ = 0;        // bytes copied into buf_
+  const uint8_t* data_ = nullptr;  // the current block, in buf_
   bool have_block_ = false;
-  uint64_t block_pos_ = 0;  // position of the block in buf_
-  uint32_t buf_len_ = 0;    // valid bytes in buf_
+  uint64_t block_pos_ = 0;  // ring position of the current block
+  uint32_t buf_len_ = 0;    // its valid bytes
   uint32_t offset_ = 0;     // parse offset in buf_
   uint64_t base_ticks_ = 0;
   uint64_t seq_ = 0;  // seq of the record at offset_

@@ -33,6 +33,31 @@ struct FileStream {
   bool has_loss = false;
 };
 
+// A chunk payload read back. Unlike a vector it does not zero what it grows into, since a
+// read fills it at once, and it keeps its capacity from chunk to chunk.
+class ChunkBuffer {
+ public:
+  uint8_t* data() { return bytes_.get(); }
+  const uint8_t* data() const { return bytes_.get(); }
+  size_t size() const { return size_; }
+  void resize(size_t n) {
+    if (n > capacity_) {
+      bytes_.reset(new uint8_t[n]);  // not value-initialised: no zeroing
+      capacity_ = n;
+    }
+    size_ = n;
+  }
+  void release() {
+    bytes_.reset();
+    size_ = capacity_ = 0;
+  }
+
+ private:
+  std::unique_ptr<uint8_t[]> bytes_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
 // A trace file's index: every chunk up to the first invalid one was checked (header and
 // payload checksums, sizes, ordering) before anything in it is used.
 struct TraceFile {
@@ -45,8 +70,7 @@ struct TraceFile {
 
   ~TraceFile();
   // Reads and checks one chunk payload; raw gets the uncompressed bytes.
-  Status read_extent(const Extent& e, std::vector<uint8_t>* raw,
-                     std::vector<uint8_t>* scratch) const;
+  Status read_extent(const Extent& e, ChunkBuffer* raw, ChunkBuffer* scratch) const;
 
   std::string path;
   int fd = -1;
@@ -89,7 +113,9 @@ class FileThreadStream {
   uint32_t index_;
   uint64_t block_;
   ThreadStats stats_;
-  std::vector<uint8_t> chunk_, scratch_, buf_;
+  ChunkBuffer chunk_, scratch_;
+  std::vector<uint8_t> buf_;       // a block that spans two chunks, copied whole
+  const uint8_t* data_ = nullptr;  // the current block: in chunk_, or buf_
   size_t next_extent_ = 0;
   uint64_t chunk_pos_ = 0;  // position of chunk_[0]
   uint64_t cursor_ = 0;     // next position to read

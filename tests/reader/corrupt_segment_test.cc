@@ -162,6 +162,49 @@ TEST_F(CorruptSegmentTest, DamagedRingsAreSkippedNotTrusted) {
   read_everything();  // no crash is the assertion; ASan checks the bounds
 }
 
+// Reads every thread of an open trace, merged or as spans: records and corrupt blocks.
+std::pair<uint64_t, uint64_t> count_records(Trace& trace, bool spans) {
+  uint64_t records = 0, corrupt = 0;
+  if (spans) {
+    for (auto& source : trace.read_spans()) {
+      RecordSpan span;
+      while (source->next(&span)) records += span.records;
+      corrupt += source->stats().corrupt_blocks;
+    }
+  } else {
+    auto source = trace.read_all();
+    Record r;
+    while (source->next(&r)) ++records;
+    for (const ThreadStats& s : source->threads()) corrupt += s.corrupt_blocks;
+  }
+  return {records, corrupt};
+}
+
+TEST_F(CorruptSegmentTest, ShrunkAfterOpenLosesTheMissingBlocksOnly) {
+  // Another process truncates the segment while it is read: the rings' bytes past the new
+  // end are gone. They are counted as corrupt blocks, never read through the mapping (which
+  // would raise SIGBUS).
+  const abi::SegmentHeader h = header();
+  write_file();
+  auto t = Trace::open_path(path_);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  // The first thread's ring is whole, the second's is gone.
+  ASSERT_EQ(truncate(path_.c_str(), static_cast<off_t>(h.rings_offset + h.ring_size)), 0);
+  for (bool spans : {false, true}) {
+    auto [records, corrupt] = count_records(**t, spans);
+    EXPECT_EQ(records, 1000u) << (spans ? "spans" : "merged");
+    EXPECT_EQ(corrupt, 1u) << (spans ? "spans" : "merged");
+  }
+  // Cut inside the first ring: the blocks before the cut still read.
+  ASSERT_EQ(truncate(path_.c_str(), static_cast<off_t>(h.rings_offset + h.ring_size / 2)), 0);
+  for (bool spans : {false, true}) {
+    auto [records, corrupt] = count_records(**t, spans);
+    EXPECT_GT(records, 500u) << (spans ? "spans" : "merged");
+    EXPECT_LT(records, 1000u) << (spans ? "spans" : "merged");
+    EXPECT_EQ(corrupt, 2u) << (spans ? "spans" : "merged");
+  }
+}
+
 TEST_F(CorruptSegmentTest, RandomByteFlipsNeverCrash) {
   std::mt19937_64 rng(7);
   for (int round = 0; round < 300; ++round) {
