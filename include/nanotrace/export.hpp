@@ -78,11 +78,12 @@ struct ExportOptions {
 };
 
 struct ExportSummary {
-  uint64_t records = 0;        // records written
-  uint64_t lost = 0;           // records lost before they could be read, all threads
-  uint32_t threads = 0;        // threads (CTF: streams) in the output
-  uint64_t bytes_written = 0;  // bytes of output (CTF: metadata and stream files)
-  uint64_t buffer_bytes = 0;   // output buffers held at the peak (the memory bound)
+  uint64_t records = 0;         // records written
+  uint64_t lost = 0;            // records lost before they could be read, all threads
+  uint64_t corrupt_blocks = 0;  // blocks skipped as damaged (their records are not counted)
+  uint32_t threads = 0;         // threads (CTF: streams) in the output
+  uint64_t bytes_written = 0;   // bytes of output (CTF: metadata and stream files)
+  uint64_t buffer_bytes = 0;    // output buffers held at the peak (the memory bound)
 };
 
 // export_trace - reads every record of trace (merged by time) and writes it in

@@ -378,6 +378,7 @@ Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
   for (uint32_t i = 0; i < sources.size(); ++i) {
     const ThreadStats& stats = sources[i]->stats();
     summary.lost += stats.lost();
+    summary.corrupt_blocks += stats.corrupt_blocks;
     if (stats.records == 0 && stats.lost() > 0) {
       Status st = writers[0]->export_loss_only(i, stats.info.tid, stats.lost());
       if (!st.ok()) return st;

@@ -160,7 +160,10 @@ Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options) {
   } while (source->next(&record));
   st = writer->finish(*source, &summary);
   if (!st.ok()) return st;
-  for (const ThreadStats& t : source->threads()) summary.lost += t.lost();
+  for (const ThreadStats& t : source->threads()) {
+    summary.lost += t.lost();
+    summary.corrupt_blocks += t.corrupt_blocks;
+  }
   summary.threads = static_cast<uint32_t>(source->threads().size());
   return summary;
 }

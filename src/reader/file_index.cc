@@ -1,7 +1,8 @@
 // Opening a trace file: check the file header, then walk the chunks, checking each header
-// and payload checksum, size and order before indexing it. The first invalid chunk ends the
-// walk: a torn tail (recorder killed, disk full) or damage leaves the valid prefix, with a
-// warning. Nothing in the file is used before it has been checked.
+// (checksum, size, order) before indexing it, and the payloads of the small chunks it
+// decodes. The first invalid chunk ends the walk: a torn tail (recorder killed, disk full) or
+// damage leaves the valid prefix, with a warning. DATA payloads are checked when they are
+// read (read_extent). Nothing in the file is used before it has been checked.
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -54,8 +55,8 @@ Status TraceFile::read_extent(const Extent& e, ChunkBuffer* raw, ChunkBuffer* sc
   Status s = pread_all(fd, stored->data(), e.stored, e.offset, path);
   if (!s.ok()) return s;
   if (file::crc32c(0, stored->data(), e.stored) != e.crc) {
-    return Status::Corrupt(path + ": chunk at offset " + std::to_string(e.offset) +
-                           " changed since the file was opened");
+    return Status::Corrupt(path + ": data chunk at offset " + std::to_string(e.offset) +
+                           " fails its checksum");
   }
   if (packed) {
     raw->resize(e.raw);
@@ -135,16 +136,10 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
       stop("incomplete chunk (file cut short)");
       break;
     }
-    stored.resize(c.stored_size);
-    s = pread_all(f->fd, stored.data(), c.stored_size, payload_off, path);
-    if (!s.ok()) return s;
-    if (file::crc32c(0, stored.data(), c.stored_size) != c.payload_crc) {
-      stop("chunk checksum mismatch");
-      break;
-    }
     auto type = static_cast<file::ChunkType>(c.type);
-    Extent e{payload_off, c.stored_size, c.raw_size, c.payload_crc, c.flags, c.position};
     if (type == file::ChunkType::kData) {
+      // Indexed only: its payload is checked when it is read (read_extent), so that the
+      // bulk of the file is read once.
       auto it = by_key.find(key(c.slot, c.generation));
       if (it == by_key.end()) {
         stop("data chunk of an unknown thread");
@@ -155,9 +150,17 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
         stop("data chunk out of order");
         break;
       }
-      fs.extents.push_back(e);
+      fs.extents.push_back(
+          Extent{payload_off, c.stored_size, c.raw_size, c.payload_crc, c.flags, c.position});
       fs.end = c.position + c.raw_size;
     } else {
+      stored.resize(c.stored_size);
+      s = pread_all(f->fd, stored.data(), c.stored_size, payload_off, path);
+      if (!s.ok()) return s;
+      if (file::crc32c(0, stored.data(), c.stored_size) != c.payload_crc) {
+        stop("chunk checksum mismatch");
+        break;
+      }
       // Small chunks: decode now.
       if (packed) {
         raw.resize(c.raw_size);

@@ -167,6 +167,46 @@ TEST(TraceFileTest, DamagedFilesAreRejectedOrReadAsAPrefix) {
   unlink(good.c_str());
 }
 
+TEST(TraceFileTest, ToolsSayWhatDamageCost) {
+  HeldProducer p({kProducer, "--threads", "2", "--events", "3000", "--hold"},
+                 {"NANOTRACE_BUFFER=1M"});
+  std::string good = testing::temp_path("said.ntr"), bad = testing::temp_path("said-bad.ntr");
+  run(kCli + " snapshot " + std::to_string(p.pid) + " -o " + good + " 2>/dev/null");
+  std::string data = read_file(good);
+  std::vector<size_t> offsets = chunk_offsets(data);
+  // A cut tail: read as its valid prefix, with a warning naming the file.
+  write_file(bad, data.substr(0, (offsets[offsets.size() - 2] + data.size()) / 2));
+  std::string out = run(kCli + " dump " + bad + " 2>&1 >/dev/null");
+  EXPECT_NE(out.find("nanotrace: warning: " + bad + ": incomplete chunk"), std::string::npos)
+      << out;
+  // A flipped byte in the first DATA payload: that stream ends there, the other is whole,
+  // and export and dump say that blocks were skipped.
+  size_t first_data = 0;
+  for (size_t off : offsets) {
+    file::ChunkHeader h;
+    if (off + sizeof(h) > data.size()) break;
+    std::memcpy(&h, data.data() + off, sizeof(h));
+    if (h.type == static_cast<uint16_t>(file::ChunkType::kData)) {
+      first_data = off;
+      break;
+    }
+  }
+  ASSERT_GT(first_data, 0u);
+  std::string flipped = data;
+  flipped[first_data + sizeof(file::ChunkHeader) + 100] ^= 0x40;
+  write_file(bad, flipped);
+  std::string ctf = testing::temp_path("said-ctf");
+  out = run(kCli + " export -f ctf -o " + ctf + " " + bad + " 2>&1");
+  EXPECT_NE(out.find("exported 3000 records of 1 threads (0 lost, 1 corrupt blocks skipped)"),
+            std::string::npos)
+      << out;
+  out = run(kCli + " dump " + bad + " 2>&1 >/dev/null");
+  EXPECT_NE(out.find("corrupt blocks skipped"), std::string::npos) << out;
+  run("rm -rf " + ctf);
+  unlink(bad.c_str());
+  unlink(good.c_str());
+}
+
 TEST(TraceFileTest, NotATraceFile) {
   std::string path = testing::temp_path("junk.ntr");
   write_file(path, std::string("NANOTRCF") + std::string(100, '\0'));

@@ -45,7 +45,7 @@ nlohmann::json field_json(const FieldValue& v) {
 }  // namespace
 
 int cmd_dump(const std::string& source, const DumpOptions& options) {
-  auto opened = Trace::open(source);
+  auto opened = open_source(source);
   if (!opened.ok()) return fail(opened.status());
   Trace& trace = **opened;
   for (const std::string& f : options.events) {

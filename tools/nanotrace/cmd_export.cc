@@ -23,13 +23,17 @@ int cmd_export(const ExportArgs& args) {
       *format != ExportFormat::kPerfetto) {
     return fail(Status::Invalid("--slice applies to the chrome and perfetto formats only"));
   }
-  auto opened = Trace::open(args.source);
+  auto opened = open_source(args.source);
   if (!opened.ok()) return fail(opened.status());
   auto summary = export_trace(**opened, options);
   if (!summary.ok()) return fail(summary.status());
-  fmt::print(stderr, "exported {} records of {} threads ({} lost) as {} to {} ({} bytes)\n",
-             summary->records, summary->threads, summary->lost, export_format_name(*format),
-             args.output == "-" ? "stdout" : args.output, summary->bytes_written);
+  std::string corrupt = summary->corrupt_blocks == 0
+                            ? ""
+                            : fmt::format(", {} corrupt blocks skipped", summary->corrupt_blocks);
+  fmt::print(stderr, "exported {} records of {} threads ({} lost{}) as {} to {} ({} bytes)\n",
+             summary->records, summary->threads, summary->lost, corrupt,
+             export_format_name(*format), args.output == "-" ? "stdout" : args.output,
+             summary->bytes_written);
   return 0;
 }
 

@@ -14,6 +14,14 @@ int fail(const Status& status) {
   return 1;
 }
 
+Result<std::unique_ptr<Trace>> open_source(const std::string& source, bool writable) {
+  auto opened = Trace::open(source, writable);
+  if (opened.ok() && !(*opened)->warning().empty()) {
+    std::fprintf(stderr, "nanotrace: warning: %s\n", (*opened)->warning().c_str());
+  }
+  return opened;
+}
+
 int cmd_list(bool json) {
   std::vector<ProcessEntry> all = list_processes();
   if (json) {
@@ -55,7 +63,7 @@ int cmd_list(bool json) {
 }
 
 int cmd_events(const std::string& source, bool json) {
-  auto trace = Trace::open(source);
+  auto trace = open_source(source);
   if (!trace.ok()) return fail(trace.status());
   Trace& t = **trace;
   std::vector<GroupInfo> groups = t.groups();
@@ -91,7 +99,7 @@ int cmd_events(const std::string& source, bool json) {
 }
 
 int cmd_enable(const std::string& source, const std::vector<std::string>& names, bool enable) {
-  auto trace = Trace::open(source, /*writable=*/true);
+  auto trace = open_source(source, /*writable=*/true);
   if (!trace.ok()) return fail(trace.status());
   Trace& t = **trace;
   if (!t.process().alive) {

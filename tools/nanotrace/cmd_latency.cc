@@ -50,7 +50,7 @@ void print_histogram(const LatencyStats& s) {
 }  // namespace
 
 int cmd_latency(const LatencyArgs& args) {
-  auto opened = Trace::open(args.source);
+  auto opened = open_source(args.source);
   if (!opened.ok()) return fail(opened.status());
   LatencyOptions options;
   options.rule = PairRule{args.begin, args.end, args.key};

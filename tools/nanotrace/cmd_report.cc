@@ -16,7 +16,7 @@ int cmd_report(const ReportArgs& args) {
     if (!rule.ok()) return fail(rule.status());
     options.pairs.push_back(*rule);
   }
-  auto opened = Trace::open(args.source);
+  auto opened = open_source(args.source);
   if (!opened.ok()) return fail(opened.status());
   auto summary = write_html_report(**opened, options);
   if (!summary.ok()) return fail(summary.status());

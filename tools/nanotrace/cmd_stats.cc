@@ -30,7 +30,7 @@ struct Counter {
 }  // namespace
 
 int cmd_stats(const std::string& source, bool json) {
-  auto opened = Trace::open(source);
+  auto opened = open_source(source);
   if (!opened.ok()) return fail(opened.status());
   Trace& trace = **opened;
   auto records = trace.read_all();

@@ -34,7 +34,7 @@ const char* trigger_state_name(uint32_t s) {
 std::string bounded(const char* p, size_t cap) { return std::string(p, ::strnlen(p, cap)); }
 
 Result<std::unique_ptr<Trace>> open_live(const std::string& source) {
-  auto trace = Trace::open(source, /*writable=*/true);
+  auto trace = open_source(source, /*writable=*/true);
   if (!trace.ok()) return trace.status();
   if (!(*trace)->process().alive) {
     return Status::Invalid("process " + std::to_string((*trace)->process().pid) +
@@ -117,7 +117,7 @@ int cmd_resume(const std::string& source) {
 }
 
 int cmd_status(const std::string& source) {
-  auto opened = Trace::open(source);
+  auto opened = open_source(source);
   if (!opened.ok()) return fail(opened.status());
   Trace& t = **opened;
   const ProcessInfo& p = t.process();

@@ -6,11 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "nanotrace/reader.hpp"
 #include "nanotrace/status.hpp"
 
 namespace nanotrace::cli {
 
 int fail(const Status& status);
+// Trace::open, then one "nanotrace: warning: ..." line on stderr if part of a trace file had
+// to be ignored (a torn or damaged tail).
+Result<std::unique_ptr<Trace>> open_source(const std::string& source, bool writable = false);
 
 int cmd_list(bool json);
 int cmd_events(const std::string& source, bool json);
