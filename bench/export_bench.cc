@@ -3,8 +3,9 @@
 // peak RSS from wait4's ru_maxrss), and writes the figures as JSON.
 //
 //   export_bench --cli PATH/nanotrace --source SEGMENT --out DIR --json FILE
-//                [--formats ctf,chrome,chrome@null,...] [--keep-output]
-// (FORMAT@null writes to /dev/null: the encoder without the file system.)
+//                [--formats ctf,chrome,chrome@null,...] [--repeat N] [--keep-output]
+// (FORMAT@null writes to /dev/null: the encoder without the file system.) With --repeat,
+// each format runs N times in interleaved rounds and reports its median.
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -38,11 +39,63 @@ uint64_t dir_bytes(const std::string& path) {
   return n;
 }
 
+// One `nanotrace export` run as a child process.
+struct Run {
+  bool ok = false;
+  double seconds = 0;
+  uint64_t peak_rss_kb = 0;   // ru_maxrss
+  uint64_t peak_anon_kb = 0;  // RssAnon, sampled every 5 ms: the memory the exporter holds
+  double user_seconds = 0;
+  double system_seconds = 0;
+  uint64_t output_bytes = 0;
+};
+
+// label: a format, or "FORMAT@null" to write to /dev/null (the encoder without the file
+// system).
+Run run_export(const std::string& cli, const std::string& source, const std::string& out,
+               const std::string& label, bool keep) {
+  std::string format = label;
+  bool to_null = format.size() > 5 && format.compare(format.size() - 5, 5, "@null") == 0;
+  if (to_null) format.resize(format.size() - 5);
+  std::string target = to_null ? "/dev/null" : out + "/export." + format;
+  if (!to_null) std::filesystem::remove_all(target);
+  double t0 = now_s();
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(cli.c_str(), cli.c_str(), "export", source.c_str(), "--format", format.c_str(), "-o",
+          target.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  Run run;
+  int status = 0;
+  struct rusage ru {};
+  for (;;) {
+    pid_t done = wait4(pid, &status, WNOHANG, &ru);
+    if (done == pid) break;
+    std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+    std::string key;
+    uint64_t kb;
+    while (st >> key) {
+      if (key == "RssAnon:" && st >> kb) run.peak_anon_kb = std::max(run.peak_anon_kb, kb);
+    }
+    usleep(5000);
+  }
+  run.seconds = now_s() - t0;
+  run.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  run.peak_rss_kb = static_cast<uint64_t>(ru.ru_maxrss);
+  run.user_seconds = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+  run.system_seconds = ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+  run.output_bytes = to_null ? 0 : dir_bytes(target);
+  if (!keep && !to_null) std::filesystem::remove_all(target);
+  return run;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string cli, source, out, json_path, formats = "ctf,chrome,chrome@null,perfetto,jsonl,csv";
   bool keep = false;
+  int repeat = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -58,6 +111,8 @@ int main(int argc, char** argv) {
       formats = next();
     } else if (a == "--keep-output") {
       keep = true;
+    } else if (a == "--repeat") {
+      repeat = std::max(1, std::atoi(next().c_str()));
     } else {
       std::fprintf(stderr, "export_bench: unknown argument %s\n", a.c_str());
       return 2;
@@ -70,6 +125,7 @@ int main(int argc, char** argv) {
   }
   nlohmann::json result;
   result["source"] = source;
+  uint64_t records = 0;
 
   // The reader alone: what every exporter pays before encoding.
   {
@@ -89,6 +145,7 @@ int main(int argc, char** argv) {
     double dt = now_s() - t0;
     uint64_t lost = 0;
     for (const auto& t : src->threads()) lost += t.lost();
+    records = n;
     result["records"] = n;
     result["lost"] = lost;
     result["reader"] = {{"seconds", dt}, {"events_per_second", n / dt}, {"fields", sum}};
@@ -97,59 +154,52 @@ int main(int argc, char** argv) {
   }
 
   std::filesystem::create_directories(out);
-  size_t start = 0;
-  while (start <= formats.size()) {
-    size_t comma = formats.find(',', start);
-    std::string format = formats.substr(start, comma == std::string::npos ? comma : comma - start);
-    start = comma == std::string::npos ? formats.size() + 1 : comma + 1;
-    if (format.empty()) continue;
-    // "FORMAT@null": write to /dev/null, to separate encoding from file-system cost.
-    std::string label = format;
-    bool to_null = format.size() > 5 && format.compare(format.size() - 5, 5, "@null") == 0;
-    if (to_null) format.resize(format.size() - 5);
-    std::string target = to_null ? "/dev/null" : out + "/export." + format;
-    if (!to_null) std::filesystem::remove_all(target);
-    double t0 = now_s();
-    pid_t pid = fork();
-    if (pid == 0) {
-      execl(cli.c_str(), cli.c_str(), "export", source.c_str(), "--format", format.c_str(), "-o",
-            target.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
+  std::vector<std::string> labels;
+  for (size_t at = 0; at <= formats.size();) {
+    size_t comma = std::min(formats.find(',', at), formats.size());
+    if (comma > at) labels.push_back(formats.substr(at, comma - at));
+    at = comma + 1;
+  }
+  // Rounds over all formats (A B C A B C ...), so that a slow spell of the machine does not
+  // fall on one format only; each format reports its median.
+  std::vector<std::vector<Run>> runs(labels.size());
+  for (int round = 0; round < repeat; ++round) {
+    for (size_t i = 0; i < labels.size(); ++i) {
+      runs[i].push_back(run_export(cli, source, out, labels[i], keep));
+      const Run& r = runs[i].back();
+      std::printf(
+          "%-13s %s %.3f s = %.1f M events/s, peak RSS %.1f MiB (private %.1f MiB), "
+          "output %.1f MiB\n",
+          labels[i].c_str(), r.ok ? "ok  " : "FAIL", r.seconds, records / r.seconds / 1e6,
+          r.peak_rss_kb / 1024.0, r.peak_anon_kb / 1024.0, r.output_bytes / 1048576.0);
     }
-    // ru_maxrss counts the touched pages of the mapped segment too (shared memory); the
-    // private memory the exporter holds is RssAnon, sampled here every 5 ms.
-    int status = 0;
-    struct rusage ru {};
-    uint64_t peak_anon_kb = 0;
-    for (;;) {
-      pid_t done = wait4(pid, &status, WNOHANG, &ru);
-      if (done == pid) break;
-      std::ifstream st("/proc/" + std::to_string(pid) + "/status");
-      std::string key;
-      uint64_t kb;
-      while (st >> key) {
-        if (key == "RssAnon:" && st >> kb) peak_anon_kb = std::max(peak_anon_kb, kb);
-      }
-      usleep(5000);
+  }
+  for (size_t i = 0; i < labels.size(); ++i) {
+    std::vector<Run>& v = runs[i];
+    std::vector<double> seconds;
+    bool ok = true;
+    uint64_t rss = 0, anon = 0;
+    for (const Run& r : v) {
+      seconds.push_back(r.seconds);
+      ok &= r.ok;
+      rss = std::max(rss, r.peak_rss_kb);
+      anon = std::max(anon, r.peak_anon_kb);
     }
-    double dt = now_s() - t0;
-    uint64_t n = result["records"];
-    uint64_t bytes = to_null ? 0 : dir_bytes(target);
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    result["formats"][label] = {{"ok", ok},
-                                {"seconds", dt},
-                                {"events_per_second", n / dt},
-                                {"peak_rss_bytes", static_cast<uint64_t>(ru.ru_maxrss) * 1024},
-                                {"peak_anon_rss_bytes", peak_anon_kb * 1024},
-                                {"user_seconds", ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6},
-                                {"system_seconds", ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6},
-                                {"output_bytes", bytes}};
-    std::printf(
-        "%-13s %s %.3f s = %.1f M events/s, peak RSS %.1f MiB (private %.1f MiB), output %.1f "
-        "MiB\n",
-        label.c_str(), ok ? "ok  " : "FAIL", dt, n / dt / 1e6, ru.ru_maxrss / 1024.0,
-        peak_anon_kb / 1024.0, bytes / 1048576.0);
-    if (!keep && !to_null) std::filesystem::remove_all(target);
+    std::sort(seconds.begin(), seconds.end());
+    double median = seconds[seconds.size() / 2];
+    result["formats"][labels[i]] = {{"ok", ok},
+                                    {"seconds", median},
+                                    {"runs_seconds", seconds},
+                                    {"events_per_second", records / median},
+                                    {"peak_rss_bytes", rss * 1024},
+                                    {"peak_anon_rss_bytes", anon * 1024},
+                                    {"user_seconds", v.back().user_seconds},
+                                    {"system_seconds", v.back().system_seconds},
+                                    {"output_bytes", v.back().output_bytes}};
+    if (repeat > 1) {
+      std::printf("%-13s median of %d: %.3f s = %.1f M events/s\n", labels[i].c_str(), repeat,
+                  median, records / median / 1e6);
+    }
   }
   std::ofstream(json_path) << result.dump(2) << "\n";
   return 0;
