@@ -19,7 +19,7 @@ inline constexpr uint32_t kFileVersion = 1;
 inline constexpr uint32_t kChunkMagic = 0x4b43544e;  // "NTCK"
 // Bounds a reader enforces before allocating anything.
 inline constexpr uint32_t kMaxChunkBytes = 16u << 20;   // stored and raw payload sizes
-inline constexpr uint32_t kMaxDataChunkRaw = 4u << 20;  // what the writer emits per DATA chunk
+inline constexpr uint32_t kMaxDataChunkRaw = 1u << 20;  // what the writer emits per DATA chunk
 inline constexpr uint32_t kMaxBlockBytes = 1u << 20;    // block_size accepted from a file
 
 enum class ChunkType : uint16_t {
