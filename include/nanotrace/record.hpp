@@ -25,10 +25,11 @@ struct RecordedThread {
   uint32_t generation = 0;
   uint32_t tid = 0;
   std::string name;
-  uint64_t records = 0;      // records written to the file
-  uint64_t overwritten = 0;  // records the writer overwrote before they could be copied
-  uint64_t dropped = 0;      // records the writer dropped while the file was written
-  uint64_t reclaimed = 0;    // unread records lost when the thread's slot was reused
+  uint64_t records = 0;         // records written to the file
+  uint64_t overwritten = 0;     // records the writer overwrote before they could be copied
+  uint64_t dropped = 0;         // records the writer dropped while the file was written
+  uint64_t reclaimed = 0;       // unread records lost when the thread's slot was reused
+  uint64_t corrupt_blocks = 0;  // damaged blocks skipped (their records count as overwritten)
 };
 
 struct RecordProgress {

@@ -133,6 +133,7 @@ std::vector<RecordedThread> summarize(const std::vector<rec::StreamState>& strea
     t.overwritten = s.overwritten;
     t.dropped = s.dropped > s.dropped_at_start ? s.dropped - s.dropped_at_start : 0;
     t.reclaimed = s.reclaimed;
+    t.corrupt_blocks = s.corrupt_blocks;
     out.push_back(std::move(t));
   }
   return out;

@@ -2,7 +2,9 @@
 // file as on the segment it was taken from. And a damaged file (cut at every chunk boundary
 // and inside chunks, random byte flips) is rejected with a one-line error or read as its
 // valid prefix: never a crash, never a record that fails its checksum.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -205,6 +207,47 @@ TEST(TraceFileTest, ToolsSayWhatDamageCost) {
   run("rm -rf " + ctf);
   unlink(bad.c_str());
   unlink(good.c_str());
+}
+
+TEST(TraceFileTest, RecoverSaysWhichBlocksWereDamaged) {
+  // A dead process's ring with one block header overwritten: recover skips the block, counts
+  // its records as overwritten (the next block's sequence number says how many) and says
+  // that a block was damaged.
+  pid_t pid;
+  {
+    ChildProcess producer({kProducer, "--threads", "1", "--events", "20000"},
+                          {"NANOTRACE_MODE=discard", "NANOTRACE_BUFFER=1M", "NANOTRACE_KEEP=1"});
+    pid = testing::read_pid(producer);
+    ASSERT_GT(pid, 0);
+    producer.wait();
+  }
+  std::string segment = testing::segment_of(pid);
+  {
+    auto trace = testing::open_ok(segment);
+    ASSERT_TRUE(trace);
+    ASSERT_FALSE(trace->process().alive);
+    auto* h = reinterpret_cast<const abi::SegmentHeader*>(trace->base());
+    ASSERT_EQ(trace->threads().size(), 1u);
+    uint64_t at = h->rings_offset + uint64_t{trace->threads()[0].slot} * h->ring_size +
+                  2 * uint64_t{h->block_size};  // the third block's position field
+    int fd = ::open(segment.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    uint64_t bogus = 12345;
+    ASSERT_EQ(::pwrite(fd, &bogus, sizeof(bogus), static_cast<off_t>(at)), 8);
+    ::close(fd);
+  }
+  std::string file = testing::temp_path("damaged-recover.ntr");
+  std::string out = run(kCli + " recover " + std::to_string(pid) + " -o " + file + " 2>&1");
+  EXPECT_NE(out.find("corrupt blocks skipped"), std::string::npos) << out;
+  auto trace = testing::open_ok(file);
+  ASSERT_TRUE(trace);
+  auto r = testing::read_test_records(*trace);
+  EXPECT_EQ(r.bad_checksums, 0u);
+  ASSERT_EQ(r.threads.size(), 1u);
+  EXPECT_GT(r.threads[0].overwritten, 0u);
+  EXPECT_EQ(r.records.size() + r.threads[0].overwritten, 20000u);
+  unlink(file.c_str());
+  unlink(segment.c_str());
 }
 
 TEST(TraceFileTest, NotATraceFile) {

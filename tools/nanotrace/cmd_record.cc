@@ -31,6 +31,13 @@ void print_losses(const RecordSummary& s) {
                static_cast<unsigned long long>(s.lost_no_slot),
                static_cast<unsigned long long>(s.lost_reclaimed),
                static_cast<unsigned long long>(s.lost()));
+  // A damaged block's records are in the overwritten count (the next block's sequence
+  // number says how many); say that it was damage.
+  for (const RecordedThread& t : s.threads) {
+    if (t.corrupt_blocks == 0) continue;
+    std::fprintf(stderr, "thread %u (%s): %llu corrupt blocks skipped\n", t.tid, t.name.c_str(),
+                 static_cast<unsigned long long>(t.corrupt_blocks));
+  }
 }
 
 std::vector<std::string> split(const std::string& s) {
