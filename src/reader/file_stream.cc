@@ -16,7 +16,7 @@ FileThreadStream::FileThreadStream(const Trace& trace, std::shared_ptr<const Tra
       file_(std::move(file)),
       stream_(file_->streams[index]),
       index_(index) {
-  block_ = trace.process().block_size;
+  block_size_ = trace.process().block_size;
   stats_.info = info;
   stats_.dropped = stats_.info.dropped;
   expected_seq_ = stream_.thread.first_seq;
@@ -61,70 +61,46 @@ uint64_t FileThreadStream::read_bytes(uint8_t* dst, uint64_t n) {
 }
 
 bool FileThreadStream::load_block() {
-  have_block_ = false;
-  const uint64_t first_pos = stream_.thread.first_pos;
   while (ensure_data()) {
-    uint64_t misalign = cursor_ & (block_ - 1);
+    uint64_t misalign = cursor_ & (block_size_ - 1);
     if (misalign != 0) {  // only whole blocks can be parsed: skip to the next one
-      read_bytes(nullptr, block_ - misalign);
+      read_bytes(nullptr, block_size_ - misalign);
       continue;
     }
     uint64_t start = cursor_;
+    const uint8_t* data;
     uint64_t len;
     uint64_t in_chunk = chunk_pos_ + chunk_.size() - cursor_;
-    if (in_chunk >= block_ || next_extent_ >= stream_.extents.size() ||
+    if (in_chunk >= block_size_ || next_extent_ >= stream_.extents.size() ||
         stream_.extents[next_extent_].position != chunk_pos_ + chunk_.size()) {
       // The block is whole in this chunk (or ends with it): parsed where it lies.
-      data_ = chunk_.data() + (cursor_ - chunk_pos_);
-      len = read_bytes(nullptr, block_);
+      data = chunk_.data() + (cursor_ - chunk_pos_);
+      len = read_bytes(nullptr, block_size_);
     } else {
       // The block continues in the next chunk: copied whole.
-      if (buf_.size() < block_) buf_.resize(block_);
-      data_ = buf_.data();
-      len = read_bytes(buf_.data(), block_);
+      if (buf_.size() < block_size_) buf_.resize(block_size_);
+      data = buf_.data();
+      len = read_bytes(buf_.data(), block_size_);
     }
-    if (len < abi::kBlockHeaderBytes) continue;
-    abi::BlockHeader bh;
-    std::memcpy(&bh, data_, sizeof(bh));
-    bool resuming = start < first_pos;
-    bool seq_ok = resuming ? bh.first_seq <= expected_seq_ : bh.first_seq >= expected_seq_;
-    if (bh.position != start || !seq_ok || bh.first_seq > expected_seq_ + (1ull << 40)) {
-      ++stats_.corrupt_blocks;
-      continue;
+    if (len < abi::kBlockHeaderBytes) continue;  // the end of a stream cut short
+    // A block from before the recording began is one the stream resumes inside.
+    if (block_.open(data, len, start, start < stream_.thread.first_pos,
+                    expected_seq_ + (1ull << 40), &expected_seq_, &stats_)) {
+      return true;
     }
-    if (!resuming && bh.first_seq > expected_seq_) {
-      stats_.overwritten += bh.first_seq - expected_seq_;
-      expected_seq_ = bh.first_seq;
-    }
-    block_pos_ = start;
-    buf_len_ = static_cast<uint32_t>(len);
-    offset_ = abi::kBlockHeaderBytes;
-    base_ticks_ = bh.base_ticks;
-    seq_ = bh.first_seq;
-    have_block_ = true;
-    return true;
   }
   return false;
 }
 
-bool FileThreadStream::next(Record* r) {
-  while (!records_.next(trace_, index_, r)) {
-    if (!next_span(&records_.span)) return false;
-    records_.reset();
-  }
-  return true;
-}
+bool FileThreadStream::next(Record* r) { return next_decoded(*this, records_, trace_, index_, r); }
 
 bool FileThreadStream::next_span(RecordSpan* span) {
   while (!done_) {
-    if (!have_block_ && !load_block()) break;
+    if (!block_.is_open() && !load_block()) break;
     // Records before first_pos were taken before the recording began.
-    WalkEnd end = walk_block(sizer_, data_, buf_len_, block_pos_, stream_.thread.first_pos,
-                             base_ticks_, &offset_, &seq_, span);
-    if (end == WalkEnd::kCorrupt) ++stats_.corrupt_blocks;
-    have_block_ = false;
+    block_.walk(sizer_, stream_.thread.first_pos, span, &stats_);
     if (span->records > 0) {
-      expected_seq_ = seq_;
+      expected_seq_ = block_.next_seq();
       stats_.records += span->records;
       return true;
     }

@@ -1,5 +1,5 @@
-// Record sizes, the block walk and record decoding: the one definition of a valid record
-// that live rings and trace files are read with.
+// Block-header checks, record sizes, the block walk and record decoding: the one definition
+// of a valid block and record that live rings and trace files are read with.
 #include "reader/record_walk.hpp"
 
 #include <cstring>
@@ -95,6 +95,43 @@ WalkEnd walk_block(const RecordSizer& sizer, const uint8_t* buf, uint32_t len, u
   *offset = at;
   *seq = n;
   return end;
+}
+
+bool OpenBlock::open(const uint8_t* data, uint64_t len, uint64_t start, bool resuming,
+                     uint64_t seq_limit, uint64_t* expected_seq, ThreadStats* stats) {
+  open_ = false;
+  abi::BlockHeader bh;
+  if (len < sizeof(bh)) {
+    ++stats->corrupt_blocks;
+    return false;
+  }
+  std::memcpy(&bh, data, sizeof(bh));
+  bool seq_ok = resuming ? bh.first_seq <= *expected_seq : bh.first_seq >= *expected_seq;
+  if (bh.position != start || !seq_ok || bh.first_seq > seq_limit) {
+    ++stats->corrupt_blocks;
+    return false;
+  }
+  if (!resuming && bh.first_seq > *expected_seq) {
+    stats->overwritten += bh.first_seq - *expected_seq;
+    *expected_seq = bh.first_seq;
+  }
+  open_ = true;
+  data_ = data;
+  pos_ = start;
+  len_ = static_cast<uint32_t>(len);
+  offset_ = abi::kBlockHeaderBytes;
+  base_ticks_ = bh.base_ticks;
+  seq_ = bh.first_seq;
+  return true;
+}
+
+void OpenBlock::walk(const RecordSizer& sizer, uint64_t skip_before, RecordSpan* span,
+                     ThreadStats* stats) {
+  if (walk_block(sizer, data_, len_, pos_, skip_before, base_ticks_, &offset_, &seq_, span) ==
+      WalkEnd::kCorrupt) {
+    ++stats->corrupt_blocks;
+  }
+  open_ = false;
 }
 
 uint32_t decode_record(const Trace& trace, const uint8_t* buf, uint32_t offset, uint32_t limit,

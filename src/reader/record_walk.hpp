@@ -1,7 +1,7 @@
-// Walking the records of one block without decoding them: the sizes of records (from the
-// event table) and the block walk shared by the live and file thread streams. A span of
-// records that passed the walk is what RecordSpan hands out and what decode_record decodes.
-// Internal header.
+// The blocks of a thread's byte stream, as the live and file thread streams both read them:
+// the block-header checks (OpenBlock), the walk over a block's records without decoding them
+// (record sizes from the event table), and the decoding of the records a walk accepted.
+// A span of records that passed the walk is what RecordSpan hands out. Internal header.
 #pragma once
 
 #include <cstdint>
@@ -55,5 +55,65 @@ enum class WalkEnd : uint8_t {
 WalkEnd walk_block(const RecordSizer& sizer, const uint8_t* buf, uint32_t len, uint64_t block_pos,
                    uint64_t skip_before, uint64_t base_ticks, uint32_t* offset, uint64_t* seq,
                    RecordSpan* span);
+
+// Decodes the record at buf[offset, limit). Returns its size, or 0 if it is malformed
+// (unknown event id, string length past the end).
+uint32_t decode_record(const Trace& trace, const uint8_t* buf, uint32_t offset, uint32_t limit,
+                       uint64_t base_ticks, Record* record);
+
+// Hands out the records of a thread's spans one at a time, decoded: how a stream's next()
+// is built on its next_span().
+class SpanRecords {
+ public:
+  // Decodes the next record of span into r; false once the span is used up.
+  bool next(const Trace& trace, uint32_t thread, Record* r);
+  // Starts on a new span.
+  void reset() { offset_ = index_ = 0; }
+  RecordSpan span;
+
+ private:
+  uint32_t offset_ = 0;
+  uint32_t index_ = 0;
+};
+
+// The block a thread stream is walking, once its header passed the checks (open()), shared
+// by the live and file streams.
+class OpenBlock {
+ public:
+  // Checks the block found at ring position start (len bytes at data) and opens it. It must
+  // hold at least a header, its header must name that position, and its first_seq must
+  // continue the stream: at or after *expected_seq for a new block, at or before it when
+  // resuming inside a block whose first records were taken before, and at most seq_limit. A
+  // gap before a new block is counted as overwritten. False for a damaged or stale block,
+  // counted as corrupt.
+  bool open(const uint8_t* data, uint64_t len, uint64_t start, bool resuming, uint64_t seq_limit,
+            uint64_t* expected_seq, ThreadStats* stats);
+  bool is_open() const { return open_; }
+  uint64_t position() const { return pos_; }
+  uint64_t next_seq() const { return seq_; }  // after walk(): seq of the record that follows
+  // Fills span with the block's records (those from skip_before on), then closes the block;
+  // counts a malformed record as a corrupt block.
+  void walk(const RecordSizer& sizer, uint64_t skip_before, RecordSpan* span, ThreadStats* stats);
+
+ private:
+  bool open_ = false;
+  const uint8_t* data_ = nullptr;
+  uint64_t pos_ = 0;  // ring position of data_[0]
+  uint32_t len_ = 0;
+  uint32_t offset_ = 0;  // parse offset
+  uint64_t base_ticks_ = 0;
+  uint64_t seq_ = 0;  // seq of the record at offset_
+};
+
+// next() of a thread stream: its spans' records, decoded one at a time.
+template <class Stream>
+bool next_decoded(Stream& stream, SpanRecords& records, const Trace& trace, uint32_t index,
+                  Record* r) {
+  while (!records.next(trace, index, r)) {
+    if (!stream.next_span(&records.span)) return false;
+    records.reset();
+  }
+  return true;
+}
 
 }  // namespace nanotrace::reader

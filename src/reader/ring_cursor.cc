@@ -57,7 +57,7 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
   ring_offset_ = h->rings_offset + uint64_t{info.slot} * p.ring_size;
   ring_size_ = p.ring_size;
   mask_ = ring_size_ - 1;
-  block_ = p.block_size;
+  block_size_ = p.block_size;
   stats_.info = info;
   stats_.dropped = info.dropped;
   end_ = info.head;
@@ -77,14 +77,13 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
     pos_ = end_ = 0;
     return;
   }
-  uint64_t safe = oldest_safe_block(mode_, writer_gone_, end_, consumed, block_, ring_size_);
+  uint64_t safe = oldest_safe_block(mode_, writer_gone_, end_, consumed, block_size_, ring_size_);
   if (pos_ < safe || pos_ > end_) pos_ = safe;
 }
 
-bool LiveThreadStream::copy_block(uint64_t start, uint32_t len) {
+const uint8_t* LiveThreadStream::copy_block(uint64_t start, uint32_t len) {
   if (start >= copied_pos_ && start + len <= copied_pos_ + copied_len_) {
-    data_ = buf_.data() + (start - copied_pos_);
-    return true;
+    return buf_.data() + (start - copied_pos_);
   }
   // With the writer gone nothing moves, so several blocks are copied at once (up to the end
   // of the ring or of what was written).
@@ -96,22 +95,21 @@ bool LiveThreadStream::copy_block(uint64_t start, uint32_t len) {
   if (got < static_cast<ssize_t>(len)) {  // the segment file was truncated under us
     ++stats_.corrupt_blocks;
     done_ = true;
-    return false;
+    return nullptr;
   }
   copied_pos_ = start;
   copied_len_ = static_cast<uint64_t>(got);
-  data_ = buf_.data();
-  return true;
+  return buf_.data();
 }
 
 bool LiveThreadStream::load_block() {
-  have_block_ = false;
   while (pos_ < end_) {
-    uint64_t start = pos_ & ~(block_ - 1);
-    uint64_t stop = start + block_ < end_ ? start + block_ : end_;
+    uint64_t start = pos_ & ~(block_size_ - 1);
+    uint64_t stop = start + block_size_ < end_ ? start + block_size_ : end_;
     auto len = static_cast<uint32_t>(stop - start);
     // The private copy is validated against the writer's position read after it.
-    if (!copy_block(start, len)) return false;
+    const uint8_t* data = copy_block(start, len);
+    if (data == nullptr) return false;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint32_t gen = __atomic_load_n(&slot_->generation, __ATOMIC_ACQUIRE);
     uint64_t head = __atomic_load_n(&slot_->head, __ATOMIC_ACQUIRE);
@@ -126,59 +124,35 @@ bool LiveThreadStream::load_block() {
       done_ = true;
       return false;
     }
-    uint64_t safe = oldest_safe_block(mode_, writer_gone_, head, consumed, block_, ring_size_);
+    uint64_t safe = oldest_safe_block(mode_, writer_gone_, head, consumed, block_size_, ring_size_);
     if (safe > end_) safe = end_;
     if (start < safe) {
       pos_ = safe;  // overwritten while we were behind; the seq gap counts the loss
       continue;
     }
-    abi::BlockHeader bh;
-    std::memcpy(&bh, data_, sizeof(bh));
-    bool resuming = pos_ != start;  // a consumer continuing inside a block it began
-    bool seq_ok = resuming ? bh.first_seq <= expected_seq_ : bh.first_seq >= expected_seq_;
-    if (len < abi::kBlockHeaderBytes || bh.position != start || !seq_ok ||
-        bh.first_seq > stats_.info.written + (1ull << 40)) {
-      ++stats_.corrupt_blocks;
-      pos_ = start + block_;
-      continue;
+    // A consumer may be continuing inside a block it began.
+    if (block_.open(data, len, start, pos_ != start, stats_.info.written + (1ull << 40),
+                    &expected_seq_, &stats_)) {
+      return true;
     }
-    if (!resuming && bh.first_seq > expected_seq_) {
-      stats_.overwritten += bh.first_seq - expected_seq_;
-      expected_seq_ = bh.first_seq;
-    }
-    block_pos_ = start;
-    buf_len_ = len;
-    offset_ = abi::kBlockHeaderBytes;
-    base_ticks_ = bh.base_ticks;
-    seq_ = bh.first_seq;
-    have_block_ = true;
-    return true;
+    pos_ = start + block_size_;
   }
   return false;
 }
 
-bool LiveThreadStream::next(Record* r) {
-  while (!records_.next(trace_, index_, r)) {
-    if (!next_span(&records_.span)) return false;
-    records_.reset();
-  }
-  return true;
-}
+bool LiveThreadStream::next(Record* r) { return next_decoded(*this, records_, trace_, index_, r); }
 
 bool LiveThreadStream::next_span(RecordSpan* span) {
   while (!done_) {
-    if (!have_block_ && !load_block()) break;
+    if (!block_.is_open() && !load_block()) break;
     // Records before pos_ were returned by an earlier pass (a consumer resuming).
-    WalkEnd end =
-        walk_block(sizer_, data_, buf_len_, block_pos_, pos_, base_ticks_, &offset_, &seq_, span);
-    if (end == WalkEnd::kCorrupt) ++stats_.corrupt_blocks;
+    block_.walk(sizer_, pos_, span, &stats_);
     if (span->records > 0) {
-      expected_seq_ = seq_;
+      expected_seq_ = block_.next_seq();
       stats_.records += span->records;
     }
-    pos_ = block_pos_ + block_;  // end of block (or of what was written)
+    pos_ = block_.position() + block_size_;  // end of block (or of what was written)
     if (pos_ > end_) pos_ = end_;
-    have_block_ = false;
     publish_consumed();
     if (span->records > 0) return true;
   }

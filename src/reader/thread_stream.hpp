@@ -16,30 +16,10 @@
 
 namespace nanotrace::reader {
 
-// Decodes the record at buf[offset, limit). Returns its size, or 0 if it is malformed
-// (unknown event id, string length past the end).
-uint32_t decode_record(const Trace& trace, const uint8_t* buf, uint32_t offset, uint32_t limit,
-                       uint64_t base_ticks, Record* record);
-
 // The oldest block position the writer cannot be overwriting, given its head and the
 // consumer's position (see ring_cursor.cc). Shared by the live reader and the recorder.
 uint64_t oldest_safe_block(abi::Mode mode, bool writer_gone, uint64_t head, uint64_t consumed,
                            uint64_t block, uint64_t ring_size);
-
-// Hands out the records of a thread's spans one at a time, decoded: how a stream's next()
-// is built on its next_span().
-class SpanRecords {
- public:
-  // Decodes the next record of span into r; false once the span is used up.
-  bool next(const Trace& trace, uint32_t thread, Record* r);
-  // Starts on a new span.
-  void reset() { offset_ = index_ = 0; }
-  RecordSpan span;
-
- private:
-  uint32_t offset_ = 0;
-  uint32_t index_ = 0;
-};
 
 // Both thread streams: records one by one (for the merge), or as raw spans.
 template <class Stream>
@@ -71,9 +51,9 @@ class LiveThreadStream {
  private:
   bool load_block();
   void publish_consumed();
-  // Points data_ at the block [start, start + len), copying it (and, with the writer gone,
-  // the blocks after it) unless the last copy holds it. False if the file is short.
-  bool copy_block(uint64_t start, uint32_t len);
+  // The block [start, start + len), copied (and, with the writer gone, the blocks after it)
+  // unless the last copy holds it. Null if the file is short.
+  const uint8_t* copy_block(uint64_t start, uint32_t len);
 
   Trace& trace_;
   RecordSizer sizer_;
@@ -82,7 +62,7 @@ class LiveThreadStream {
   abi::ThreadSlot* writable_slot_;
   uint64_t ring_offset_;  // of the ring in the segment file
   uint64_t mask_;
-  uint64_t block_;
+  uint64_t block_size_;
   uint64_t ring_size_;
   abi::Mode mode_;
   bool writer_gone_ = false;
@@ -92,16 +72,10 @@ class LiveThreadStream {
   uint32_t index_;
   ThreadStats stats_;
   uint64_t chunk_bytes_;
-  std::vector<uint8_t> buf_;       // copied blocks
-  uint64_t copied_pos_ = 0;        // ring position of buf_[0]
-  uint64_t copied_len_ = 0;        // bytes copied into buf_
-  const uint8_t* data_ = nullptr;  // the current block, in buf_
-  bool have_block_ = false;
-  uint64_t block_pos_ = 0;  // ring position of the current block
-  uint32_t buf_len_ = 0;    // its valid bytes
-  uint32_t offset_ = 0;     // parse offset in buf_
-  uint64_t base_ticks_ = 0;
-  uint64_t seq_ = 0;  // seq of the record at offset_
+  std::vector<uint8_t> buf_;  // copied blocks
+  uint64_t copied_pos_ = 0;   // ring position of buf_[0]
+  uint64_t copied_len_ = 0;   // bytes copied into buf_
+  OpenBlock block_;           // in buf_
   bool done_ = false;
 };
 

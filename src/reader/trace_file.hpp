@@ -111,21 +111,15 @@ class FileThreadStream {
   std::shared_ptr<const TraceFile> file_;
   const FileStream& stream_;
   uint32_t index_;
-  uint64_t block_;
+  uint64_t block_size_;
   ThreadStats stats_;
   ChunkBuffer chunk_, scratch_;
-  std::vector<uint8_t> buf_;       // a block that spans two chunks, copied whole
-  const uint8_t* data_ = nullptr;  // the current block: in chunk_, or buf_
+  std::vector<uint8_t> buf_;  // a block that spans two chunks, copied whole
   size_t next_extent_ = 0;
   uint64_t chunk_pos_ = 0;  // position of chunk_[0]
   uint64_t cursor_ = 0;     // next position to read
   bool have_chunk_ = false;
-  bool have_block_ = false;
-  uint64_t block_pos_ = 0;
-  uint32_t buf_len_ = 0;
-  uint32_t offset_ = 0;
-  uint64_t base_ticks_ = 0;
-  uint64_t seq_ = 0;
+  OpenBlock block_;  // in chunk_, or buf_
   uint64_t expected_seq_ = 0;
   bool done_ = false;
 };
