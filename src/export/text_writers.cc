@@ -21,9 +21,28 @@ void put_uint(fmt::memory_buffer& b, uint64_t v) {
   b.append(n.data(), n.data() + n.size());
 }
 
-class JsonlWriter : public RecordWriter {
+// What both formats share: one line per record into a buffered file, with the text of each
+// thread's and each event's constant cells prepared once.
+class LineWriter : public RecordWriter {
  public:
-  explicit JsonlWriter(const ExportOptions& options) : options_(options) {}
+  explicit LineWriter(const ExportOptions& options) : options_(options) {}
+
+  Status finish(RecordSource&, ExportSummary* summary) override {
+    summary->bytes_written = out_.bytes();
+    summary->buffer_bytes = OutFile::kFlushBytes;
+    return out_.close();
+  }
+
+ protected:
+  ExportOptions options_;
+  OutFile out_;
+  std::vector<std::string> threads_;  // by thread index: the thread's cells
+  std::vector<std::string> event_;    // by event id: the event's cells
+};
+
+class JsonlWriter : public LineWriter {
+ public:
+  using LineWriter::LineWriter;
 
   Status begin(const Trace& trace, RecordSource& source) override {
     Status st = out_.open(options_.output);
@@ -72,23 +91,13 @@ class JsonlWriter : public RecordWriter {
     out_.maybe_flush();
   }
 
-  Status finish(RecordSource&, ExportSummary* summary) override {
-    summary->bytes_written = out_.bytes();
-    summary->buffer_bytes = OutFile::kFlushBytes;
-    return out_.close();
-  }
-
  private:
-  ExportOptions options_;
-  OutFile out_;
-  std::vector<std::string> threads_;
-  std::vector<std::string> event_;
-  std::vector<std::vector<std::string>> keys_;
+  std::vector<std::vector<std::string>> keys_;  // by event id and field: `"name":`
 };
 
-class CsvWriter : public RecordWriter {
+class CsvWriter : public LineWriter {
  public:
-  explicit CsvWriter(const ExportOptions& options) : options_(options) {}
+  using LineWriter::LineWriter;
 
   Status begin(const Trace& trace, RecordSource& source) override {
     Status st = out_.open(options_.output);
@@ -162,17 +171,7 @@ class CsvWriter : public RecordWriter {
     out_.maybe_flush();
   }
 
-  Status finish(RecordSource&, ExportSummary* summary) override {
-    summary->bytes_written = out_.bytes();
-    summary->buffer_bytes = OutFile::kFlushBytes;
-    return out_.close();
-  }
-
  private:
-  ExportOptions options_;
-  OutFile out_;
-  std::vector<std::string> threads_;
-  std::vector<std::string> event_;
   size_t columns_ = 0;
   std::vector<std::vector<int>> field_of_column_;
 };
