@@ -46,6 +46,19 @@ class ExecutorBase : public Executor {
   }
   // Nanoseconds since begin() (0 when options.record_times is off).
   uint64_t now() const;
+  // Takes every completion the ring holds, calling on_cqe(node id, result) for each in
+  // order; returns how many there were.
+  template <class OnCqe>
+  unsigned reap(OnCqe&& on_cqe) {
+    unsigned cq_head, seen = 0;
+    io_uring_cqe* cqe;
+    io_uring_for_each_cqe(ring_.get(), cq_head, cqe) {
+      ++seen;
+      on_cqe(static_cast<uint32_t>(cqe->user_data), cqe->res);
+    }
+    io_uring_cq_advance(ring_.get(), seen);
+    return seen;
+  }
 
   Backend backend_;
   uint64_t graph_id_ = 0;  // options.graph_id, or a process-unique number per run

@@ -15,7 +15,6 @@ class LevelExecutor final : public ExecutorBase {
   Status run(const Graph& graph, RunResult& result) override {
     if (Status s = begin(graph, result); !s.ok()) return s;
     const uint64_t gid = graph_id_;
-    io_uring* ring = ring_.get();
     for (uint32_t level = 0; level < graph.level_count(); ++level) {
       // Nodes of this level whose predecessors all succeeded; others stay pending (skipped).
       queue_.clear();
@@ -43,18 +42,12 @@ class LevelExecutor final : public ExecutorBase {
         const unsigned wait_nr = head < queue_.size() ? 1 : inflight;
         if (Status s = ring_.submit_and_wait(wait_nr); !s.ok()) return s;
         t = now();
-        unsigned cq_head, seen = 0;
-        io_uring_cqe* cqe;
-        io_uring_for_each_cqe(ring, cq_head, cqe) {
-          ++seen;
-          --inflight;
-          const auto v = static_cast<uint32_t>(cqe->user_data);
-          const Outcome outcome = complete(result, v, graph.node(v), cqe->res, t);
+        inflight -= reap([&](uint32_t v, int res) {
+          const Outcome outcome = complete(result, v, graph.node(v), res, t);
           NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={}", gid, v,
-                    backend_, cqe->res);
+                    backend_, res);
           if (outcome == Outcome::kPartial) queue_.push_back(v);
-        }
-        io_uring_cq_advance(ring, seen);
+        });
       }
       NANOTRACE(iograph, level_barrier, "graph={} level={} nodes={}", gid, level, queue_.size());
     }

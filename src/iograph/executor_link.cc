@@ -26,7 +26,6 @@ class LinkExecutor final : public ExecutorBase {
     if (Status s = begin(graph, result); !s.ok()) return s;
     plan(graph);
     const uint64_t gid = graph_id_;
-    io_uring* ring = ring_.get();
     ready_.clear();
     active_.clear();
     for (uint32_t c = 0; c + 1 < chain_begin_.size(); ++c) {
@@ -62,15 +61,7 @@ class LinkExecutor final : public ExecutorBase {
       if (inflight == 0) break;
       if (Status s = ring_.submit_and_wait(wait_target()); !s.ok()) return s;
       t = now();
-      unsigned cq_head, seen = 0;
-      io_uring_cqe* cqe;
-      io_uring_for_each_cqe(ring, cq_head, cqe) {
-        ++seen;
-        --inflight;
-        const auto v = static_cast<uint32_t>(cqe->user_data);
-        on_completion(graph, result, v, cqe->res, t);
-      }
-      io_uring_cq_advance(ring, seen);
+      inflight -= reap([&](uint32_t v, int res) { on_completion(graph, result, v, res, t); });
     }
     finish(graph, result);
     return Status::Ok();

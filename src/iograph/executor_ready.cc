@@ -25,7 +25,6 @@ class ReadyExecutor final : public ExecutorBase {
     }
     size_t head = 0;
     uint32_t inflight = 0;
-    io_uring* ring = ring_.get();
     for (;;) {
       uint64_t t = now();
       while (head < ready_.size() && inflight < options_.queue_depth) {
@@ -40,15 +39,10 @@ class ReadyExecutor final : public ExecutorBase {
       if (inflight == 0) break;
       if (Status s = ring_.submit_and_wait(1); !s.ok()) return s;
       t = now();
-      unsigned cq_head, seen = 0;
-      io_uring_cqe* cqe;
-      io_uring_for_each_cqe(ring, cq_head, cqe) {
-        ++seen;
-        --inflight;
-        const auto v = static_cast<uint32_t>(cqe->user_data);
-        const Outcome outcome = complete(result, v, graph.node(v), cqe->res, t);
+      inflight -= reap([&](uint32_t v, int res) {
+        const Outcome outcome = complete(result, v, graph.node(v), res, t);
         NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={}", gid, v, backend_,
-                  cqe->res);
+                  res);
         if (outcome == Outcome::kPartial) {
           ready_.push_back(v);
         } else if (outcome == Outcome::kDone) {
@@ -56,8 +50,7 @@ class ReadyExecutor final : public ExecutorBase {
             if (--missing_[s] == 0) ready_.push_back(s);
           }
         }
-      }
-      io_uring_cq_advance(ring, seen);
+      });
     }
     finish(graph, result);
     return Status::Ok();
