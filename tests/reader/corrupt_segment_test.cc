@@ -160,6 +160,11 @@ TEST_F(CorruptSegmentTest, DamagedRingsAreSkippedNotTrusted) {
   slots[0].head = ~uint64_t{0} - 3;
   slots[1].state = 9;
   read_everything();  // no crash is the assertion; ASan checks the bounds
+  // A head a few bytes into a block: less than a block header to read there.
+  bytes_ = *pristine_;
+  slots = reinterpret_cast<abi::ThreadSlot*>(bytes_.data() + h.threads_offset);
+  slots[0].head = 5;
+  EXPECT_EQ(read_everything(), 1000u);  // the second thread only
 }
 
 // Reads every thread of an open trace, merged or as spans: records and corrupt blocks.
