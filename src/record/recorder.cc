@@ -139,6 +139,16 @@ std::vector<RecordedThread> summarize(const std::vector<rec::StreamState>& strea
   return out;
 }
 
+// What a finished file holds and what was lost, as the summary reports it.
+void fill_counts(const rec::Drainer& drainer, const rec::FileWriter& out, RecordSummary* summary) {
+  summary->records = drainer.records();
+  summary->file_bytes = out.bytes_written();
+  summary->data_bytes = out.data_bytes();
+  summary->lost_no_slot = drainer.lost_no_slot();
+  summary->lost_reclaimed = drainer.lost_reclaimed();
+  summary->threads = summarize(drainer.all_streams());
+}
+
 // Enables exactly `wanted` groups; remembers the previous state to restore it.
 class GroupGuard {
  public:
@@ -324,12 +334,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
                                    "duration over", "stop-on matched", "error"};
   summary.reason = kReasons[static_cast<uint32_t>(reason)];
   summary.seconds = now_s() - t0;
-  summary.records = drainer.records();
-  summary.file_bytes = out.bytes_written();
-  summary.data_bytes = out.data_bytes();
-  summary.lost_no_slot = drainer.lost_no_slot();
-  summary.lost_reclaimed = drainer.lost_reclaimed();
-  summary.threads = summarize(drainer.all_streams());
+  fill_counts(drainer, out, &summary);
   return summary;
 }
 
@@ -350,12 +355,7 @@ Result<RecordSummary> write_snapshot(Trace& trace, const std::string& output, bo
   if (!s.ok()) return s;
   RecordSummary summary;
   summary.reason = "complete";
-  summary.records = drainer.records();
-  summary.file_bytes = out.bytes_written();
-  summary.data_bytes = out.data_bytes();
-  summary.lost_no_slot = drainer.lost_no_slot();
-  summary.lost_reclaimed = drainer.lost_reclaimed();
-  summary.threads = summarize(drainer.all_streams());
+  fill_counts(drainer, out, &summary);
   return summary;
 }
 
