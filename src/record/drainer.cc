@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -182,6 +183,21 @@ void Drainer::publish(StreamState& st) {
   }
 }
 
+void Drainer::copy_out(uint8_t* dst, uint64_t offset, uint64_t n) const {
+  // pread copies through the kernel's mapping of the segment: a snapshot or recover process
+  // would otherwise fault in every page of its fresh mapping, which costs more than the copy.
+  uint64_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(trace_.fd(), dst + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    done += static_cast<uint64_t>(r);
+  }
+  // A segment truncated under us: the missing bytes read as zeros, which no block header
+  // validates, so they count as corrupt blocks.
+  if (done < n) std::memset(dst + done, 0, n - done);
+}
+
 Status Drainer::drain(StreamState& st, const RecordHook& hook, bool final, uint64_t* moved,
                       bool* stopped) {
   const abi::ThreadSlot& s = slots_[st.slot];
@@ -225,8 +241,9 @@ Status Drainer::drain(StreamState& st, const RecordHook& hook, bool final, uint6
     buf_.resize(head - from);
     uint64_t first = ring_size_ - (from & mask);
     uint64_t n1 = head - from < first ? head - from : first;
-    std::memcpy(buf_.data(), ring + (from & mask), n1);
-    if (n1 < head - from) std::memcpy(buf_.data() + n1, ring, head - from - n1);
+    const uint64_t ring_off = header_->rings_offset + uint64_t{st.slot} * ring_size_;
+    copy_out(buf_.data(), ring_off + (from & mask), n1);
+    if (n1 < head - from) copy_out(buf_.data() + n1, ring_off, head - from - n1);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     uint32_t gen = __atomic_load_n(&s.generation, __ATOMIC_ACQUIRE);
     uint64_t head2 = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);

@@ -109,6 +109,8 @@ class Drainer {
   // initial: found by the first pass (may have been partly consumed before we attached).
   Status start_stream(uint32_t slot, uint32_t generation, bool initial, StreamState* st);
   Status drain(StreamState& st, const RecordHook& hook, bool final, uint64_t* moved, bool* stopped);
+  // Copies n bytes at offset of the segment file into dst (zeros past a truncated end).
+  void copy_out(uint8_t* dst, uint64_t offset, uint64_t n) const;
   // Accounts for the records in [st.walk_pos, stop) (bytes readable in view). Whole blocks
   // are counted from sequence numbers in the block headers (the next block's first_seq minus
   // this one's) when no hook needs the records; other records are walked one by one, the
