@@ -298,53 +298,59 @@ TEST(RecordTest, SnapshotOfLiveOverwriteProcess) {
   unlink(file.c_str());
 }
 
-TEST(RecordTest, StopOnEndsRightAfterTheMatchingRecord) {
-  ChildProcess producer({kProducer, "--threads", "2", "--events", "200000", "--go"},
+// Records a test producer (2 threads of `events` records, block mode) to a file with the
+// recorder's extra arguments; the recorder's output is kept.
+struct TriggeredRecording {
+  pid_t pid = 0;
+  std::string file;
+  std::string output;
+  bool ok = false;
+};
+
+TriggeredRecording record_with(uint64_t events, const std::string& name, const std::string& extra) {
+  TriggeredRecording run;
+  ChildProcess producer({kProducer, "--threads", "2", "--events", std::to_string(events), "--go"},
                         {"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=256K"});
-  pid_t pid = testing::read_pid(producer);
-  ASSERT_GT(pid, 0);
-  std::string file = testing::temp_path("stop.ntr");
+  run.pid = testing::read_pid(producer);
+  if (run.pid <= 0) return run;
+  run.file = testing::temp_path(name);
   ChildProcess recorder({"/bin/sh", "-c",
-                         "exec " + kCli + " record " + std::to_string(pid) + " -o " + file +
-                             " --stop-on 'test:rec thread==1 && seq==5000' 2>&1"},
+                         "exec " + kCli + " record " + std::to_string(run.pid) + " -o " + run.file +
+                             " " + extra + " 2>&1"},
                         {});
-  ASSERT_TRUE(testing::wait_consumer(pid));
+  if (!testing::wait_consumer(run.pid)) return run;
   producer.close_stdin();
-  std::string output, line;
-  while (!(line = recorder.read_line()).empty()) output += line + "\n";
+  std::string line;
+  while (!(line = recorder.read_line()).empty()) run.output += line + "\n";
   int status = recorder.wait();
   producer.wait();
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
-  EXPECT_NE(output.find("stopped on record 5000 (test:rec"), std::string::npos) << output;
-  auto trace = testing::open_ok(file);
+  run.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return run;
+}
+
+TEST(RecordTest, StopOnEndsRightAfterTheMatchingRecord) {
+  TriggeredRecording run =
+      record_with(200000, "stop.ntr", "--stop-on 'test:rec thread==1 && seq==5000'");
+  ASSERT_TRUE(run.ok) << run.output;
+  EXPECT_NE(run.output.find("stopped on record 5000 (test:rec"), std::string::npos) << run.output;
+  auto trace = testing::open_ok(run.file);
   ASSERT_TRUE(trace);
   auto result = testing::read_test_records(*trace);
   auto c = testing::check_continuity(result);
   EXPECT_EQ(c.gaps, 0u);
   EXPECT_EQ(c.next[1], 5001u);  // thread 1 ends with the match
-  EXPECT_EQ(recorded_count(output), result.records.size()) << output;
-  unlink(file.c_str());
-  unlink(testing::segment_of(pid).c_str());
+  EXPECT_EQ(recorded_count(run.output), result.records.size()) << run.output;
+  unlink(run.file.c_str());
+  unlink(testing::segment_of(run.pid).c_str());
 }
 
 TEST(RecordTest, SnapshotOnWritesTheRingsWhenARecordMatches) {
-  ChildProcess producer({kProducer, "--threads", "2", "--events", "100000", "--go"},
-                        {"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=256K"});
-  pid_t pid = testing::read_pid(producer);
-  ASSERT_GT(pid, 0);
-  std::string file = testing::temp_path("snapon.ntr");
-  ChildProcess recorder({"/bin/sh", "-c",
-                         "exec " + kCli + " record " + std::to_string(pid) + " -o " + file +
-                             " --snapshot-on 'test:rec thread==0 && seq==50000' 2>&1"},
-                        {});
-  ASSERT_TRUE(testing::wait_consumer(pid));
-  producer.close_stdin();
-  std::string output, line;
-  while (!(line = recorder.read_line()).empty()) output += line + "\n";
-  int status = recorder.wait();
-  producer.wait();
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
-  EXPECT_NE(output.find("snapshot written: " + file + ".snap1"), std::string::npos) << output;
+  TriggeredRecording run =
+      record_with(100000, "snapon.ntr", "--snapshot-on 'test:rec thread==0 && seq==50000'");
+  ASSERT_TRUE(run.ok) << run.output;
+  const std::string& file = run.file;
+  EXPECT_NE(run.output.find("snapshot written: " + file + ".snap1"), std::string::npos)
+      << run.output;
   // The recording itself is complete; the snapshot holds intact records, none lost.
   auto whole = testing::open_ok(file);
   ASSERT_TRUE(whole);
@@ -357,7 +363,7 @@ TEST(RecordTest, SnapshotOnWritesTheRingsWhenARecordMatches) {
   for (const ThreadStats& s : result.threads) EXPECT_EQ(s.lost(), 0u);
   unlink(file.c_str());
   unlink((file + ".snap1").c_str());
-  unlink(testing::segment_of(pid).c_str());
+  unlink(testing::segment_of(run.pid).c_str());
 }
 
 TEST(RecordTest, FollowsReusedSlotsAndAccountsForEveryRecord) {
