@@ -57,6 +57,8 @@ struct LatencyReport {
   uint64_t begins = 0;
   uint64_t ends = 0;
   uint64_t unmatched_ends = 0;  // ends whose begin was never seen (lost, or before the trace)
+  uint64_t lost = 0;  // records the trace lost (unmatched records' partners may be among them)
+  uint64_t corrupt_blocks = 0;  // damaged blocks skipped while reading
   LatencyStats overall;
   std::vector<LatencyStats> groups;  // one per --by value, most pairs first
   std::vector<SlowPair> top;         // slowest first

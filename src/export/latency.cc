@@ -232,6 +232,10 @@ Result<LatencyReport> analyze_latency(Trace& trace, const LatencyOptions& option
   Record r;
   while (source->next(&r)) (*matcher)->add(r, threads);
   LatencyReport rep = (*matcher)->finish();
+  for (const ThreadStats& t : threads) {
+    rep.lost += t.lost();
+    rep.corrupt_blocks += t.corrupt_blocks;
+  }
   if (rep.records == 0) {
     return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
                                         trace.process().pid, trace.process().path));

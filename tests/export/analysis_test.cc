@@ -45,6 +45,7 @@ TEST_F(ExportTest, LatencyMatchesBruteForce) {
   EXPECT_EQ(all.size(), 3001u);
   EXPECT_EQ(o["unmatched_begins"], 7);
   EXPECT_EQ(rep["unmatched_ends"], 3);
+  EXPECT_EQ(rep["lost"], 0);
   EXPECT_EQ(unmatched_ends, 3u);
   EXPECT_EQ(o["min_ns"], all.front());
   EXPECT_EQ(o["max_ns"], all.back());
@@ -72,6 +73,23 @@ TEST_F(ExportTest, LatencyMatchesBruteForce) {
   EXPECT_THAT(text.out, HasSubstr("3001 pairs, 7 unmatched begins, 3 unmatched ends"));
   EXPECT_THAT(text.out, HasSubstr("histogram"));
   EXPECT_THAT(text.out, HasSubstr("#"));
+}
+
+TEST_F(ExportTest, LatencySaysWhatTheTraceLost) {
+  Traced sim(NANOTRACE_BIN_DIR "/storage_sim --threads 2 --ops 20000 --gap-ns 0",
+             "NANOTRACE_BUFFER=64K NANOTRACE_MODE=discard");
+  uint64_t total = 0;
+  for (auto& [tid, n] : loss_by_tid(sim.path())) total += n;
+  ASSERT_GT(total, 0u) << "the rings were expected to overflow";
+  const std::string args = " --begin io:submit --end io:complete --key req";
+  Proc j = run(kCli + " latency " + sim.path() + args + " --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  json rep = json::parse(j.out);
+  EXPECT_EQ(rep["lost"], total);
+  EXPECT_EQ(rep["corrupt_blocks"], 0);
+  Proc t = run(kCli + " latency " + sim.path() + args);
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_THAT(t.out, HasSubstr(fmt::format("the trace lost {} records", total)));
 }
 
 TEST_F(ExportTest, BadInputGivesOneLineErrors) {

@@ -5,19 +5,6 @@
 namespace nanotrace_export_test {
 namespace {
 
-std::map<uint32_t, uint64_t> loss_by_tid(const std::string& source) {
-  std::map<uint32_t, uint64_t> out;
-  auto trace = nanotrace::Trace::open(source);
-  EXPECT_TRUE(trace.ok());
-  if (!trace.ok()) return out;
-  auto src = (*trace)->read_all();
-  nanotrace::Record r;
-  while (src->next(&r)) {
-  }
-  for (const auto& t : src->threads()) out[t.info.tid] += t.lost();
-  return out;
-}
-
 // A field value as babeltrace2's pretty output prints it (strings quoted, bools as 0/1 since
 // CTF 1.8 has no bool, doubles as %g).
 std::string bt_value(const json& v) {

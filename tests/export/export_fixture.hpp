@@ -119,4 +119,18 @@ class ExportTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// Per-thread loss of a segment, by tid, as the reader counts it.
+inline std::map<uint32_t, uint64_t> loss_by_tid(const std::string& source) {
+  std::map<uint32_t, uint64_t> out;
+  auto trace = nanotrace::Trace::open(source);
+  EXPECT_TRUE(trace.ok());
+  if (!trace.ok()) return out;
+  auto src = (*trace)->read_all();
+  nanotrace::Record r;
+  while (src->next(&r)) {
+  }
+  for (const auto& t : src->threads()) out[t.info.tid] += t.lost();
+  return out;
+}
+
 }  // namespace nanotrace_export_test

@@ -68,6 +68,8 @@ int cmd_latency(const LatencyArgs& args) {
                         {"begins", rep.begins},
                         {"ends", rep.ends},
                         {"unmatched_ends", rep.unmatched_ends},
+                        {"lost", rep.lost},
+                        {"corrupt_blocks", rep.corrupt_blocks},
                         {"overall", stats_json(rep.overall)}};
     nlohmann::json groups = nlohmann::json::array();
     for (const LatencyStats& g : rep.groups) {
@@ -93,6 +95,11 @@ int cmd_latency(const LatencyArgs& args) {
   fmt::print("{} -> {} matched on {}: {} pairs, {} unmatched begins, {} unmatched ends\n",
              rep.rule.begin, rep.rule.end, rep.rule.key, rep.overall.count,
              rep.overall.unmatched_begins, rep.unmatched_ends);
+  if (rep.lost > 0 || rep.corrupt_blocks > 0) {
+    fmt::print(
+        "the trace lost {} records{}: unmatched records may have lost their partner\n", rep.lost,
+        rep.corrupt_blocks ? fmt::format(" ({} corrupt blocks skipped)", rep.corrupt_blocks) : "");
+  }
   fmt::print("percentiles: nearest rank over all {} latencies (exact)\n\n", rep.overall.count);
   fmt::print("{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
              rep.by.empty() ? "" : rep.by, "count", "min", "p50", "p90", "p99", "p99.9", "max",
