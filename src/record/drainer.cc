@@ -149,13 +149,15 @@ Status Drainer::start_stream(uint32_t slot, uint32_t generation, bool initial, S
   }
   st->copied = from;
   st->walk_pos = from;
-  // Map the ring's pages now: a copy that page-faults every 4 KiB is slower than a writer at
-  // full speed, and in overwrite mode would never catch up with it.
-  uintptr_t ring = reinterpret_cast<uintptr_t>(rings_ + uint64_t{slot} * ring_size_);
-  uintptr_t page = ring & ~uintptr_t{4095};
+  if (direct()) {
+    // Map the ring's pages now: writing from a mapping that page-faults every 4 KiB is slower
+    // than a writer at full speed. (Copies go through pread and need no mapping.)
+    uintptr_t ring = reinterpret_cast<uintptr_t>(rings_ + uint64_t{slot} * ring_size_);
+    uintptr_t page = ring & ~uintptr_t{4095};
 #ifdef MADV_POPULATE_READ
-  (void)madvise(reinterpret_cast<void*>(page), ring + ring_size_ - page, MADV_POPULATE_READ);
+    (void)madvise(reinterpret_cast<void*>(page), ring + ring_size_ - page, MADV_POPULATE_READ);
 #endif
+  }
   file::ThreadPayload t{};
   t.slot = slot;
   t.generation = generation;
@@ -218,8 +220,7 @@ Status Drainer::drain(StreamState& st, const RecordHook& hook, bool final, uint6
     Status m = write_meta(false);
     if (!m.ok()) return m;
   }
-  const bool direct =
-      consume_ && mode_ != abi::Mode::kOverwrite && copy_path_ != CopyPath::kBuffered;
+  const bool direct = this->direct();
   // The last block is accounted for record by record only when its count is needed now;
   // a thread that exited (state read before head) will not add to it. A copy does not keep
   // the bytes before it, so there the last block is always walked.

@@ -109,6 +109,11 @@ class Drainer {
   // initial: found by the first pass (may have been partly consumed before we attached).
   Status start_stream(uint32_t slot, uint32_t generation, bool initial, StreamState* st);
   Status drain(StreamState& st, const RecordHook& hook, bool final, uint64_t* moved, bool* stopped);
+  // True if stable ring bytes go to the file straight from the ring (a consumer in block or
+  // discard mode); false if they are copied out and validated first.
+  bool direct() const {
+    return consume_ && mode_ != abi::Mode::kOverwrite && copy_path_ != CopyPath::kBuffered;
+  }
   // Copies n bytes at offset of the segment file into dst (zeros past a truncated end).
   void copy_out(uint8_t* dst, uint64_t offset, uint64_t n) const;
   // Accounts for the records in [st.walk_pos, stop) (bytes readable in view). Whole blocks
