@@ -11,6 +11,7 @@
 
 #include <cstring>
 
+#include "common/read_at.hpp"
 #include "reader/segment_checks.hpp"
 #include "reader/trace_file.hpp"
 
@@ -18,17 +19,9 @@ namespace nanotrace::reader {
 namespace {
 
 Status pread_all(int fd, void* dst, uint64_t n, uint64_t off, const std::string& path) {
-  auto* p = static_cast<uint8_t*>(dst);
-  while (n > 0) {
-    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(off));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return Status::FromErrno("reading " + path, errno);
-    if (r == 0) return Status::Corrupt(path + ": unexpected end of file");
-    p += r;
-    off += static_cast<uint64_t>(r);
-    n -= static_cast<uint64_t>(r);
-  }
-  return Status::Ok();
+  if (sys::read_at(fd, dst, n, off) == n) return Status::Ok();
+  if (errno != 0) return Status::FromErrno("reading " + path, errno);
+  return Status::Corrupt(path + ": unexpected end of file");
 }
 
 uint64_t key(uint32_t slot, uint32_t generation) { return uint64_t{slot} << 32 | generation; }

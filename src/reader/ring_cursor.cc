@@ -6,12 +6,11 @@
 // each page of a fresh mapping costs a fault. Reading a dead process's rings this way, a few
 // blocks at a time into a buffer that stays in cache, halved the time of a CTF export
 // (scripts/export-bench.sh; under shadow paging a first touch costs ~1.8 us per 4 KiB page).
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "common/process.hpp"
+#include "common/read_at.hpp"
 #include "reader/thread_stream.hpp"
 
 namespace nanotrace::reader {
@@ -91,14 +90,14 @@ const uint8_t* LiveThreadStream::copy_block(uint64_t start, uint32_t len) {
   uint64_t want = writer_gone_ ? std::min({chunk_bytes_, ring_size_ - offset, end_ - start}) : len;
   if (want < len) want = len;
   if (buf_.size() < want) buf_.resize(want);
-  ssize_t got = ::pread(trace_.fd(), buf_.data(), want, static_cast<off_t>(ring_offset_ + offset));
-  if (got < static_cast<ssize_t>(len)) {  // the segment file was truncated under us
+  uint64_t got = sys::read_at(trace_.fd(), buf_.data(), want, ring_offset_ + offset);
+  if (got < len) {  // the segment file was truncated under us
     ++stats_.corrupt_blocks;
     done_ = true;
     return nullptr;
   }
   copied_pos_ = start;
-  copied_len_ = static_cast<uint64_t>(got);
+  copied_len_ = got;
   return buf_.data();
 }
 

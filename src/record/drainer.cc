@@ -20,12 +20,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "common/process.hpp"
+#include "common/read_at.hpp"
 #include "reader/thread_stream.hpp"
 
 namespace nanotrace::rec {
@@ -188,13 +188,7 @@ void Drainer::publish(StreamState& st) {
 void Drainer::copy_out(uint8_t* dst, uint64_t offset, uint64_t n) const {
   // pread copies through the kernel's mapping of the segment: a snapshot or recover process
   // would otherwise fault in every page of its fresh mapping, which costs more than the copy.
-  uint64_t done = 0;
-  while (done < n) {
-    ssize_t r = ::pread(trace_.fd(), dst + done, n - done, static_cast<off_t>(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    done += static_cast<uint64_t>(r);
-  }
+  uint64_t done = sys::read_at(trace_.fd(), dst, n, offset);
   // A segment truncated under us: the missing bytes read as zeros, which no block header
   // validates, so they count as corrupt blocks.
   if (done < n) std::memset(dst + done, 0, n - done);
