@@ -1,7 +1,8 @@
 // In-process control of nanotrace: configuration before the first event, and groups at run
 // time. Everything here is optional: without a call, the environment decides
 // (NANOTRACE_MODE, NANOTRACE_BUFFER, NANOTRACE_THREADS, NANOTRACE_GROUPS, NANOTRACE_NAME,
-// NANOTRACE_KEEP, NANOTRACE_CLOCK), and an option set here wins over the environment.
+// NANOTRACE_KEEP, NANOTRACE_CLOCK, NANOTRACE_BLOCK_TIMEOUT), and an option set here wins over
+// the environment.
 //
 // Thread safety: all functions may be called from any thread.
 #pragma once
@@ -26,6 +27,9 @@ struct Options {
   std::optional<std::string> name;       // a name tools can find the process by
   std::optional<bool> keep_on_exit;      // keep the segment after a clean exit
   std::optional<bool> crash_handler;     // mark the segment crashed on a fatal signal
+  // Block mode: how long a writer waits for the consumer before it drops and counts the
+  // record (default 100 ms; 0: never wait; UINT64_MAX: as long as the consumer lives).
+  std::optional<uint64_t> block_timeout_ns;
 };
 
 // Applies options. Mode, buffer size and thread count can only change before any thread has

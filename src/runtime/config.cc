@@ -37,8 +37,43 @@ uint64_t parse_size(std::string_view text) {
   return v * mult;
 }
 
-void warn(const char* var, const char* value, const char* expected) {
-  std::fprintf(stderr, "nanotrace: ignoring %s=%s (expected %s)\n", var, value, expected);
+void warn(const char* var, const char* value, const char* expected, const char* in_effect) {
+  std::fprintf(stderr, "nanotrace: ignoring %s=%s (expected %s); using %s\n", var, value, expected,
+               in_effect);
+}
+
+// "100ms", "50us", "2s", "1500000ns", "0", "inf" -> nanoseconds; false on error.
+bool parse_duration(std::string_view text, uint64_t* ns) {
+  if (text == "inf" || text == "infinite") {
+    *ns = kWaitForever;
+    return true;
+  }
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 12) return false;
+  uint64_t v = std::strtoull(std::string(text.substr(0, digits)).c_str(), nullptr, 10);
+  std::string_view unit = text.substr(digits);
+  uint64_t mult = 0;
+  if (unit == "ns") mult = 1;
+  if (unit == "us") mult = 1000;
+  if (unit == "ms" || (unit.empty() && v == 0)) mult = 1000000;
+  if (unit == "s") mult = 1000000000;
+  if (mult == 0) return false;
+  *ns = v * mult;
+  return true;
+}
+
+// "1", "0" (also "yes"/"no", "true"/"false", "on"/"off"); false if not understood.
+bool parse_flag(std::string_view text, bool* value) {
+  if (text == "1" || text == "yes" || text == "true" || text == "on") {
+    *value = true;
+    return true;
+  }
+  if (text == "0" || text == "no" || text == "false" || text == "off") {
+    *value = false;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -69,13 +104,13 @@ Config config_from_environment() {
     } else if (s == "block") {
       c.mode = Mode::kBlock;
     } else {
-      warn("NANOTRACE_MODE", v, "overwrite, discard or block");
+      warn("NANOTRACE_MODE", v, "overwrite, discard or block", "overwrite");
     }
   }
   if (const char* v = std::getenv("NANOTRACE_BUFFER")) {
     uint64_t bytes = parse_size(v);
     if (bytes == 0 || bytes > kMaxRing) {
-      warn("NANOTRACE_BUFFER", v, "a size such as 1M, 64K..1G");
+      warn("NANOTRACE_BUFFER", v, "a size such as 1M, 64K..1G", "1M");
     } else {
       c.ring_size = round_up_pow2(bytes);
     }
@@ -83,29 +118,41 @@ Config config_from_environment() {
   if (const char* v = std::getenv("NANOTRACE_THREADS")) {
     uint64_t n = parse_size(v);
     if (n == 0 || n > 65536) {
-      warn("NANOTRACE_THREADS", v, "1..65536");
+      warn("NANOTRACE_THREADS", v, "1..65536", "256");
     } else {
       c.max_threads = static_cast<uint32_t>(n);
     }
   }
   if (const char* v = std::getenv("NANOTRACE_GROUPS")) c.groups = v;
   if (const char* v = std::getenv("NANOTRACE_NAME")) c.name = std::string(v).substr(0, 63);
-  if (const char* v = std::getenv("NANOTRACE_KEEP")) c.keep_on_exit = std::string_view(v) == "1";
+  if (const char* v = std::getenv("NANOTRACE_KEEP")) {
+    if (!parse_flag(v, &c.keep_on_exit)) {
+      warn("NANOTRACE_KEEP", v, "1 or 0", "0 (the segment is removed at exit)");
+    }
+  }
+  if (const char* v = std::getenv("NANOTRACE_BLOCK_TIMEOUT")) {
+    if (!parse_duration(v, &c.block_timeout_ns)) {
+      warn("NANOTRACE_BLOCK_TIMEOUT", v, "a time such as 100ms, 2s, 0 or inf", "100ms");
+    }
+  }
   if (const char* v = std::getenv("NANOTRACE_TRIGGER")) c.trigger = v;
   if (const char* v = std::getenv("NANOTRACE_TRIGGER_AFTER")) {
     if (!Trigger::parse_window(v, &c.trigger_after_events, &c.trigger_after_ns)) {
-      warn("NANOTRACE_TRIGGER_AFTER", v, "a count of events, or a time such as 500us, 2ms");
+      warn("NANOTRACE_TRIGGER_AFTER", v, "a count of events, or a time such as 500us, 2ms",
+           "freezing on the matching record");
     }
   }
   if (const char* v = std::getenv("NANOTRACE_CRASH_HANDLER")) {
-    c.crash_handler = std::string_view(v) == "1";
+    if (!parse_flag(v, &c.crash_handler)) {
+      warn("NANOTRACE_CRASH_HANDLER", v, "1 or 0", "0 (no crash handler)");
+    }
   }
   if (const char* v = std::getenv("NANOTRACE_CLOCK")) {
     std::string_view s = v;
     if (s == "monotonic") {
       c.force_monotonic = true;
     } else if (s != "tsc") {
-      warn("NANOTRACE_CLOCK", v, "tsc or monotonic");
+      warn("NANOTRACE_CLOCK", v, "tsc or monotonic", "tsc when it is invariant");
     }
   }
   return c;
@@ -132,6 +179,7 @@ Status apply_options(const Options& o, Config* c) {
   if (o.name) c->name = o.name->substr(0, 63);
   if (o.keep_on_exit) c->keep_on_exit = *o.keep_on_exit;
   if (o.crash_handler) c->crash_handler = *o.crash_handler;
+  if (o.block_timeout_ns) c->block_timeout_ns = *o.block_timeout_ns;
   return Status::Ok();
 }
 
