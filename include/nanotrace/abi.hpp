@@ -41,7 +41,7 @@
 namespace nanotrace::abi {
 
 inline constexpr char kSegmentMagic[8] = {'N', 'A', 'N', 'O', 'T', 'R', 'C', 'S'};
-inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr uint32_t kSegmentVersion = 2;
 
 inline constexpr uint32_t kMaxGroups = 256;
 inline constexpr uint32_t kMaxFields = 16;
@@ -152,7 +152,14 @@ struct SegmentHeader {
   uint32_t trigger_request_seq;  // bumped with each request
   uint32_t trigger_error_seq;    // = trigger_request_seq once a request was refused
   char trigger_error[120];       // why
-  uint8_t reserved[4096 - 1040];
+  // Thread slots (version 2). slot_epoch is a futex word bumped whenever a slot becomes
+  // reusable; a block-mode writer without a slot sleeps on it while slot_waiters > 0 tells
+  // the consumer to drain exited threads first.
+  uint32_t slot_epoch;
+  uint32_t slot_waiters;
+  uint64_t block_timeout_ns;  // longest a block-mode writer waits for the consumer
+  uint64_t image_id;          // differs between the images of one pid (exec): AT_RANDOM
+  uint8_t reserved[4096 - 1064];
 };
 static_assert(sizeof(SegmentHeader) == 4096);
 static_assert(offsetof(SegmentHeader, version) == 8);
@@ -165,6 +172,8 @@ static_assert(offsetof(SegmentHeader, groups_offset) == 112);
 static_assert(offsetof(SegmentHeader, control_seq) == 172);
 static_assert(offsetof(SegmentHeader, lost_no_slot) == 192);
 static_assert(offsetof(SegmentHeader, process_name) == 208);
+static_assert(offsetof(SegmentHeader, slot_epoch) == 1040);
+static_assert(offsetof(SegmentHeader, image_id) == 1056);
 
 struct GroupEntry {
   char name[kNameBytes];  // NUL-terminated
@@ -186,30 +195,40 @@ struct EventEntry {
 };
 static_assert(sizeof(EventEntry) == 24 + 64 + 16);
 
-// Thread slot state machine: kFree -> kActive (a thread claimed it) -> kExited (the thread
-// ended; its ring stays readable) -> kActive again (reused, generation + 1).
-enum class SlotState : uint32_t { kFree = 0, kActive = 1, kExited = 2 };
+// Thread slot state machine: kFree -> kClaiming -> kActive (a thread claimed it) -> kExited
+// (the thread ended; its ring stays readable) -> kClaiming -> kActive again (reused,
+// generation + 1). kClaiming is held for the few stores of a claim (readers skip it).
+enum class SlotState : uint32_t { kFree = 0, kActive = 1, kExited = 2, kClaiming = 3 };
 
 struct alignas(64) ThreadSlot {
-  // Writer line: written only by the owning thread (and by the claimer under the slot lock).
+  // Writer line: written only by the owning thread (and by its claimer), except `check`.
   uint64_t head;        // position after the last published record
-  uint64_t written;     // records written so far in this generation
-  uint64_t dropped;     // records dropped (discard mode, or block mode without a consumer)
+  uint64_t written;     // records published in this generation: the next record's number
+  uint64_t dropped;     // records dropped (discard or block mode, a nested tracepoint)
   uint32_t state;       // SlotState
   uint32_t generation;  // bumped each time the slot is claimed
   uint32_t tid;
   uint32_t writer_waiting;  // futex hint: 1 while the writer sleeps for the consumer
   uint64_t start_ticks;     // clock ticks when the slot was claimed
-  char name[16];            // thread name at claim time
+  // Position up to which the writer may append without its slow path (the end of its
+  // block). A thread that fires a trigger zeroes every slot's check, so every writer's next
+  // record goes through the slow path, which applies the trigger's window.
+  uint64_t check;
+  uint32_t prepared;  // 1 once the ring's memory is allocated (set before the slot is claimed)
+  uint32_t reserved0;
   // Reader line: written only by the attached consumer.
   alignas(64) uint64_t consumed;  // position up to which the consumer has read (block/discard)
   uint32_t consumer_seq;          // futex word the writer sleeps on in block mode
   uint32_t reserved1;
   uint64_t consumed_records;  // records the consumer has taken
-  uint8_t reserved2[40];
+  uint64_t consumed_dropped;  // drops the consumer has accounted for (reported)
+  char name[16];              // thread name at claim time (written by the claimer)
+  uint8_t reserved3[8];
 };
 static_assert(sizeof(ThreadSlot) == 128);
 static_assert(offsetof(ThreadSlot, consumed) == 64);
+static_assert(offsetof(ThreadSlot, check) == 48);
+static_assert(offsetof(ThreadSlot, name) == 96);
 
 struct BlockHeader {
   uint64_t position;    // absolute position of this block: a stale block from an older lap

@@ -36,34 +36,44 @@
 
 namespace nanotrace::detail {
 
-// The calling thread's view of its ring. `check` bounds where records may be written
-// without entering the slow path: the end of the current block. Before the thread claims a
-// ring, slot points at a dummy with head 0 and check is 0, so the first event takes the
-// slow path.
+// The calling thread's view of its ring. `slot` is the slot its records go to: before the
+// thread claims a ring it is a shared dummy whose check is 0, so the first event takes the
+// slow path; while a record is being written it is a busy dummy (check 0 as well), so a
+// tracepoint in a signal handler interrupting it takes the slow path, which drops and
+// counts that nested record instead of overwriting the one in progress.
 struct Writer {
   uint8_t* data;
   uint64_t mask;
-  uint64_t check;
   abi::ThreadSlot* slot;
+  abi::ThreadSlot* owned;  // the thread's claimed slot, or null
 };
 
 extern constinit thread_local Writer t_writer __attribute__((tls_model("initial-exec")));
 extern constinit bool g_clock_is_tsc;
+extern abi::ThreadSlot g_busy_slot;
 inline constexpr uint64_t kNoSpace = ~uint64_t{0};
 
 // Slow path (runtime/ring_writer.cc): claims a ring on the thread's first event, starts a
-// new block, waits or drops when the ring is full. Returns the head at which `bytes` may be
-// written, or kNoSpace when the record must be dropped (it has been counted).
-uint64_t reserve_slow(uint32_t bytes) noexcept;
+// new block, applies a fired trigger's window, waits or drops when the ring is full.
+// `slot` is what the fast path found in t_writer.slot. Returns the head at which `bytes` may
+// be written in t_writer.owned's ring, or kNoSpace when the record must be dropped (it has
+// been counted).
+uint64_t reserve_slow(uint32_t bytes, abi::ThreadSlot* slot) noexcept;
 uint64_t monotonic_ticks() noexcept;
-// For sites whose enable byte is 2 (watched by an armed or fired trigger): called with the
-// record written but not yet published; false means drop it (the rings are frozen).
-bool special_event(const Site& site, const uint64_t* record) noexcept;
+// For sites whose enable byte is 2 (watched by an armed trigger): called with the record
+// written but not yet published; false means drop it (the rings are frozen).
+bool special_event(const Site& site, uint64_t* record) noexcept;
 bool register_sites(Site* const* begin, Site* const* end) noexcept;
+void unregister_sites(Site* const* begin, Site* const* end) noexcept;
 
 [[gnu::always_inline]] inline uint64_t now_ticks() noexcept {
   if (__builtin_expect(g_clock_is_tsc, 1)) return __rdtsc();
   return monotonic_ticks();
+}
+
+// One instruction, so a signal handler on this thread cannot interleave with it.
+[[gnu::always_inline]] inline void count_record(abi::ThreadSlot* slot) noexcept {
+  asm volatile("addq $1, %0" : "+m"(slot->written));
 }
 
 template <class... A>
@@ -76,19 +86,30 @@ template <class... A>
   }
   const uint8_t state = __atomic_load_n(&site.enabled, __ATOMIC_RELAXED);
   Writer& w = t_writer;
-  uint64_t head = w.slot->head;
-  if (__builtin_expect(head + bytes > w.check, 0)) {
-    head = reserve_slow(bytes);
-    if (head == kNoSpace) return;
+  abi::ThreadSlot* slot = w.slot;
+  w.slot = &g_busy_slot;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  uint64_t head = slot->head;
+  if (__builtin_expect(head + bytes > slot->check, 0)) {
+    head = reserve_slow(bytes, slot);
+    if (head == kNoSpace) {
+      w.slot = slot;
+      return;
+    }
+    slot = w.owned;
   }
   auto* p = reinterpret_cast<uint64_t*>(w.data + (head & w.mask));
   p[0] = (now_ticks() << 16) | site.id;
   [[maybe_unused]] uint64_t* q = p + 1;
   ((q = store_field(q, args)), ...);
-  if (__builtin_expect(state > 1, 0) && !special_event(site, p)) return;
-  abi::ThreadSlot* slot = w.slot;
-  slot->written = slot->written + 1;
+  if (__builtin_expect(state > 1, 0) && !special_event(site, p)) {
+    w.slot = slot;
+    return;
+  }
   __atomic_store_n(&slot->head, head + bytes, __ATOMIC_RELEASE);
+  count_record(slot);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  w.slot = slot;
 }
 
 // Pointers to every Site of this binary or shared object, placed by NANOTRACE_DETAIL_SITE.
@@ -98,10 +119,16 @@ extern Site* const __stop_nanotrace_sites[] __attribute__((weak, visibility("hid
 }
 
 // Each translation unit that includes this header registers its module's sites at static
-// initialisation (duplicates are ignored), so shared objects and dlopen work too.
+// initialisation (duplicates are ignored), so shared objects and dlopen work too, and
+// unregisters them when the module is unloaded (dlclose) or the process exits: the runtime
+// then never touches a site whose memory may be gone.
+// (Internal linkage on purpose: the section bounds are this module's own.)
 namespace {
-[[maybe_unused]] const bool kSitesRegistered =
-    register_sites(__start_nanotrace_sites, __stop_nanotrace_sites);
+struct SiteRegistration {
+  SiteRegistration() noexcept { register_sites(__start_nanotrace_sites, __stop_nanotrace_sites); }
+  ~SiteRegistration() { unregister_sites(__start_nanotrace_sites, __stop_nanotrace_sites); }
+};
+[[maybe_unused]] const SiteRegistration kSiteRegistration;
 }  // namespace
 
 }  // namespace nanotrace::detail

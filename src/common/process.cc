@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -61,6 +62,35 @@ std::vector<SegmentName> list_segment_names() {
   }
   closedir(dir);
   return out;
+}
+
+namespace {
+
+struct flock byte_range(short type, int byte) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = byte;
+  fl.l_len = 1;
+  return fl;
+}
+
+}  // namespace
+
+bool lock_segment_byte(int fd, int byte) {
+  struct flock fl = byte_range(F_WRLCK, byte);
+  return fcntl(fd, F_OFD_SETLK, &fl) == 0;
+}
+
+void unlock_segment_byte(int fd, int byte) {
+  struct flock fl = byte_range(F_UNLCK, byte);
+  fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+bool segment_byte_locked(int fd, int byte) {
+  struct flock fl = byte_range(F_WRLCK, byte);
+  if (fcntl(fd, F_OFD_GETLK, &fl) != 0) return false;
+  return fl.l_type != F_UNLCK;
 }
 
 void futex_wake_all(uint32_t* word) {

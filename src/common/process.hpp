@@ -21,6 +21,20 @@ struct SegmentName {
 // segment set aside when its pid was reused); names that fit neither are skipped.
 std::vector<SegmentName> list_segment_names();
 
+// Liveness locks on a segment file. A traced process holds an open-file-description lock on
+// byte kWriterLockByte of its segment, and an attached consumer one on kConsumerLockByte.
+// The kernel releases such a lock when the last descriptor of that open file is closed:
+// when its holder dies (even as an unreaped zombie) or execs (the descriptors are
+// close-on-exec). So a held lock means a live holder, whatever happened to its pid.
+inline constexpr int kWriterLockByte = 0;
+inline constexpr int kConsumerLockByte = 1;
+// Takes the lock on `byte` through fd (which must be open for writing). False if another
+// open file holds it (or on error).
+bool lock_segment_byte(int fd, int byte);
+void unlock_segment_byte(int fd, int byte);
+// True if an open file other than fd's holds a lock on `byte`.
+bool segment_byte_locked(int fd, int byte);
+
 // Wakes every waiter on a futex word in shared memory.
 void futex_wake_all(uint32_t* word);
 // Sleeps while *word == expected, at most timeout_ns.

@@ -58,14 +58,17 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
   mask_ = ring_size_ - 1;
   block_size_ = p.block_size;
   stats_.info = info;
-  stats_.dropped = info.dropped;
   end_ = info.head;
   if (writable_slot_) {
     pos_ = __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE);
     expected_seq_ = __atomic_load_n(&slot_->consumed_records, __ATOMIC_ACQUIRE);
+    // Drops an earlier consumer reported are not ours to report again.
+    uint64_t reported = __atomic_load_n(&slot_->consumed_dropped, __ATOMIC_ACQUIRE);
+    stats_.dropped = info.dropped > reported ? info.dropped - reported : 0;
   } else {
     pos_ = 0;
     expected_seq_ = 0;
+    stats_.dropped = info.dropped;
   }
   mode_ = p.mode;
   writer_gone_ = !p.alive;
@@ -164,6 +167,7 @@ bool LiveThreadStream::next_span(RecordSpan* span) {
 void LiveThreadStream::publish_consumed() {
   if (!writable_slot_) return;
   __atomic_store_n(&writable_slot_->consumed_records, expected_seq_, __ATOMIC_RELEASE);
+  __atomic_store_n(&writable_slot_->consumed_dropped, stats_.info.dropped, __ATOMIC_RELEASE);
   __atomic_store_n(&writable_slot_->consumed, pos_, __ATOMIC_RELEASE);
   __atomic_fetch_add(&writable_slot_->consumer_seq, 1, __ATOMIC_RELEASE);
   if (__atomic_load_n(&writable_slot_->writer_waiting, __ATOMIC_SEQ_CST) != 0) {

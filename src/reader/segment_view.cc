@@ -5,12 +5,15 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include <cstring>
 #include <fstream>
 #include <string>
 
+#include "common/process.hpp"
 #include "nanotrace/reader.hpp"
 #include "reader/segment_checks.hpp"
 #include "reader/trace_file.hpp"
@@ -50,7 +53,6 @@ Status validate_header(const abi::SegmentHeader& h, uint64_t file_size, bool tab
   }
   if (h.mode > 2) return Status::Corrupt("unknown mode " + std::to_string(h.mode));
   if (h.clock_kind > 1) return Status::Corrupt("unknown clock kind");
-  if (h.ticks_per_second == 0) return Status::Corrupt("clock rate is zero");
   if (!is_pow2(h.ring_size) || h.ring_size < 8192 || !is_pow2(h.block_size) ||
       h.block_size < abi::kBlockHeaderBytes + abi::kMaxRecordBytes ||
       h.block_size * 4 > h.ring_size) {
@@ -122,7 +124,9 @@ Status Trace::load_tables() {
   ProcessInfo& p = process_;
   p.path = path_;
   p.pid = h.pid;
-  p.alive = !file_ && reader::process_alive(h.pid, h.proc_start_time) &&
+  // The process holds the writer lock while it runs in the image that created the segment;
+  // the kernel drops it when the process dies or execs.
+  p.alive = !file_ && sys::segment_byte_locked(fd_, sys::kWriterLockByte) &&
             h.state == static_cast<uint32_t>(abi::ProcessState::kRunning);
   p.state = h.state <= 2 ? static_cast<abi::ProcessState>(h.state) : abi::ProcessState::kRunning;
   p.mode = static_cast<abi::Mode>(h.mode);
@@ -223,6 +227,20 @@ Result<std::unique_ptr<Trace>> Trace::open_path(const std::string& path, bool wr
 Result<std::unique_ptr<Trace>> Trace::open_pid(pid_t pid, bool writable) {
   if (pid <= 0) return Status::Invalid("bad pid " + std::to_string(pid));
   auto t = open_path("/dev/shm/nanotrace-" + std::to_string(pid), writable);
+  if (t.ok() && (*t)->process().alive) return t;
+  // The process may have had to use another name (nanotrace-<pid>.<n>: the usual one was
+  // taken by someone else): prefer its live segment, else what it left behind.
+  for (const sys::SegmentName& n : sys::list_segment_names()) {
+    if (n.pid != static_cast<uint32_t>(pid) ||
+        n.path == "/dev/shm/nanotrace-" + std::to_string(pid)) {
+      continue;
+    }
+    auto other = open_path(n.path, writable);
+    if (other.ok() && (*other)->process().alive &&
+        (*other)->process().pid == static_cast<uint32_t>(pid)) {
+      return other;
+    }
+  }
   if (!t.ok() && t.status().code() == StatusCode::kNotFound) {
     bool exists = kill(pid, 0) == 0 || errno == EPERM;
     return Status::NotFound(exists ? "process " + std::to_string(pid) + " is not traced"
@@ -303,9 +321,11 @@ std::vector<ThreadInfo> Trace::threads() const {
     t.state = static_cast<abi::SlotState>(state);
     t.tid = s.tid;
     t.name = bounded(s.name, sizeof(s.name));
+    // The counters before head: each record `written` counts is then a drop or published
+    // at or before `head` (the writer publishes head, then counts).
+    t.written = __atomic_load_n(&s.written, __ATOMIC_ACQUIRE);
+    t.dropped = __atomic_load_n(&s.dropped, __ATOMIC_ACQUIRE);
     t.head = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
-    t.written = s.written;
-    t.dropped = s.dropped;
     t.consumed_records = s.consumed_records;
     out.push_back(std::move(t));
   }
@@ -334,13 +354,36 @@ Status Trace::set_group_enabled(const std::string& group, bool enabled) {
 void Trace::compute_clock_scale() {
   const abi::ClockPair& a = process_.clock_start;
   const abi::ClockPair& b = process_.clock_latest;
+  if (process_.clock == abi::ClockKind::kMonotonic) {
+    ns_per_tick_ = 1.0;
+    return;
+  }
+  // The longest baseline the process recorded gives the best rate (1e-4 or better from
+  // 1 ms on, the pairs being bracketed to tens of nanoseconds).
   double hz = static_cast<double>(process_.ticks_per_second);
-  // The longest baseline the process recorded gives the best rate.
-  if (process_.clock == abi::ClockKind::kTsc && b.monotonic_ns > a.monotonic_ns + 50000000) {
+  if (b.monotonic_ns > a.monotonic_ns + 1000000 && b.ticks > a.ticks) {
     hz = static_cast<double>(b.ticks - a.ticks) * 1e9 /
          static_cast<double>(b.monotonic_ns - a.monotonic_ns);
+  } else if (!file_) {
+    // A process too young to have measured its rate: the time stamp counter is the
+    // machine's, so a pair taken here, 1 ms or more after the start pair, measures it.
+    abi::ClockPair now{};
+    do {
+      unsigned aux;
+      uint64_t t0 = __rdtscp(&aux);
+      timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      uint64_t t1 = __rdtscp(&aux);
+      now.ticks = t0 + (t1 - t0) / 2;
+      now.monotonic_ns =
+          static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+    } while (now.monotonic_ns < a.monotonic_ns + 1000000);
+    if (now.ticks > a.ticks) {
+      hz = static_cast<double>(now.ticks - a.ticks) * 1e9 /
+           static_cast<double>(now.monotonic_ns - a.monotonic_ns);
+    }
   }
-  if (process_.clock == abi::ClockKind::kMonotonic) hz = 1e9;
+  if (!(hz > 1e6)) hz = 1e9;  // no usable rate (a damaged header): show ticks as ns
   ns_per_tick_ = 1e9 / hz;
 }
 
@@ -352,19 +395,14 @@ Status Trace::attach_consumer() {
   if (file_) return Status::Invalid(path_ + " is a trace file, not a live process");
   if (!writable_) return Status::Invalid("segment opened read-only");
   auto* h = reinterpret_cast<abi::SegmentHeader*>(base_);
-  uint32_t me = static_cast<uint32_t>(getpid());
-  for (;;) {
+  // The consumer lock is what the writers trust: the kernel drops it when this process dies
+  // (even as an unreaped zombie), so a dead consumer never blocks a writer or a successor.
+  if (!sys::lock_segment_byte(fd_, sys::kConsumerLockByte)) {
     uint32_t cur = __atomic_load_n(&h->consumer_pid, __ATOMIC_ACQUIRE);
-    if (cur == me) break;
-    if (cur != 0 && reader::process_alive(cur, 0)) {
-      return Status::Busy("process " + std::to_string(process_.pid) +
-                          " already has a consumer (pid " + std::to_string(cur) + ")");
-    }
-    if (__atomic_compare_exchange_n(&h->consumer_pid, &cur, me, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
-      break;
-    }
+    return Status::Busy("process " + std::to_string(process_.pid) + " already has a consumer" +
+                        (cur != 0 ? " (pid " + std::to_string(cur) + ")" : std::string()));
   }
+  __atomic_store_n(&h->consumer_pid, static_cast<uint32_t>(getpid()), __ATOMIC_RELEASE);
   consumer_ = true;
   return Status::Ok();
 }
@@ -374,6 +412,7 @@ void Trace::detach_consumer() {
   auto* h = reinterpret_cast<abi::SegmentHeader*>(base_);
   uint32_t me = static_cast<uint32_t>(getpid());
   __atomic_compare_exchange_n(&h->consumer_pid, &me, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  sys::unlock_segment_byte(fd_, sys::kConsumerLockByte);
   consumer_ = false;
 }
 

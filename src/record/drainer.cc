@@ -116,17 +116,18 @@ Status Drainer::start_stream(uint32_t slot, uint32_t generation, bool initial, S
   st->state = __atomic_load_n(&s.state, __ATOMIC_ACQUIRE);
   uint64_t head = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
   uint64_t consumed = __atomic_load_n(&s.consumed, __ATOMIC_ACQUIRE);
-  // Drops before we attached are not this recording's; a generation that began since, all
-  // of whose drops are (its counter starts at 0 when the slot is claimed), may have dropped
-  // records before a pass first saw it. The first pass runs after attaching, so whether a
-  // generation existed before comes from the slots as they were then, when known.
-  uint64_t dropped_before = s.dropped;
+  // A generation that began since we attached has all its drops in this recording (its
+  // counter starts at 0 when the slot is claimed), even those before a pass first saw it.
+  // The first pass runs after attaching, so whether a generation existed before comes from
+  // the slots as they were then, when known.
   if (!at_attach_.empty()) {
     const SlotAtAttach& a = at_attach_[slot];
     initial = a.generation == generation && a.state != static_cast<uint32_t>(abi::SlotState::kFree);
-    dropped_before = a.dropped;
   }
-  st->dropped_at_start = consume_ && initial ? dropped_before : 0;
+  // Of a thread that was running, the drops an earlier consumer reported are not ours; every
+  // other drop happened after the records still in the ring, which this file starts with.
+  st->dropped_at_start =
+      consume_ && initial ? __atomic_load_n(&s.consumed_dropped, __ATOMIC_ACQUIRE) : 0;
   // A consumer's position also bounds a snapshot in block and discard modes: what lies before
   // it was taken by that consumer, not lost.
   // Only a generation that existed before we started can have been partly consumed by
@@ -177,11 +178,26 @@ void Drainer::publish(StreamState& st) {
   abi::ThreadSlot* s = &slots_[st.slot];
   if (__atomic_load_n(&s->generation, __ATOMIC_ACQUIRE) != st.generation) return;
   uint64_t pos = st.walk_pos < st.copied ? st.walk_pos : st.copied;
+  // A thread that has exited and whose every byte we took is done: a new thread may take its
+  // slot (a block-mode writer may be waiting for one).
+  bool drained_exit = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) ==
+                          static_cast<uint32_t>(abi::SlotState::kExited) &&
+                      pos >= __atomic_load_n(&s->head, __ATOMIC_ACQUIRE);
+  // The drops this file reports (the LOSS chunk carries st.dropped) are not a later
+  // consumer's to report again.
+  __atomic_store_n(&s->consumed_dropped, st.dropped, __ATOMIC_RELEASE);
   __atomic_store_n(&s->consumed_records, st.seq, __ATOMIC_RELEASE);
   __atomic_store_n(&s->consumed, pos, __ATOMIC_RELEASE);
   __atomic_fetch_add(&s->consumer_seq, 1, __ATOMIC_RELEASE);
   if (__atomic_load_n(&s->writer_waiting, __ATOMIC_SEQ_CST) != 0) {
     sys::futex_wake_all(&s->consumer_seq);
+  }
+  if (drained_exit) {
+    // A writer of the process may be waiting for a slot (block mode): one is free now.
+    auto* h = const_cast<abi::SegmentHeader*>(header_);
+    __atomic_fetch_add(&h->slot_epoch, 1, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&h->slot_waiters, __ATOMIC_SEQ_CST) != 0)
+      sys::futex_wake_all(&h->slot_epoch);
   }
 }
 
@@ -197,10 +213,12 @@ void Drainer::copy_out(uint8_t* dst, uint64_t offset, uint64_t n) const {
 Status Drainer::drain(StreamState& st, const RecordHook& hook, bool final, uint64_t* moved,
                       bool* stopped) {
   const abi::ThreadSlot& s = slots_[st.slot];
+  // State, then the counters, then head: every record `written` counts is then either a
+  // drop or published at or before `head` (the writer publishes head, then counts).
   st.state = __atomic_load_n(&s.state, __ATOMIC_ACQUIRE);
+  st.written = __atomic_load_n(&s.written, __ATOMIC_ACQUIRE);
+  st.dropped = __atomic_load_n(&s.dropped, __ATOMIC_ACQUIRE);
   uint64_t head = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
-  st.written = __atomic_load_n(&s.written, __ATOMIC_RELAXED);
-  st.dropped = __atomic_load_n(&s.dropped, __ATOMIC_RELAXED);
   if (head >= kMaxPosition) {
     ++st.corrupt_blocks;
     return Status::Ok();
@@ -336,6 +354,7 @@ std::vector<StreamState> Drainer::all_streams() const {
 
 uint64_t Drainer::records() const { return records_; }
 bool Drainer::writer_waiting() const {
+  if (__atomic_load_n(&header_->slot_waiters, __ATOMIC_RELAXED) != 0) return true;
   for (const StreamState& s : live_) {
     if (s.active && __atomic_load_n(&slots_[s.slot].writer_waiting, __ATOMIC_RELAXED) != 0) {
       return true;

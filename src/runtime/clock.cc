@@ -1,7 +1,8 @@
 // Clock source and calibration. Timestamps are raw TSC ticks when the TSC is invariant
 // (constant rate, not stopped in idle states), else CLOCK_MONOTONIC nanoseconds. The segment
 // keeps (ticks, realtime, monotonic) pairs so a reader converts ticks to wall-clock time; the
-// control thread refreshes the latest pair so the rate is measured over a long baseline.
+// control thread refreshes the latest pair so the rate is measured over a long baseline, and
+// exit takes a last one. Nothing calibrates at start-up: the rate comes from these pairs.
 #include <cpuid.h>
 #include <time.h>
 #include <x86intrin.h>
@@ -63,17 +64,18 @@ abi::ClockPair sample_clock_pair(abi::ClockKind kind) {
   return best;
 }
 
-uint64_t estimate_ticks_per_second(abi::ClockKind kind) {
+uint64_t ticks_per_second_now(abi::SegmentHeader* h) {
+  if (uint64_t hz = __atomic_load_n(&h->ticks_per_second, __ATOMIC_RELAXED); hz != 0) return hz;
+  auto kind = static_cast<abi::ClockKind>(h->clock_kind);
   if (kind == abi::ClockKind::kMonotonic) return 1000000000ull;
-  abi::ClockPair a = sample_clock_pair(kind);
-  uint64_t deadline = a.monotonic_ns + 2000000;  // 2 ms: 1e-4 accuracy, refined later
-  abi::ClockPair b;
+  // No estimate yet (the process is young): measure against the start pair, 1 ms apart at
+  // least (1e-4 or better, given pairs bracketed to tens of nanoseconds).
+  abi::ClockPair now;
   do {
-    b = sample_clock_pair(kind);
-  } while (b.monotonic_ns < deadline);
-  double hz = static_cast<double>(b.ticks - a.ticks) * 1e9 /
-              static_cast<double>(b.monotonic_ns - a.monotonic_ns);
-  return static_cast<uint64_t>(hz);
+    now = sample_clock_pair(kind);
+  } while (now.monotonic_ns < h->clock_start.monotonic_ns + 1000000);
+  return static_cast<uint64_t>(static_cast<double>(now.ticks - h->clock_start.ticks) * 1e9 /
+                               static_cast<double>(now.monotonic_ns - h->clock_start.monotonic_ns));
 }
 
 void refresh_clock(abi::SegmentHeader* h) {
@@ -84,9 +86,11 @@ void refresh_clock(abi::SegmentHeader* h) {
   __atomic_thread_fence(__ATOMIC_RELEASE);
   h->clock_latest = p;
   uint64_t dt = p.monotonic_ns - h->clock_start.monotonic_ns;
-  if (kind == abi::ClockKind::kTsc && dt > 50000000) {  // >50 ms: better than the estimate
-    h->ticks_per_second = static_cast<uint64_t>(
-        static_cast<double>(p.ticks - h->clock_start.ticks) * 1e9 / static_cast<double>(dt));
+  if (kind == abi::ClockKind::kTsc && dt > 1000000) {  // the longest baseline is the best
+    __atomic_store_n(&h->ticks_per_second,
+                     static_cast<uint64_t>(static_cast<double>(p.ticks - h->clock_start.ticks) *
+                                           1e9 / static_cast<double>(dt)),
+                     __ATOMIC_RELAXED);
   }
   __atomic_store_n(&h->clock_seq, seq + 2, __ATOMIC_RELEASE);
 }

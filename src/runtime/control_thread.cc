@@ -1,23 +1,38 @@
 // The control thread of a traced process. It sleeps on the segment's control_seq futex word;
-// a controller in another process (nanotrace enable/disable) changes the group table, bumps
-// control_seq and wakes it, and the thread sets the call sites' enable flags, which live in
-// process memory so the disabled check stays a single load. It also refreshes the clock
-// calibration pair. It records no events and costs nothing while nothing changes.
-#include <linux/futex.h>
+// a controller in another process (nanotrace enable/disable/arm) changes the group table or
+// writes a trigger request, bumps control_seq and wakes it, and the thread applies the
+// change to the call sites, whose enable flags live in process memory so the disabled check
+// stays a single load. It also refreshes the clock pair the tick rate is measured from, and
+// keeps a few free rings allocated and mapped in ahead of need, so that a new thread's first
+// event finds its ring ready (a claimer wakes it after taking one). It records no events.
 #include <pthread.h>
 #include <signal.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
-#include <thread>
-
+#include "common/process.hpp"
 #include "runtime/runtime.hpp"
 
 namespace nanotrace::runtime {
 namespace {
 
-void control_loop() {
+constexpr uint32_t kPreparedRings = 2;  // free rings kept ready
+constexpr size_t kStackBytes = 128u << 10;
+
+// REQUIRES: mu held. Allocates free rings until kPreparedRings are ready (or none is free).
+void prepare_free_rings(Runtime& rt) {
+  abi::SegmentHeader* h = rt.segment.header();
+  uint32_t ready = 0;
+  for (uint32_t i = 0; i < h->max_threads && ready < kPreparedRings; ++i) {
+    abi::ThreadSlot* s = rt.segment.slot(i);
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) !=
+        static_cast<uint32_t>(abi::SlotState::kFree)) {
+      continue;
+    }
+    if (!prepare_ring(rt.segment, i)) return;  // /dev/shm is full: claimers will see it too
+    ++ready;
+  }
+}
+
+void* control_loop(void*) {
   pthread_setname_np(pthread_self(), "nanotrace-ctl");
   Runtime& rt = Runtime::instance();
   int wakeups = 0;
@@ -26,18 +41,21 @@ void control_loop() {
     uint32_t seen;
     {
       std::lock_guard lock(rt.mu);
-      if (!rt.started) return;
+      if (rt.control_stop.load(std::memory_order_acquire) ||
+          !rt.started.load(std::memory_order_acquire)) {
+        return nullptr;
+      }
       abi::SegmentHeader* h = rt.segment.header();
-      refresh_clock(h);
-      rt.process_trigger_request_locked();
-      rt.apply_groups_locked();
       word = &h->control_seq;
       seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+      rt.process_trigger_request_locked();
+      rt.apply_groups_locked();
+      prepare_free_rings(rt);
+      refresh_clock(h);
     }
-    // Frequent calibration early (the rate estimate converges), then once a second.
-    long wait_ns = wakeups < 10 ? 100 * 1000 * 1000 : 999 * 1000 * 1000;
-    timespec ts{wait_ns / 1000000000, wait_ns % 1000000000};
-    syscall(SYS_futex, word, FUTEX_WAIT, seen, &ts, nullptr, 0);
+    // Frequent clock pairs early (the rate estimate converges), then once a second.
+    long wait_ns = wakeups < 20 ? 10 * 1000 * 1000 : 999 * 1000 * 1000;
+    sys::futex_wait(word, seen, wait_ns);
     ++wakeups;
   }
 }
@@ -46,13 +64,34 @@ void control_loop() {
 
 void Runtime::start_control_thread() {
   if (control_thread_running) return;
-  control_thread_running = true;
+  control_stop.store(false, std::memory_order_relaxed);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kStackBytes);
   // Signals stay with the application's threads.
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  std::thread(control_loop).detach();
+  control_thread_running = pthread_create(&control_thread, &attr, control_loop, nullptr) == 0;
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+void Runtime::stop_control_thread() {
+  pthread_t thread;
+  {
+    std::lock_guard lock(mu);
+    if (!control_thread_running || pthread_equal(control_thread, pthread_self())) return;
+    control_thread_running = false;
+    thread = control_thread;
+    control_stop.store(true, std::memory_order_release);
+    if (started.load(std::memory_order_acquire)) {
+      abi::SegmentHeader* h = segment.header();
+      __atomic_fetch_add(&h->control_seq, 1, __ATOMIC_RELEASE);
+      sys::futex_wake_all(&h->control_seq);
+    }
+  }
+  pthread_join(thread, nullptr);
 }
 
 }  // namespace nanotrace::runtime

@@ -1,7 +1,8 @@
 // Call-site registration and the runtime's lifecycle: the segment is created when the first
-// module registers its sites (static initialisation), every site is published into the
-// segment's event table, and site enable flags follow the segment's group table. Also the
-// public control API (nanotrace/control.hpp), process exit and fork.
+// module registers its sites (static initialisation; in a fork child, on its first event),
+// every site is published into the segment's event table, and site enable flags follow the
+// segment's group table. Modules unregister their sites when unloaded. Also the public
+// control API (nanotrace/control.hpp), process exit and fork.
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -10,7 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
+#include "common/process.hpp"
 #include "nanotrace/control.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/runtime.hpp"
@@ -23,9 +26,42 @@ void on_fork_prepare() { Runtime::instance().mu.lock(); }
 void on_fork_parent() { Runtime::instance().mu.unlock(); }
 void on_fork_child() {
   Runtime& rt = Runtime::instance();
-  rt.mu.unlock();
   rt.after_fork_in_child();
+  rt.mu.unlock();
 }
+
+// Identity of a call site's descriptor, so a module loaded again gets its old event ids.
+std::string descriptor_key(const detail::Site* site) {
+  std::string key = std::string(site->group) + '\0' + site->name + '\0' + site->format + '\0' +
+                    site->file + '\0' + std::to_string(site->line) + '\0' +
+                    std::to_string(site->is_guard);
+  for (uint32_t f = 0; f < site->field_count; ++f) key += static_cast<char>(site->types[f]);
+  return key;
+}
+
+// Warns once about a NANOTRACE_GROUPS that enables no group this program has.
+void warn_if_groups_name_nothing(const Runtime& rt) {
+  if (rt.groups.empty() || std::getenv("NANOTRACE_GROUPS") == nullptr) return;
+  for (const std::string& g : rt.groups) {
+    if (group_enabled_by_spec(rt.config.groups, g)) return;
+  }
+  std::string known;
+  for (const std::string& g : rt.groups) known += (known.empty() ? "" : ", ") + g;
+  std::fprintf(stderr,
+               "nanotrace: NANOTRACE_GROUPS=%s enables none of this program's groups (%s); "
+               "tracing is off until a group is enabled\n",
+               rt.config.groups.c_str(), known.c_str());
+}
+
+// Stops the control thread before the code it runs may be unmapped (this runtime being part
+// of a module that is unloaded) and at exit.
+std::atomic<Runtime*> g_runtime{nullptr};
+struct ControlThreadStopper {
+  ~ControlThreadStopper() {
+    if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->stop_control_thread();
+  }
+};
+ControlThreadStopper g_control_thread_stopper;
 
 }  // namespace
 
@@ -41,6 +77,7 @@ Runtime& Runtime::instance() {
     pthread_key_create(&r->exit_key, release_ring);
     pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
     std::atexit(on_exit_handler);
+    g_runtime.store(r, std::memory_order_release);
     return r;
   }();
   return *rt;
@@ -50,12 +87,16 @@ Status Runtime::start_locked() {
   pid = getpid();
   detail::g_clock_is_tsc = !config.force_monotonic && tsc_is_invariant();
   auto seg = create_segment(config, pid);
-  if (!seg.ok()) return seg.status();
-  segment = *seg;
-  started = true;
+  if (!seg.ok()) {
+    start_failed = true;
+    return seg.status();
+  }
+  segment = std::move(seg.value());
   groups.clear();
   for (detail::Site* site : sites) publish_site_locked(site);
+  started.store(true, std::memory_order_release);
   apply_groups_locked();
+  warn_if_groups_name_nothing(*this);
   if (!config.trigger.empty() && !armed) {
     Status s = arm_locked(config.trigger, config.trigger_after_events, config.trigger_after_ns);
     if (!s.ok()) std::fprintf(stderr, "nanotrace: NANOTRACE_TRIGGER: %s\n", s.message().c_str());
@@ -63,6 +104,17 @@ Status Runtime::start_locked() {
   if (config.crash_handler) install_crash_handler();
   start_control_thread();
   return Status::Ok();
+}
+
+bool Runtime::ensure_started() {
+  // May run in a signal handler on a thread that holds the mutex: never wait for it forever.
+  std::unique_lock lock(mu, std::defer_lock);
+  for (int i = 0; i < 1000 && !lock.try_lock(); ++i) std::this_thread::yield();
+  if (!lock.owns_lock()) return false;
+  if (started.load(std::memory_order_acquire)) return true;
+  if (start_failed) return false;
+  report(start_locked());
+  return started.load(std::memory_order_acquire);
 }
 
 void Runtime::publish_site_locked(detail::Site* site) {
@@ -80,8 +132,17 @@ void Runtime::publish_site_locked(detail::Site* site) {
     g->enabled = group_enabled_by_spec(config.groups, site->group) ? 1 : 0;
     __atomic_store_n(&h->groups_count, group + 1, __ATOMIC_RELEASE);
   }
+  // A module unloaded and loaded again: its sites keep their events (and ids).
+  std::string key = descriptor_key(site);
+  if (auto it = retired_ids.find(key); it != retired_ids.end()) {
+    site->id = it->second;
+    retired_ids.erase(it);
+    return;
+  }
   uint32_t index = h->events_count;
   if (index >= h->events_capacity || index >= 0xfffe) return;  // table full: site stays off
+  uint64_t entry_end = h->events_offset + (uint64_t{index} + 1) * sizeof(abi::EventEntry);
+  if (!reserve_table_bytes(&segment, entry_end)) return;  // /dev/shm full: site stays off
   auto* e = reinterpret_cast<abi::EventEntry*>(segment.base + h->events_offset) + index;
   std::memset(e, 0, sizeof(*e));
   e->group = group;
@@ -113,7 +174,7 @@ void Runtime::publish_site_locked(detail::Site* site) {
 }
 
 void Runtime::apply_groups_locked() {
-  if (!started) return;
+  if (!started.load(std::memory_order_relaxed)) return;
   abi::SegmentHeader* h = segment.header();
   auto* table = reinterpret_cast<abi::GroupEntry*>(segment.base + h->groups_offset);
   for (detail::Site* site : sites) {
@@ -133,59 +194,52 @@ Status Runtime::restart_locked() {
     __atomic_store_n(&site->enabled, 0, __ATOMIC_RELAXED);
     site->id = 0;
   }
-  if (started) destroy_segment(&segment, true);
-  started = false;
+  retired_ids.clear();
+  if (started.load(std::memory_order_relaxed)) {
+    started.store(false, std::memory_order_release);
+    destroy_segment(&segment, true);
+  }
+  start_failed = false;
   return start_locked();
 }
 
 namespace {
 
+// Marks the segment exited (and removes it unless asked to keep it) without waiting for
+// anyone: an attached recorder keeps reading through its own descriptor and sees the
+// process end through its pidfd.
 void on_exit_handler() {
   Runtime& rt = Runtime::instance();
   std::lock_guard lock(rt.mu);
-  if (!rt.started || rt.pid != getpid()) return;
+  if (!rt.started.load(std::memory_order_acquire) || rt.pid != getpid()) return;
   abi::SegmentHeader* h = rt.segment.header();
-  // With a consumer attached, give it a bounded time to drain what is left.
-  if (__atomic_load_n(&h->consumer_pid, __ATOMIC_ACQUIRE) != 0) {
-    for (int i = 0; i < 500; ++i) {
-      pid_t consumer = static_cast<pid_t>(__atomic_load_n(&h->consumer_pid, __ATOMIC_ACQUIRE));
-      if (consumer == 0 || kill(consumer, 0) != 0) break;
-      bool drained = true;
-      for (uint32_t s = 0; s < h->max_threads; ++s) {
-        abi::ThreadSlot* slot = rt.segment.slot(s);
-        if (slot->state != static_cast<uint32_t>(abi::SlotState::kFree) &&
-            __atomic_load_n(&slot->consumed, __ATOMIC_ACQUIRE) < slot->head) {
-          drained = false;
-          break;
-        }
-      }
-      if (drained) break;
-      usleep(10000);
-    }
-  }
+  refresh_clock(h);  // the final pair: the longest baseline for the tick rate
   __atomic_store_n(&h->state, static_cast<uint32_t>(abi::ProcessState::kExited), __ATOMIC_RELEASE);
-  if (!rt.config.keep_on_exit) shm_unlink(rt.segment.name.c_str());
+  if (!rt.config.keep_on_exit) ::unlink(rt.segment.path.c_str());
 }
 
 }  // namespace
 
 void Runtime::after_fork_in_child() {
-  // The child shares the parent's mapping: forget it (without unlinking the parent's
-  // segment) and start a segment of its own.
-  detail::t_writer = detail::Writer{nullptr, 0, 0, &detail::g_unclaimed_slot};
+  // Only resets state (the child may be about to exec): the child's segment is created on
+  // its first event. The parent's mapping and descriptor are dropped so the child neither
+  // keeps the parent's segment alive nor writes into it.
+  detail::t_writer = detail::Writer{nullptr, 0, &detail::g_unclaimed_slot, nullptr};
+  pthread_setspecific(exit_key, nullptr);
   control_thread_running = false;  // threads do not survive fork
-  std::lock_guard lock(mu);
-  for (detail::Site* site : sites) __atomic_store_n(&site->enabled, 0, __ATOMIC_RELAXED);
-  if (started) {
+  control_stop.store(false, std::memory_order_relaxed);
+  reset_trigger_after_fork();
+  if (started.load(std::memory_order_relaxed)) {
+    started.store(false, std::memory_order_release);
     munmap(segment.base, segment.size);
-    close(segment.fd);
+    ::close(segment.fd);
     segment = Segment();
-    started = false;
   }
-  any_ring_claimed = false;
-  if (Status s = start_locked(); !s.ok()) {
-    std::fprintf(stderr, "nanotrace: tracing disabled in child: %s\n", s.message().c_str());
-  }
+  start_failed = false;
+  any_ring_claimed.store(false, std::memory_order_relaxed);
+  retired_ids.clear();
+  // Sites keep their enable bytes, so the child's first event reaches the slow path, which
+  // starts the runtime; their ids are assigned again in the child's own segment.
 }
 
 }  // namespace nanotrace::runtime
@@ -195,22 +249,41 @@ namespace nanotrace::detail {
 bool register_sites(Site* const* begin, Site* const* end) noexcept {
   runtime::Runtime& rt = runtime::Runtime::instance();
   std::lock_guard lock(rt.mu);
+  bool started = rt.started.load(std::memory_order_relaxed);
   for (Site* const* p = begin; p && p < end; ++p) {
     Site* site = *p;
     if (site == nullptr || !rt.known_sites.insert(site).second) continue;
     rt.sites.push_back(site);
-    if (rt.started) rt.publish_site_locked(site);
+    if (started) rt.publish_site_locked(site);
   }
-  if (!rt.started) {
+  if (!started && !rt.start_failed && rt.pid == 0) {
     runtime::report(rt.start_locked());
-  } else if (!rt.config.trigger.empty() && !rt.armed) {
+  } else if (started && !rt.config.trigger.empty() && !rt.armed) {
     // The trigger's event may live in a module registered just now.
     (void)rt.arm_locked(rt.config.trigger, rt.config.trigger_after_events,
                         rt.config.trigger_after_ns);
+  } else if (started && rt.armed) {
+    // Bind the armed expression to the new module's sites too.
+    (void)rt.arm_locked(rt.armed->expression.text, rt.armed->after_events, rt.armed->after_ns);
   } else {
     rt.apply_groups_locked();
   }
   return true;
+}
+
+void unregister_sites(Site* const* begin, Site* const* end) noexcept {
+  runtime::Runtime& rt = runtime::Runtime::instance();
+  std::lock_guard lock(rt.mu);
+  bool any = false;
+  for (Site* const* p = begin; p && p < end; ++p) {
+    Site* site = *p;
+    if (site == nullptr || rt.known_sites.erase(site) == 0) continue;
+    any = true;
+    // Its event entry stays in the segment, so its records stay readable.
+    if (site->id != 0) rt.retired_ids.emplace(runtime::descriptor_key(site), site->id);
+  }
+  if (!any) return;
+  std::erase_if(rt.sites, [&](Site* s) { return rt.known_sites.count(s) == 0; });
 }
 
 }  // namespace nanotrace::detail
@@ -230,10 +303,12 @@ Status configure(const Options& options) {
   }
   bool groups_change = next.groups != rt.config.groups;
   rt.config = next;
-  if (layout_changes || !rt.started) return rt.restart_locked();
+  bool started = rt.started.load(std::memory_order_relaxed);
+  if (layout_changes || !started) return rt.restart_locked();
   abi::SegmentHeader* h = rt.segment.header();
   std::memset(h->user_name, 0, sizeof(h->user_name));
   std::memcpy(h->user_name, next.name.data(), next.name.size());
+  h->block_timeout_ns = next.block_timeout_ns;
   if (groups_change) {
     auto* table = reinterpret_cast<abi::GroupEntry*>(rt.segment.base + h->groups_offset);
     for (uint32_t g = 0; g < rt.groups.size(); ++g) {
@@ -247,7 +322,9 @@ Status configure(const Options& options) {
 Status set_group_enabled(std::string_view group, bool enabled) {
   runtime::Runtime& rt = runtime::Runtime::instance();
   std::lock_guard lock(rt.mu);
-  if (!rt.started) return Status::NotFound("tracing is not running");
+  if (!rt.started.load(std::memory_order_relaxed)) {
+    return Status::NotFound("tracing is not running");
+  }
   abi::SegmentHeader* h = rt.segment.header();
   auto* table = reinterpret_cast<abi::GroupEntry*>(rt.segment.base + h->groups_offset);
   for (uint32_t g = 0; g < rt.groups.size(); ++g) {
@@ -263,7 +340,7 @@ Status set_group_enabled(std::string_view group, bool enabled) {
 std::string segment_path() {
   runtime::Runtime& rt = runtime::Runtime::instance();
   std::lock_guard lock(rt.mu);
-  return rt.started ? "/dev/shm" + rt.segment.name : std::string();
+  return rt.started.load(std::memory_order_relaxed) ? rt.segment.path : std::string();
 }
 
 Mode mode() {

@@ -1,16 +1,18 @@
 // The slow path of a tracepoint: claiming a ring on a thread's first event, starting a new
-// block when the current one is full, and the mode's policy when the ring is full
-// (overwrite, drop and count, or wait for the consumer). Also releases a thread's ring when
-// the thread exits. The fast path is in nanotrace/nanotrace.hpp.
-#include <fcntl.h>
-#include <linux/futex.h>
+// block when the current one is full, a fired trigger's window, and the mode's policy when
+// the ring is full (overwrite, drop and count, or wait a bounded time for the consumer).
+// Also releases a thread's ring when the thread exits. The fast path is in
+// nanotrace/nanotrace.hpp.
+//
+// Nothing here takes the runtime mutex once the segment exists: slots are claimed by
+// compare-and-swap on their state, so a thread's first event never waits for another's.
+// Every record dropped here is counted in its slot's `dropped` (one instruction, so a signal
+// handler on the same thread cannot lose an increment).
 #include <pthread.h>
-#include <signal.h>
-#include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 
 #include "common/process.hpp"
@@ -20,7 +22,8 @@
 namespace nanotrace::detail {
 
 abi::ThreadSlot g_unclaimed_slot{};
-constinit thread_local Writer t_writer{nullptr, 0, 0, &g_unclaimed_slot};
+abi::ThreadSlot g_busy_slot{};
+constinit thread_local Writer t_writer{nullptr, 0, &g_unclaimed_slot, nullptr};
 
 }  // namespace nanotrace::detail
 
@@ -28,142 +31,308 @@ namespace nanotrace::runtime {
 namespace {
 
 using abi::SlotState;
+using detail::t_writer;
 
-bool consumer_alive(const abi::SegmentHeader* h) {
-  pid_t consumer = static_cast<pid_t>(__atomic_load_n(&h->consumer_pid, __ATOMIC_ACQUIRE));
-  return consumer != 0 && (kill(consumer, 0) == 0 || errno == EPERM);
+constexpr uint32_t state_of(SlotState s) { return static_cast<uint32_t>(s); }
+
+// What a thread's slow path remembers between calls (the fast path never reads it).
+struct SlowState {
+  bool no_slot = false;            // its last claim failed ...
+  uint32_t no_slot_epoch = 0;      // ... while slot_epoch had this value
+  bool consumer_stuck = false;     // its last wait for the consumer timed out ...
+  uint64_t stuck_at_consumed = 0;  // ... with the consumer at this position
+  uint32_t consumer_pid = 0;       // liveness cache
+  bool consumer_live = false;
+  uint64_t consumer_checked_ns = 0;
+};
+thread_local SlowState t_slow;
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-}  // namespace
-
-void release_ring(void* slot_ptr) {
-  auto* slot = static_cast<abi::ThreadSlot*>(slot_ptr);
-  // Events recorded later by this thread (other TLS destructors) claim a fresh ring.
-  detail::t_writer = detail::Writer{nullptr, 0, 0, &detail::g_unclaimed_slot};
-  if (Runtime::instance().pid != getpid()) return;
-  __atomic_store_n(&slot->state, static_cast<uint32_t>(SlotState::kExited), __ATOMIC_RELEASE);
-}
-
-namespace {
-
-// A reusable slot: free first; then an exited ring the consumer has fully read; then (no
-// consumer to wait for) the exited ring that was claimed longest ago, whose unread records
-// are counted in lost_reclaimed.
-int pick_slot_locked(Runtime& rt) {
+// Whether a consumer is attached and alive: it holds the consumer lock of the segment, which
+// the kernel drops when it dies (even unreaped) or execs. Checked only when a ring is full or
+// a thread finds no slot, and cached for a millisecond.
+bool consumer_alive(Runtime& rt) {
   abi::SegmentHeader* h = rt.segment.header();
-  int drained = -1, oldest = -1;
-  uint64_t oldest_start = ~uint64_t{0};
-  for (uint32_t i = 0; i < h->max_threads; ++i) {
-    abi::ThreadSlot* s = rt.segment.slot(i);
-    uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-    if (state == static_cast<uint32_t>(SlotState::kFree)) return static_cast<int>(i);
-    if (state != static_cast<uint32_t>(SlotState::kExited)) continue;
-    if (drained < 0 && __atomic_load_n(&s->consumed, __ATOMIC_ACQUIRE) >= s->head) {
-      drained = static_cast<int>(i);
-    }
-    if (s->start_ticks < oldest_start) {
-      oldest_start = s->start_ticks;
-      oldest = static_cast<int>(i);
-    }
+  uint32_t pid = __atomic_load_n(&h->consumer_pid, __ATOMIC_ACQUIRE);
+  if (pid == 0) return false;
+  uint64_t now = monotonic_ns();
+  if (pid != t_slow.consumer_pid || now - t_slow.consumer_checked_ns > 1000000) {
+    t_slow.consumer_live = sys::segment_byte_locked(rt.segment.fd, sys::kConsumerLockByte);
+    t_slow.consumer_pid = pid;
+    t_slow.consumer_checked_ns = now;
   }
-  if (drained >= 0) return drained;
-  if (oldest >= 0 && !consumer_alive(h)) {
-    abi::ThreadSlot* s = rt.segment.slot(static_cast<uint32_t>(oldest));
-    uint64_t unread = s->written - __atomic_load_n(&s->consumed_records, __ATOMIC_ACQUIRE);
-    __atomic_fetch_add(&h->lost_reclaimed, unread, __ATOMIC_RELAXED);
-    return oldest;
-  }
-  return -1;
+  return t_slow.consumer_live;
 }
 
-}  // namespace
+// Announces that a slot became reusable (a thread exited, or the consumer drained one).
+void bump_slot_epoch(abi::SegmentHeader* h) {
+  __atomic_fetch_add(&h->slot_epoch, 1, __ATOMIC_RELEASE);
+  if (__atomic_load_n(&h->slot_waiters, __ATOMIC_SEQ_CST) != 0) sys::futex_wake_all(&h->slot_epoch);
+}
 
-bool claim_ring_for_this_thread() {
-  Runtime& rt = Runtime::instance();
-  std::lock_guard lock(rt.mu);
-  if (!rt.started) return false;
-  int index = pick_slot_locked(rt);
-  if (index < 0) return false;
-  auto i = static_cast<uint32_t>(index);
-  abi::SegmentHeader* h = rt.segment.header();
-  uint64_t ring_off = h->rings_offset + uint64_t{i} * h->ring_size;
-  if (posix_fallocate(rt.segment.fd, static_cast<off_t>(ring_off), h->ring_size) != 0) {
-    return false;  // /dev/shm is full: better no ring than a SIGBUS later
+bool try_take(abi::ThreadSlot* s, uint32_t expected) {
+  return __atomic_compare_exchange_n(&s->state, &expected, state_of(SlotState::kClaiming), false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+// Initialises slot i, taken from state `previous`, for the calling thread.
+bool finish_claim(Runtime& rt, uint32_t i, uint32_t previous) {
+  Segment& seg = rt.segment;
+  abi::SegmentHeader* h = seg.header();
+  abi::ThreadSlot* s = seg.slot(i);
+  bool was_prepared = __atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0;
+  if (!prepare_ring(seg, i)) {  // /dev/shm is full: better no ring than a SIGBUS later
+    __atomic_store_n(&s->state, previous, __ATOMIC_RELEASE);
+    return false;
   }
-  abi::ThreadSlot* s = rt.segment.slot(i);
+  if (previous == state_of(SlotState::kExited)) {
+    // Records of the previous thread nobody read, and drops nobody reported, are lost.
+    uint64_t unread = s->written - __atomic_load_n(&s->consumed_records, __ATOMIC_ACQUIRE) +
+                      s->dropped - __atomic_load_n(&s->consumed_dropped, __ATOMIC_ACQUIRE);
+    if (unread != 0) __atomic_fetch_add(&h->lost_reclaimed, unread, __ATOMIC_RELAXED);
+  }
   // Readers detect reuse through the generation, bumped before anything else changes.
   __atomic_store_n(&s->generation, s->generation + 1, __ATOMIC_RELEASE);
   __atomic_store_n(&s->head, 0, __ATOMIC_RELEASE);
   s->written = 0;
   s->dropped = 0;
+  s->check = 0;
   s->tid = static_cast<uint32_t>(gettid());
   s->writer_waiting = 0;
   s->start_ticks = detail::now_ticks();
-  std::memset(s->name, 0, sizeof(s->name));
-  pthread_getname_np(pthread_self(), s->name, sizeof(s->name));
+  char name[17] = {};
+  prctl(PR_GET_NAME, name);
+  std::memcpy(s->name, name, sizeof(s->name));
   __atomic_store_n(&s->consumed, 0, __ATOMIC_RELEASE);
   __atomic_store_n(&s->consumed_records, 0, __ATOMIC_RELEASE);
-  __atomic_store_n(&s->state, static_cast<uint32_t>(SlotState::kActive), __ATOMIC_RELEASE);
-  rt.any_ring_claimed = true;
-  detail::t_writer = detail::Writer{rt.segment.ring(i), h->ring_size - 1u, 0, s};
+  __atomic_store_n(&s->consumed_dropped, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&s->state, state_of(SlotState::kActive), __ATOMIC_RELEASE);
+  // t_writer.slot stays as the fast path set it (busy) until the record is published.
+  t_writer.data = seg.ring(i);
+  t_writer.mask = h->ring_size - 1u;
+  t_writer.owned = s;
   pthread_setspecific(rt.exit_key, s);
+  rt.any_ring_claimed.store(true, std::memory_order_relaxed);
+  if (was_prepared) rt.request_ring_preparation();
+  t_slow.no_slot = false;
   return true;
+}
+
+// One pass over the slots for a reusable one, best first: a free slot whose ring is ready;
+// an exited thread's slot that the consumer has drained (its memory is allocated); any free
+// slot (its ring is allocated now); and, with no live consumer to wait for, the exited slot
+// claimed longest ago, whose unread records are counted in lost_reclaimed.
+bool claim_once(Runtime& rt) {
+  Segment& seg = rt.segment;
+  const uint32_t n = seg.header()->max_threads;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (uint32_t i = 0; i < n; ++i) {
+      abi::ThreadSlot* s = seg.slot(i);
+      uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+      bool fits = false;
+      if (pass == 0) {
+        fits = state == state_of(SlotState::kFree) &&
+               __atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0;
+      } else if (pass == 1) {
+        fits = state == state_of(SlotState::kExited) &&
+               __atomic_load_n(&s->consumed, __ATOMIC_ACQUIRE) >=
+                   __atomic_load_n(&s->head, __ATOMIC_ACQUIRE) &&
+               __atomic_load_n(&s->consumed_records, __ATOMIC_ACQUIRE) >= s->written;
+      } else {
+        fits = state == state_of(SlotState::kFree);
+      }
+      if (fits && try_take(s, state) && finish_claim(rt, i, state)) return true;
+    }
+  }
+  if (consumer_alive(rt)) return false;  // never take unread records from a live consumer
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    int oldest = -1;
+    uint64_t oldest_start = ~uint64_t{0};
+    for (uint32_t i = 0; i < n; ++i) {
+      abi::ThreadSlot* s = seg.slot(i);
+      if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != state_of(SlotState::kExited)) continue;
+      if (s->start_ticks < oldest_start) {
+        oldest_start = s->start_ticks;
+        oldest = static_cast<int>(i);
+      }
+    }
+    if (oldest < 0) return false;
+    auto i = static_cast<uint32_t>(oldest);
+    if (try_take(seg.slot(i), state_of(SlotState::kExited))) {
+      return finish_claim(rt, i, state_of(SlotState::kExited));
+    }
+  }
+  return false;
+}
+
+// Claims a slot for the calling thread. In block mode with a live consumer, waits (at most
+// the block timeout) for the consumer to drain an exited thread's slot rather than drop.
+// A thread whose claim failed does not scan again until a slot has been released.
+bool claim_for_this_thread(Runtime& rt) {
+  abi::SegmentHeader* h = rt.segment.header();
+  uint32_t epoch = __atomic_load_n(&h->slot_epoch, __ATOMIC_ACQUIRE);
+  if (t_slow.no_slot && epoch == t_slow.no_slot_epoch) return false;
+  if (claim_once(rt)) return true;
+  auto mode = static_cast<abi::Mode>(h->mode);
+  uint64_t timeout = h->block_timeout_ns;
+  if (mode == abi::Mode::kBlock && timeout != 0 && consumer_alive(rt)) {
+    uint64_t start = monotonic_ns();
+    __atomic_fetch_add(&h->slot_waiters, 1, __ATOMIC_SEQ_CST);
+    bool claimed = false;
+    for (;;) {
+      uint64_t now = monotonic_ns();
+      if (now - start >= timeout || !consumer_alive(rt)) break;
+      uint64_t left = timeout - (now - start);
+      sys::futex_wait(&h->slot_epoch, epoch, static_cast<long>(left < 5000000 ? left : 5000000));
+      epoch = __atomic_load_n(&h->slot_epoch, __ATOMIC_ACQUIRE);
+      if (claim_once(rt)) {
+        claimed = true;
+        break;
+      }
+    }
+    __atomic_fetch_sub(&h->slot_waiters, 1, __ATOMIC_SEQ_CST);
+    if (claimed) return true;
+  }
+  t_slow.no_slot = true;
+  t_slow.no_slot_epoch = epoch;
+  return false;
+}
+
+// Whether the block starting at `next` may be written: always in overwrite mode; in the
+// other modes once the consumer has read the block one ring earlier, waiting for that in
+// block mode while the consumer lives, at most the block timeout (and not at all while a
+// consumer that made us time out has not moved since).
+bool room_for_block(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t block) {
+  abi::SegmentHeader* h = rt.segment.header();
+  auto mode = static_cast<abi::Mode>(h->mode);
+  if (mode == abi::Mode::kOverwrite) return true;
+  auto has_room = [&] {
+    return __atomic_load_n(&s->consumed, __ATOMIC_ACQUIRE) + h->ring_size >= next + block;
+  };
+  if (has_room()) {
+    t_slow.consumer_stuck = false;
+    return true;
+  }
+  uint64_t timeout = h->block_timeout_ns;
+  if (mode == abi::Mode::kDiscard || timeout == 0 || !consumer_alive(rt)) return false;
+  if (t_slow.consumer_stuck &&
+      __atomic_load_n(&s->consumed, __ATOMIC_ACQUIRE) == t_slow.stuck_at_consumed) {
+    return false;
+  }
+  uint64_t start = monotonic_ns();
+  bool room = false;
+  for (;;) {
+    uint32_t seq = __atomic_load_n(&s->consumer_seq, __ATOMIC_ACQUIRE);
+    __atomic_store_n(&s->writer_waiting, 1, __ATOMIC_SEQ_CST);
+    if (has_room()) {
+      room = true;
+      break;
+    }
+    uint64_t waited = monotonic_ns() - start;
+    if (waited >= timeout || !consumer_alive(rt)) break;
+    uint64_t left = timeout - waited;
+    sys::futex_wait(&s->consumer_seq, seq, static_cast<long>(left < 20000000 ? left : 20000000));
+  }
+  __atomic_store_n(&s->writer_waiting, 0, __ATOMIC_RELAXED);
+  t_slow.consumer_stuck = !room;
+  if (!room) t_slow.stuck_at_consumed = __atomic_load_n(&s->consumed, __ATOMIC_ACQUIRE);
+  return room;
+}
+
+}  // namespace
+
+void Runtime::request_ring_preparation() {
+  abi::SegmentHeader* h = segment.header();
+  __atomic_fetch_add(&h->control_seq, 1, __ATOMIC_RELEASE);
+  sys::futex_wake_all(&h->control_seq);
+}
+
+void release_ring(void* slot_ptr) {
+  auto* slot = static_cast<abi::ThreadSlot*>(slot_ptr);
+  detail::Writer& w = t_writer;
+  // Only this thread's own live claim (not a slot inherited across fork, say).
+  if (slot == nullptr || w.owned != slot) return;
+  // Events recorded later by this thread (other TLS destructors) claim a fresh ring.
+  w = detail::Writer{nullptr, 0, &detail::g_unclaimed_slot, nullptr};
+  __atomic_store_n(&slot->check, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&slot->state, state_of(SlotState::kExited), __ATOMIC_RELEASE);
+  Runtime& rt = Runtime::instance();
+  if (rt.started.load(std::memory_order_acquire)) bump_slot_epoch(rt.segment.header());
 }
 
 }  // namespace nanotrace::runtime
 
 namespace nanotrace::detail {
 
-uint64_t reserve_slow(uint32_t bytes) noexcept {
-  runtime::Runtime& rt = runtime::Runtime::instance();
+uint64_t reserve_slow(uint32_t bytes, abi::ThreadSlot* slot) noexcept {
+  using runtime::Runtime;
+  using runtime::TriggerGate;
   Writer& w = t_writer;
-  if (w.data == nullptr && !runtime::claim_ring_for_this_thread()) {
-    if (rt.started) {
+  Runtime& rt = Runtime::instance();
+  if (slot == &g_busy_slot) {
+    // A tracepoint in a signal handler interrupted one on this thread: the ring is the
+    // interrupted record's until it is published, so this record is dropped and counted.
+    if (abi::ThreadSlot* own = w.owned) {
+      asm volatile("addq $1, %0" : "+m"(own->dropped));
+    } else if (rt.started.load(std::memory_order_acquire)) {
       __atomic_fetch_add(&rt.segment.header()->lost_no_slot, 1, __ATOMIC_RELAXED);
     }
     return kNoSpace;
   }
+  if (w.owned == nullptr) {
+    if (!rt.started.load(std::memory_order_acquire) && !rt.ensure_started()) return kNoSpace;
+    if (!runtime::claim_for_this_thread(rt)) {
+      __atomic_fetch_add(&rt.segment.header()->lost_no_slot, 1, __ATOMIC_RELAXED);
+      return kNoSpace;
+    }
+  }
+  abi::ThreadSlot* s = w.owned;
+  TriggerGate gate = runtime::trigger_gate();
+  if (gate == TriggerGate::kDeny) {
+    __atomic_store_n(&s->check, 0, __ATOMIC_RELAXED);
+    return kNoSpace;  // frozen: not recorded, and not a loss
+  }
   abi::SegmentHeader* h = rt.segment.header();
-  abi::ThreadSlot* s = w.slot;
   const uint64_t block = h->block_size;
   uint64_t head = s->head;
   uint64_t in_block = head & (block - 1);
+  uint64_t block_end;
   if (in_block != 0 && in_block + bytes <= block) {
-    w.check = head - in_block + block;
-    return head;
-  }
-  uint64_t next = in_block == 0 ? head : head - in_block + block;
-  if (in_block != 0) {
-    // End marker: a zero word stops a reader before stale bytes of an older lap.
-    *reinterpret_cast<uint64_t*>(w.data + (head & w.mask)) = 0;
-  }
-  auto mode = static_cast<abi::Mode>(h->mode);
-  if (mode != abi::Mode::kOverwrite) {
-    // The whole next block must have been consumed before we may write into it.
-    auto has_room = [&] {
-      return __atomic_load_n(&s->consumed, __ATOMIC_ACQUIRE) + h->ring_size >= next + block;
-    };
-    while (!has_room()) {
-      if (mode == abi::Mode::kDiscard || !runtime::consumer_alive(h)) {
-        s->dropped = s->dropped + 1;
-        w.check = 0;  // come back here for the next record
-        return kNoSpace;
-      }
-      uint32_t seq = __atomic_load_n(&s->consumer_seq, __ATOMIC_ACQUIRE);
-      __atomic_store_n(&s->writer_waiting, 1, __ATOMIC_SEQ_CST);
-      if (has_room()) break;
-      sys::futex_wait(&s->consumer_seq, seq, 20 * 1000 * 1000);
+    block_end = head - in_block + block;
+  } else {
+    uint64_t next = in_block == 0 ? head : head - in_block + block;
+    if (!runtime::room_for_block(rt, s, next, block)) {
+      asm volatile("addq $1, %0" : "+m"(s->dropped));
+      __atomic_store_n(&s->check, 0, __ATOMIC_RELAXED);  // come back here for the next record
+      return kNoSpace;
     }
-    __atomic_store_n(&s->writer_waiting, 0, __ATOMIC_RELAXED);
+    if (in_block != 0) {
+      // End marker: a zero word stops a reader before stale bytes of an older lap.
+      *reinterpret_cast<uint64_t*>(w.data + (head & w.mask)) = 0;
+    }
+    auto* bh = reinterpret_cast<abi::BlockHeader*>(w.data + (next & w.mask));
+    bh->position = next;
+    bh->first_seq = s->written;
+    bh->base_ticks = now_ticks();
+    head = next + abi::kBlockHeaderBytes;
+    // Publish the block start so a reader sees an empty block rather than a stale one.
+    __atomic_store_n(&s->head, head, __ATOMIC_RELEASE);
+    block_end = next + block;
   }
-  auto* bh = reinterpret_cast<abi::BlockHeader*>(w.data + (next & w.mask));
-  bh->position = next;
-  bh->first_seq = s->written;
-  bh->base_ticks = now_ticks();
-  head = next + abi::kBlockHeaderBytes;
-  // Publish the block start so a reader sees an empty block rather than a stale one.
-  __atomic_store_n(&s->head, head, __ATOMIC_RELEASE);
-  w.check = next + block;
+  if (gate == TriggerGate::kWindow) {
+    __atomic_store_n(&s->check, 0, __ATOMIC_RELAXED);
+  } else {
+    // A trigger firing now zeroes every check after announcing itself; whichever of its
+    // store and ours comes last, the fence makes one of us see the other.
+    __atomic_store_n(&s->check, block_end, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (runtime::trigger_active()) __atomic_store_n(&s->check, 0, __ATOMIC_RELAXED);
+  }
   return head;
 }
 

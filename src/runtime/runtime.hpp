@@ -1,7 +1,9 @@
 // Process-wide state of the nanotrace runtime in a traced process: configuration, the
 // segment it writes, the registered call sites, and the control thread. Internal header.
 //
-// Thread safety: fields below `mu` are guarded by it; the hot path never takes it.
+// Thread safety: fields below `mu` are guarded by it; the hot path and the slow path of a
+// tracepoint never take it (slots are claimed with atomic operations on the segment), except
+// on a thread's first event in a process that has no segment yet (a fork child).
 #pragma once
 
 #include <pthread.h>
@@ -22,7 +24,7 @@
 #include "nanotrace/trigger.hpp"
 
 namespace nanotrace::detail {
-// The slot every thread's writer points at before it claims a ring: head 0, never written.
+// The slot every thread's writer points at before it claims a ring: head 0, check 0.
 extern abi::ThreadSlot g_unclaimed_slot;
 }  // namespace nanotrace::detail
 
@@ -37,40 +39,58 @@ struct Config {
   bool keep_on_exit = false;
   bool force_monotonic = false;
   bool crash_handler = false;
-  std::string trigger;  // expression armed at start (NANOTRACE_TRIGGER)
+  uint64_t block_timeout_ns = 100'000'000;  // ~0: wait as long as the consumer lives
+  std::string trigger;                      // expression armed at start (NANOTRACE_TRIGGER)
   uint64_t trigger_after_events = 0;
   uint64_t trigger_after_ns = 0;
 };
+inline constexpr uint64_t kWaitForever = ~uint64_t{0};
 
-// Reads NANOTRACE_* variables over the defaults. Malformed values are reported on stderr
-// once and ignored (a traced program must not fail to start because of a typo).
+// Reads NANOTRACE_* variables over the defaults. A value that is not understood is reported
+// on stderr once, saying what is in effect instead (a traced program must not fail to start
+// because of a typo).
 Config config_from_environment();
 // Applies options over a config. Returns an error for out-of-range values.
 Status apply_options(const Options& options, Config* config);
 // True if the group is enabled by a spec like "all", "io,sched", "all,-debug".
 bool group_enabled_by_spec(const std::string& spec, const std::string& group);
 
-// An open, mapped segment owned by this process.
+// An open, mapped segment owned by this process. The descriptor holds the writer lock
+// (sys::kWriterLockByte) for as long as the process lives in this image.
 struct Segment {
   int fd = -1;
   uint8_t* base = nullptr;
   uint64_t size = 0;
-  std::string name;  // shm name, e.g. "/nanotrace-1234"
+  std::string path;                // e.g. /dev/shm/nanotrace-1234
+  std::vector<bool> table_chunks;  // 64 KiB chunks of the table region known allocated
   abi::SegmentHeader* header() const { return reinterpret_cast<abi::SegmentHeader*>(base); }
   abi::ThreadSlot* slot(uint32_t i) const;
   uint8_t* ring(uint32_t i) const;
+  uint64_t ring_offset(uint32_t i) const;
 };
 
-// Creates /dev/shm/nanotrace-<pid> (mode 0600) laid out for the config.
+// Creates this process's segment (mode 0600, sparse: only the header page is allocated)
+// laid out for the config, and takes its writer lock. A segment left under the name by an
+// earlier image of this process (exec) is removed; one left by an earlier process with the
+// same pid is set aside as evidence; a name taken by someone else is avoided.
 Result<Segment> create_segment(const Config& config, pid_t pid);
 void destroy_segment(Segment* segment, bool unlink);
+// Makes sure the table bytes just below `end` are allocated (in 64 KiB chunks), so writing
+// them cannot raise SIGBUS. REQUIRES: the runtime mutex; a write never spans 64 KiB.
+bool reserve_table_bytes(Segment* segment, uint64_t end);
 // Appends a string to the segment's pool; returns its offset (0 = the empty string).
-uint32_t intern_string(const Segment& segment, const char* text);
+uint32_t intern_string(Segment& segment, const char* text);
+// Allocates slot i's ring (and maps its pages in) unless done before. False if /dev/shm is
+// full.
+bool prepare_ring(const Segment& segment, uint32_t i);
 
 // Clock (clock.cc).
 bool tsc_is_invariant();
 abi::ClockPair sample_clock_pair(abi::ClockKind kind);
-uint64_t estimate_ticks_per_second(abi::ClockKind kind);
+// The tick rate: from the header if known, else from the start pair and a pair taken now
+// (waiting until they are 1 ms apart, which only a process younger than that must do).
+uint64_t ticks_per_second_now(abi::SegmentHeader* header);
+// Refreshes clock_latest (and ticks_per_second once the baseline is long enough).
 void refresh_clock(abi::SegmentHeader* header);
 
 class Runtime {
@@ -81,16 +101,22 @@ class Runtime {
   Config config;
   Segment segment;
   pid_t pid = 0;
-  bool started = false;
-  bool any_ring_claimed = false;
-  bool control_thread_running = false;
-  std::vector<detail::Site*> sites;  // registration order; id = index + 1
+  std::atomic<bool> started{false};
+  bool start_failed = false;  // reported once; the slow path stops trying
+  std::atomic<bool> any_ring_claimed{false};
+  std::vector<detail::Site*> sites;  // registered sites (unregistered ones are removed)
   std::unordered_set<detail::Site*> known_sites;
+  // Event ids of unregistered sites by descriptor, reused if the module is loaded again.
+  std::unordered_map<std::string, uint16_t> retired_ids;
   std::vector<std::string> groups;  // group table order
   pthread_key_t exit_key{};
 
-  // REQUIRES: mu held. Creates the segment and publishes every known site.
+  // REQUIRES: mu held. Creates the segment, publishes every known site and starts the
+  // control thread.
   Status start_locked();
+  // Starts the runtime if it is not running (a fork child's first event). False if it could
+  // not be started.
+  bool ensure_started();
   // REQUIRES: mu held. Adds one site to the segment (events table, groups).
   void publish_site_locked(detail::Site* site);
   // REQUIRES: mu held. Sets every site's enabled flag from the segment's group table.
@@ -98,7 +124,17 @@ class Runtime {
   // REQUIRES: mu held. Tears down and rebuilds the segment (before any ring is claimed).
   Status restart_locked();
 
+  // Control thread (control_thread.cc).
   void start_control_thread();
+  // Stops and joins it (module unload); REQUIRES: mu not held.
+  void stop_control_thread();
+  // Wakes it to prepare more rings.
+  void request_ring_preparation();
+  pthread_t control_thread{};
+  bool control_thread_running = false;
+  std::atomic<bool> control_stop{false};
+  std::atomic<uint32_t> prepare_seq{0};  // futex word: bumped when a prepared ring is taken
+
   void after_fork_in_child();
 
   // Triggers (trigger_runtime.cc). REQUIRES: mu held.
@@ -109,6 +145,8 @@ class Runtime {
   void process_trigger_request_locked();
   // Value of a site's enable byte: 0 off, 1 on, 2 on and watched by the trigger.
   uint8_t site_state_locked(const detail::Site* site, bool group_enabled) const;
+  // Forgets the trigger's process-local state (fork child).
+  void reset_trigger_after_fork();
 
   // The armed trigger, immutable once published; replaced (and kept, never freed: a racing
   // thread may still read it) when re-armed.
@@ -130,7 +168,14 @@ void install_crash_handler();
 
 // Thread-exit destructor of a claimed ring: marks the slot exited (readable until reused).
 void release_ring(void* slot);
-// Called from reserve_slow on a thread's first event. Returns false if no ring is available.
-bool claim_ring_for_this_thread();
+
+// The trigger's part of the slow path (trigger_runtime.cc): whether a record may be reserved
+// now. kAllow: as usual; kWindow: inside a fired trigger's window (counted; the writer must
+// keep taking the slow path); kDeny: frozen (or the window just ended): drop, not counted.
+enum class TriggerGate { kAllow, kWindow, kDeny };
+TriggerGate trigger_gate() noexcept;
+// True while a trigger has fired or frozen the rings: a writer that just set its slot's
+// check must set it back to 0 (see ring_writer.cc).
+bool trigger_active() noexcept;
 
 }  // namespace nanotrace::runtime

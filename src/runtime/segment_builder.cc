@@ -1,13 +1,21 @@
 // Creates and lays out a traced process's shared-memory segment (see nanotrace/abi.hpp for
-// the layout) and appends strings to its pool.
+// the layout), keeps its table region allocated as it fills, prepares rings, and appends
+// strings to its pool.
+//
+// The segment is sparse: creating it allocates the header, group and thread tables only (a
+// few tens of KiB, so start-up costs no work proportional to the event table or the rings).
+// Everything else is allocated (fallocate) before it is first written, so a full /dev/shm is
+// an error we see rather than a SIGBUS in the traced program.
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "common/process.hpp"
@@ -19,6 +27,7 @@ namespace {
 constexpr uint32_t kEventsCapacity = 4096;
 constexpr uint32_t kStringsCapacity = 256u << 10;
 constexpr uint64_t kPage = 4096;
+constexpr uint64_t kTableChunk = 64u << 10;  // table bytes are allocated in steps of this
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
@@ -35,26 +44,76 @@ void copy_name(char* dst, size_t cap, const std::string& src) {
   dst[n] = '\0';
 }
 
-// Renames /dev/shm/nanotrace-<pid> to nanotrace-<pid>.<start time of its process>, or
-// removes it if it cannot be renamed (or holds nothing worth keeping).
-void set_aside_stale_segment(pid_t pid) {
-  std::string path = "/dev/shm/nanotrace-" + std::to_string(pid);
-  uint64_t start_time = 0;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd >= 0) {
-    abi::SegmentHeader h{};
-    if (::pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) &&
-        std::memcmp(h.magic, abi::kSegmentMagic, sizeof(h.magic)) == 0 &&
-        h.pid == static_cast<uint32_t>(pid)) {
-      start_time = h.proc_start_time;
+// Distinguishes the images of one process: exec keeps the pid and the start time, but the
+// kernel gives each image new AT_RANDOM bytes.
+uint64_t this_image_id() {
+  uint64_t id = 0;
+  if (auto* random = reinterpret_cast<const void*>(getauxval(AT_RANDOM))) {
+    std::memcpy(&id, random, sizeof(id));
+  }
+  return id | 1;  // never 0: 0 means "unknown" in a header
+}
+
+enum class Occupant {
+  kNone,            // nothing there (any more)
+  kEarlierImage,    // left by this process before it exec'd: removed
+  kEarlierProcess,  // left by a dead process that had our pid: set aside as evidence
+  kForeign,         // someone else's file, or a live runtime's: avoided
+};
+
+// What occupies path, and (for kEarlierProcess) that process's start time.
+Occupant inspect(const std::string& path, pid_t pid, uint64_t start_time, uint64_t* old_start) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return errno == ENOENT ? Occupant::kNone : Occupant::kForeign;
+  struct stat st;
+  abi::SegmentHeader h{};
+  bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+              ::pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) &&
+              std::memcmp(h.magic, abi::kSegmentMagic, sizeof(h.magic)) == 0 &&
+              h.pid == static_cast<uint32_t>(pid);
+  bool live = ours && sys::segment_byte_locked(fd, sys::kWriterLockByte);
+  ::close(fd);
+  if (!ours || live) return Occupant::kForeign;
+  if (start_time != 0 && h.proc_start_time == start_time) return Occupant::kEarlierImage;
+  *old_start = h.proc_start_time;
+  return Occupant::kEarlierProcess;
+}
+
+// Opens a new segment file for pid: /dev/shm/nanotrace-<pid>, or, when that name is held by
+// someone else (a live runtime, another user's file, anything that is not ours to remove),
+// /dev/shm/nanotrace-<pid>.<start time>[<n>], which `nanotrace list` finds the same way.
+int open_new(pid_t pid, uint64_t start_time, std::string* path) {
+  const std::string base = "/dev/shm/nanotrace-" + std::to_string(pid);
+  std::mt19937_64 rng(start_time ^ static_cast<uint64_t>(pid) ^ this_image_id());
+  int name = 0;
+  for (int tries = 0; tries < 16 && name < 6; ++tries) {
+    *path = name == 0   ? base
+            : name == 1 ? base + "." + std::to_string(start_time)
+                        : base + "." + std::to_string(rng() % 100000000000000ull);
+    int fd = ::open(path->c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0 || errno != EEXIST) return fd;
+    uint64_t old_start = 0;
+    switch (inspect(*path, pid, start_time, &old_start)) {
+      case Occupant::kNone:  // vanished meanwhile: try the same name again
+        break;
+      case Occupant::kEarlierImage:
+        ::unlink(path->c_str());
+        break;
+      case Occupant::kEarlierProcess: {
+        // It may be the only record of a crash: move it aside rather than replace it.
+        std::string aside = base + "." + std::to_string(old_start);
+        if (old_start == 0 || aside == *path || ::rename(path->c_str(), aside.c_str()) != 0) {
+          ::unlink(path->c_str());
+        }
+        break;
+      }
+      case Occupant::kForeign:
+        ++name;
+        break;
     }
-    ::close(fd);
   }
-  if (start_time != 0) {
-    std::string aside = path + "." + std::to_string(start_time);
-    if (::rename(path.c_str(), aside.c_str()) == 0) return;
-  }
-  ::unlink(path.c_str());
+  errno = EEXIST;
+  return -1;
 }
 
 }  // namespace
@@ -63,23 +122,24 @@ abi::ThreadSlot* Segment::slot(uint32_t i) const {
   return reinterpret_cast<abi::ThreadSlot*>(base + header()->threads_offset) + i;
 }
 
-uint8_t* Segment::ring(uint32_t i) const {
-  return base + header()->rings_offset + static_cast<uint64_t>(i) * header()->ring_size;
+uint64_t Segment::ring_offset(uint32_t i) const {
+  return header()->rings_offset + static_cast<uint64_t>(i) * header()->ring_size;
 }
+
+uint8_t* Segment::ring(uint32_t i) const { return base + ring_offset(i); }
 
 Result<Segment> create_segment(const Config& config, pid_t pid) {
   Segment seg;
-  seg.name = "/nanotrace-" + std::to_string(pid);
-  int fd = shm_open(seg.name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == EEXIST) {
-    // A segment left by an earlier process that had our pid (it is dead: pids are unique
-    // among live processes). It may be the only record of a crash, so it is moved aside
-    // rather than replaced; `nanotrace list`, `recover` and `clean` know the new name.
-    set_aside_stale_segment(pid);
-    fd = shm_open(seg.name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-  }
-  if (fd < 0) return Status::FromErrno("shm_open " + seg.name, errno);
+  const uint64_t start_time = sys::proc_start_time(static_cast<uint32_t>(pid));
+  int fd = open_new(pid, start_time, &seg.path);
+  if (fd < 0) return Status::FromErrno("creating /dev/shm/nanotrace-" + std::to_string(pid), errno);
   fchmod(fd, 0600);  // umask can only narrow, but be explicit
+  if (!sys::lock_segment_byte(fd, sys::kWriterLockByte)) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(seg.path.c_str());
+    return Status::FromErrno("locking " + seg.path, err);
+  }
 
   uint32_t block = config.ring_size / 16;
   if (block < 4096) block = 4096;
@@ -89,26 +149,29 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   uint64_t events_off = groups_off + abi::kMaxGroups * sizeof(abi::GroupEntry);
   uint64_t strings_off = events_off + kEventsCapacity * sizeof(abi::EventEntry);
   uint64_t threads_off = align_up(strings_off + kStringsCapacity, 64);
-  uint64_t rings_off =
-      align_up(threads_off + uint64_t{config.max_threads} * sizeof(abi::ThreadSlot), kPage);
+  uint64_t threads_end = threads_off + uint64_t{config.max_threads} * sizeof(abi::ThreadSlot);
+  uint64_t rings_off = align_up(threads_end, kPage);
   uint64_t size = rings_off + uint64_t{config.max_threads} * config.ring_size;
 
-  // Rings stay sparse until a thread claims one (claim_ring fallocates it, so a full
-  // /dev/shm is an error at claim time rather than a SIGBUS in the hot path).
-  if (ftruncate(fd, static_cast<off_t>(rings_off)) != 0 ||
-      posix_fallocate(fd, 0, static_cast<off_t>(rings_off)) != 0 ||
-      ftruncate(fd, static_cast<off_t>(size)) != 0) {
+  // Header and group table, and the thread table (claimers read every slot) are allocated
+  // now; event table and string pool as they fill (reserve_table_bytes); rings when a thread
+  // is about to use one (prepare_ring).
+  uint64_t threads_page = threads_off & ~(kPage - 1);
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+      posix_fallocate(fd, 0, static_cast<off_t>(align_up(events_off, kPage))) != 0 ||
+      posix_fallocate(fd, static_cast<off_t>(threads_page),
+                      static_cast<off_t>(rings_off - threads_page)) != 0) {
     int err = errno;
-    close(fd);
-    shm_unlink(seg.name.c_str());
-    return Status::FromErrno("sizing " + seg.name, err);
+    ::close(fd);
+    ::unlink(seg.path.c_str());
+    return Status::FromErrno("sizing " + seg.path, err);
   }
   void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     int err = errno;
-    close(fd);
-    shm_unlink(seg.name.c_str());
-    return Status::FromErrno("mmap " + seg.name, err);
+    ::close(fd);
+    ::unlink(seg.path.c_str());
+    return Status::FromErrno("mmap " + seg.path, err);
   }
   seg.fd = fd;
   seg.base = static_cast<uint8_t*>(base);
@@ -124,7 +187,9 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   auto kind = (config.force_monotonic || !tsc_is_invariant()) ? abi::ClockKind::kMonotonic
                                                               : abi::ClockKind::kTsc;
   h->clock_kind = static_cast<uint32_t>(kind);
-  h->ticks_per_second = estimate_ticks_per_second(kind);
+  // The rate is measured from clock pairs as the process runs (refresh_clock); a reader of a
+  // very young process measures it against the start pair itself.
+  h->ticks_per_second = kind == abi::ClockKind::kMonotonic ? 1000000000ull : 0;
   h->clock_start = sample_clock_pair(kind);
   h->clock_latest = h->clock_start;
   h->ring_size = config.ring_size;
@@ -138,9 +203,11 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   h->strings_used = 1;  // offset 0 is the empty string
   h->threads_offset = threads_off;
   h->rings_offset = rings_off;
+  h->block_timeout_ns = config.block_timeout_ns;
+  h->image_id = this_image_id();
   copy_name(h->process_name, sizeof(h->process_name), read_comm());
   copy_name(h->user_name, sizeof(h->user_name), config.name);
-  h->proc_start_time = sys::proc_start_time(static_cast<uint32_t>(pid));
+  h->proc_start_time = start_time;
   // The version goes last: a reader that sees it sees a complete header.
   __atomic_store_n(&h->version, abi::kSegmentVersion, __ATOMIC_RELEASE);
   return seg;
@@ -148,12 +215,43 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
 
 void destroy_segment(Segment* seg, bool unlink) {
   if (seg->base) munmap(seg->base, seg->size);
-  if (seg->fd >= 0) close(seg->fd);
-  if (unlink && !seg->name.empty()) shm_unlink(seg->name.c_str());
+  if (seg->fd >= 0) ::close(seg->fd);
+  if (unlink && !seg->path.empty()) ::unlink(seg->path.c_str());
   *seg = Segment();
 }
 
-uint32_t intern_string(const Segment& seg, const char* text) {
+bool reserve_table_bytes(Segment* seg, uint64_t end) {
+  if (end == 0) return true;
+  uint64_t first = (end - 1) / kTableChunk;
+  // Callers write just below `end`, so the chunk holding its last byte (and, if the write
+  // straddles a chunk boundary, the one before) must be allocated.
+  uint64_t from = first > 0 ? first - 1 : 0;
+  if (seg->table_chunks.size() <= first) seg->table_chunks.resize(first + 1, false);
+  for (uint64_t c = from; c <= first; ++c) {
+    if (seg->table_chunks[c]) continue;
+    if (posix_fallocate(seg->fd, static_cast<off_t>(c * kTableChunk),
+                        static_cast<off_t>(kTableChunk)) != 0) {
+      return false;
+    }
+    seg->table_chunks[c] = true;
+  }
+  return true;
+}
+
+bool prepare_ring(const Segment& seg, uint32_t i) {
+  abi::ThreadSlot* s = seg.slot(i);
+  if (__atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0) return true;
+  abi::SegmentHeader* h = seg.header();
+  if (posix_fallocate(seg.fd, static_cast<off_t>(seg.ring_offset(i)), h->ring_size) != 0) {
+    return false;
+  }
+  // Map the pages in ahead of the writer (a no-op before Linux 5.14).
+  madvise(seg.ring(i), h->ring_size, 23 /* MADV_POPULATE_WRITE */);
+  __atomic_store_n(&s->prepared, 1, __ATOMIC_RELEASE);
+  return true;
+}
+
+uint32_t intern_string(Segment& seg, const char* text) {
   abi::SegmentHeader* h = seg.header();
   if (text == nullptr || text[0] == '\0') return 0;
   size_t n = std::strlen(text);
@@ -166,6 +264,7 @@ uint32_t intern_string(const Segment& seg, const char* text) {
   }
   if (h->strings_used + n + 1 > h->strings_capacity) return 0;  // pool full: name shown empty
   uint32_t off = h->strings_used;
+  if (!reserve_table_bytes(&seg, h->strings_offset + off + n + 1)) return 0;
   std::memcpy(pool + off, text, n + 1);
   __atomic_store_n(&h->strings_used, off + static_cast<uint32_t>(n) + 1, __ATOMIC_RELEASE);
   return off;

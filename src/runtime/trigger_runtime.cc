@@ -2,11 +2,14 @@
 //
 // Arming marks the matching call sites' enable byte 2, so the hot path calls
 // special_event() for them alone (other sites pay nothing). When a record of an armed site
-// satisfies the expression, the trigger fires: the segment notes which record matched, every
-// enabled site switches to 2, and each further record is let through only while the
-// post-trigger window lasts (an atomic count of events, or a clock deadline). The first
-// record past the window is not published, all sites are switched off and the segment is
-// marked frozen, so the rings keep the evidence until someone collects it.
+// satisfies the expression, its thread fires the trigger without taking any lock: it
+// announces the window (an atomic count of events, or a clock deadline), then zeroes the
+// `check` of every thread slot, so every writer's next record goes through the slow path,
+// where trigger_gate() counts it against the window. Only then is the matching record
+// stamped and published: whatever the scheduling (the firing thread may be descheduled at
+// any point), records stamped after the match are the window plus at most the one record
+// each other thread had already reserved. The first record past the window freezes the
+// rings: the slow path drops every record and never starts a block until `resume`.
 #include <unistd.h>
 
 #include <atomic>
@@ -34,43 +37,99 @@ void set_state(abi::SegmentHeader* h, TriggerState s) {
 // REQUIRES: mu held. Every site's enable byte from its group and the trigger phase.
 void reapply(Runtime& rt) { rt.apply_groups_locked(); }
 
+// The window is over: the rings stop here. Lock-free; the first caller wins.
 void freeze(Runtime& rt) {
-  std::lock_guard lock(rt.mu);
+  uint32_t expected = static_cast<uint32_t>(TriggerState::kFired);
+  if (!g_phase.compare_exchange_strong(expected, static_cast<uint32_t>(TriggerState::kFrozen))) {
+    return;
+  }
   abi::SegmentHeader* h = rt.segment.header();
   h->frozen_ticks = detail::now_ticks();
   set_state(h, TriggerState::kFrozen);
-  reapply(rt);
 }
 
-void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& site,
-          uint64_t ticks) {
-  std::lock_guard lock(rt.mu);
-  // Switch every site to the watched state first: until then other threads publish
-  // records the window does not count.
-  bool freeze_now = armed.after_events == 0 && armed.after_ns == 0;
-  auto next = freeze_now ? TriggerState::kFrozen : TriggerState::kFired;
-  g_phase.store(static_cast<uint32_t>(next), std::memory_order_release);
-  reapply(rt);
+// Sends every writer through the slow path for its next record.
+void zero_every_check(Runtime& rt) {
   abi::SegmentHeader* h = rt.segment.header();
+  for (uint32_t i = 0; i < h->max_threads; ++i) {
+    abi::ThreadSlot* s = rt.segment.slot(i);
+    // A free or exited slot has no writer (a claim zeroes check itself).
+    uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+    if (state == static_cast<uint32_t>(abi::SlotState::kActive) ||
+        state == static_cast<uint32_t>(abi::SlotState::kClaiming)) {
+      __atomic_store_n(&s->check, 0, __ATOMIC_RELAXED);
+    }
+  }
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+// Fires the trigger for `record` (written, not yet published) of the calling thread.
+void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& site,
+          uint64_t* record) {
+  abi::SegmentHeader* h = rt.segment.header();
+  bool freeze_now = armed.after_events == 0 && armed.after_ns == 0;
+  g_remaining.store(static_cast<int64_t>(armed.after_events), std::memory_order_relaxed);
+  g_deadline.store(0, std::memory_order_relaxed);
+  if (armed.after_ns != 0) {
+    // The deadline is set from the stamp below; until then no time window can end.
+    g_deadline.store(~uint64_t{0}, std::memory_order_relaxed);
+  }
+  auto next = freeze_now ? TriggerState::kFrozen : TriggerState::kFired;
+  g_phase.store(static_cast<uint32_t>(next), std::memory_order_seq_cst);
+  zero_every_check(rt);
+  // The matching record's stamp is taken now that every writer is switched: records stamped
+  // later are inside the window's accounting (or the one each thread had in flight).
+  uint64_t ticks = detail::now_ticks();
+  record[0] = (ticks << 16) | site.id;
+  if (armed.after_ns != 0) {
+    uint64_t hz = ticks_per_second_now(h);
+    g_deadline.store(ticks + static_cast<uint64_t>(static_cast<double>(armed.after_ns) *
+                                                   static_cast<double>(hz) / 1e9),
+                     std::memory_order_release);
+  }
   detail::Writer& w = detail::t_writer;
   h->trigger_event = site.id;
   h->trigger_ticks = ticks;
-  h->trigger_tid = w.slot->tid;
+  h->trigger_tid = w.owned->tid;
   h->trigger_slot = static_cast<uint32_t>(
-      (reinterpret_cast<uint8_t*>(w.slot) - (rt.segment.base + h->threads_offset)) /
+      (reinterpret_cast<uint8_t*>(w.owned) - (rt.segment.base + h->threads_offset)) /
       sizeof(abi::ThreadSlot));
-  h->trigger_seq = w.slot->written;  // the matching record's number (published next)
+  h->trigger_seq = w.owned->written;  // the matching record's number (published next)
   if (freeze_now) h->frozen_ticks = ticks;
   set_state(h, next);
 }
 
 }  // namespace
 
+TriggerGate trigger_gate() noexcept {
+  auto phase = static_cast<TriggerState>(g_phase.load(std::memory_order_acquire));
+  if (phase == TriggerState::kArmed || phase == TriggerState::kNone) return TriggerGate::kAllow;
+  if (phase == TriggerState::kFrozen) return TriggerGate::kDeny;
+  uint64_t deadline = g_deadline.load(std::memory_order_acquire);
+  bool inside = deadline != 0 ? detail::now_ticks() <= deadline
+                              : g_remaining.fetch_sub(1, std::memory_order_acq_rel) > 0;
+  if (inside) return TriggerGate::kWindow;
+  freeze(Runtime::instance());
+  return TriggerGate::kDeny;
+}
+
+bool trigger_active() noexcept {
+  auto phase = static_cast<TriggerState>(g_phase.load(std::memory_order_seq_cst));
+  return phase == TriggerState::kFired || phase == TriggerState::kFrozen;
+}
+
+void Runtime::reset_trigger_after_fork() {
+  armed = nullptr;
+  trigger_requests_seen = 0;
+  g_armed.store(nullptr, std::memory_order_relaxed);
+  g_phase.store(static_cast<uint32_t>(TriggerState::kNone), std::memory_order_relaxed);
+  g_firing.store(false, std::memory_order_relaxed);
+}
+
 uint8_t Runtime::site_state_locked(const detail::Site* site, bool group_enabled) const {
   auto phase = static_cast<TriggerState>(g_phase.load(std::memory_order_acquire));
-  if (!group_enabled || site->id == 0 || phase == TriggerState::kFrozen) return 0;
-  if (phase == TriggerState::kFired) return 2;
-  if (phase == TriggerState::kArmed && armed && armed->fields.count(site)) return 2;
+  if (!group_enabled || site->id == 0) return 0;
+  if (phase != TriggerState::kNone && armed && armed->fields.count(site)) return 2;
   return 1;
 }
 
@@ -169,63 +228,35 @@ void Runtime::process_trigger_request_locked() {
 
 namespace nanotrace::detail {
 
-// In the post-trigger window: true while the window lasts; the first record past it
-// freezes the rings and is not published.
-bool phase_allows(const Site&, const uint64_t*) noexcept {
+bool special_event(const Site& site, uint64_t* record) noexcept {
   using runtime::Runtime;
   auto phase = static_cast<abi::TriggerState>(runtime::g_phase.load(std::memory_order_acquire));
-  if (phase == abi::TriggerState::kFrozen) return false;
-  if (phase != abi::TriggerState::kFired) return true;
-  uint64_t deadline = runtime::g_deadline.load(std::memory_order_relaxed);
-  bool inside = deadline != 0 ? now_ticks() <= deadline
-                              : runtime::g_remaining.fetch_sub(1, std::memory_order_acq_rel) > 0;
-  if (inside) return true;
-  uint32_t expected = static_cast<uint32_t>(abi::TriggerState::kFired);
-  if (runtime::g_phase.compare_exchange_strong(expected,
-                                               static_cast<uint32_t>(abi::TriggerState::kFrozen))) {
-    runtime::freeze(Runtime::instance());
-  }
-  return false;
-}
-
-bool special_event(const Site& site, const uint64_t* record) noexcept {
-  using runtime::Runtime;
-  auto phase = static_cast<abi::TriggerState>(runtime::g_phase.load(std::memory_order_acquire));
-  Runtime& rt = Runtime::instance();
-  if (phase == abi::TriggerState::kArmed) {
-    // Decode the record just written (it is not published yet) and test the expression.
-    FieldValue values[abi::kMaxFields];
-    const auto* bytes = reinterpret_cast<const uint8_t*>(record + 1);
-    for (uint32_t f = 0; f < site.field_count; ++f) {
-      values[f].type = site.types[f];
-      if (site.types[f] == abi::FieldType::kString) {
-        uint32_t n = bytes[0];
-        values[f].text = std::string_view(reinterpret_cast<const char*>(bytes + 1), n);
-        bytes += abi::string_slot_bytes(n);
-      } else {
-        std::memcpy(&values[f].bits, bytes, 8);
-        bytes += 8;
-      }
+  // After the trigger fired, the slow path accounts for every record; this one was
+  // reserved (inside the window, or just before the switch) and is published.
+  if (phase != abi::TriggerState::kArmed) return true;
+  // Decode the record just written (it is not published yet) and test the expression.
+  FieldValue values[abi::kMaxFields];
+  const auto* bytes = reinterpret_cast<const uint8_t*>(record + 1);
+  for (uint32_t f = 0; f < site.field_count; ++f) {
+    values[f].type = site.types[f];
+    if (site.types[f] == abi::FieldType::kString) {
+      uint32_t n = bytes[0];
+      values[f].text = std::string_view(reinterpret_cast<const char*>(bytes + 1), n);
+      bytes += abi::string_slot_bytes(n);
+    } else {
+      std::memcpy(&values[f].bits, bytes, 8);
+      bytes += 8;
     }
-    const Runtime::ArmedTrigger* armed = runtime::g_armed.load(std::memory_order_acquire);
-    if (armed == nullptr) return true;
-    auto it = armed->fields.find(&site);
-    if (it == armed->fields.end() || !armed->expression.matches(it->second, values)) return true;
-    // One thread wins the race to fire; it sets the window before anyone can count in it.
-    if (runtime::g_firing.exchange(true, std::memory_order_acq_rel)) {
-      return phase_allows(site, record);
-    }
-    uint64_t ticks = abi::expand_ticks(now_ticks(), record[0] >> 16);
-    runtime::g_remaining.store(static_cast<int64_t>(armed->after_events));
-    uint64_t hz = rt.segment.header()->ticks_per_second;
-    runtime::g_deadline.store(
-        armed->after_ns ? ticks + static_cast<uint64_t>(static_cast<double>(armed->after_ns) *
-                                                        static_cast<double>(hz) / 1e9)
-                        : 0);
-    runtime::fire(rt, *armed, site, ticks);
-    return true;  // the matching record itself is kept
   }
-  return phase_allows(site, record);
+  const Runtime::ArmedTrigger* armed = runtime::g_armed.load(std::memory_order_acquire);
+  if (armed == nullptr) return true;
+  auto it = armed->fields.find(&site);
+  if (it == armed->fields.end() || !armed->expression.matches(it->second, values)) return true;
+  // One thread wins the race to fire; a record of another that matched at the same time
+  // was reserved before the switch and is published like any in flight.
+  if (runtime::g_firing.exchange(true, std::memory_order_acq_rel)) return true;
+  runtime::fire(Runtime::instance(), *armed, site, record);
+  return true;  // the matching record itself is kept
 }
 
 }  // namespace nanotrace::detail

@@ -117,7 +117,7 @@ TEST_F(CorruptSegmentTest, OutOfBoundsTablesAreRejected) {
       {"block size", [](abi::SegmentHeader& h) { h.block_size = h.ring_size * 2; }},
       {"rings offset", [](abi::SegmentHeader& h) { h.rings_offset = h.segment_size; }},
       {"mode", [](abi::SegmentHeader& h) { h.mode = 7; }},
-      {"clock rate", [](abi::SegmentHeader& h) { h.ticks_per_second = 0; }},
+      {"clock kind", [](abi::SegmentHeader& h) { h.clock_kind = 9; }},
   };
   for (const Case& c : cases) {
     bytes_ = *pristine_;

@@ -71,12 +71,13 @@ TEST(TriggerTest, WindowIsExactAcrossThreads) {
     if (r.ticks > h.trigger_ticks) ++after;
   }
   EXPECT_TRUE(seen_match);
-  // Counting starts once every site is switched to the watched state, a few hundred
-  // nanoseconds after the match; records other threads publish in that gap come on top
-  // (none or a few in release builds, a few dozen under ASan). Threads racing the match may
-  // also stamp a record just before it and publish it just after.
-  EXPECT_LE(after, 1000u + 64);
-  EXPECT_GE(after, 1000u - 3 * 2);
+  // The matching record is stamped once every writer counts its records against the
+  // window, so at most the record each other thread had reserved before comes on top.
+  // Records other threads reserve while the firing thread switches them are counted in the
+  // window though stamped before the match: a few, or many if the firing thread is
+  // descheduled then, hence only a loose lower bound.
+  EXPECT_LE(after, 1000u + 2);
+  EXPECT_GE(after, 1000u / 2);
   // Nothing moves once frozen.
   auto again = testing::read_test_records(**trace);
   EXPECT_EQ(again.records.size(), result.records.size());
