@@ -159,7 +159,11 @@ struct SegmentHeader {
   uint32_t slot_waiters;
   uint64_t block_timeout_ns;  // longest a block-mode writer waits for the consumer
   uint64_t image_id;          // differs between the images of one pid (exec): AT_RANDOM
-  uint8_t reserved[4096 - 1064];
+  // In-process address of the runtime that owns this segment, for another copy of the
+  // runtime in the same image (a static library linked twice) to forward to. Meaningful only
+  // inside the traced process, and only while the writer lock is held.
+  uint64_t runtime_api;
+  uint8_t reserved[4096 - 1072];
 };
 static_assert(sizeof(SegmentHeader) == 4096);
 static_assert(offsetof(SegmentHeader, version) == 8);

@@ -85,6 +85,12 @@ Runtime& Runtime::instance() {
 
 Status Runtime::start_locked() {
   pid = getpid();
+  // Another copy of the runtime already owns this image's segment: forward to it.
+  if (const RuntimeApi* owner = find_runtime_of_this_image(pid)) {
+    g_forward = owner;
+    if (!sites.empty()) owner->register_sites(sites.data(), sites.data() + sites.size());
+    return Status::Ok();
+  }
   detail::g_clock_is_tsc = !config.force_monotonic && tsc_is_invariant();
   auto seg = create_segment(config, pid);
   if (!seg.ok()) {
@@ -247,6 +253,8 @@ void Runtime::after_fork_in_child() {
 namespace nanotrace::detail {
 
 bool register_sites(Site* const* begin, Site* const* end) noexcept {
+  if (const runtime::RuntimeApi* owner = runtime::g_forward)
+    return owner->register_sites(begin, end);
   runtime::Runtime& rt = runtime::Runtime::instance();
   std::lock_guard lock(rt.mu);
   bool started = rt.started.load(std::memory_order_relaxed);
@@ -258,6 +266,11 @@ bool register_sites(Site* const* begin, Site* const* end) noexcept {
   }
   if (!started && !rt.start_failed && rt.pid == 0) {
     runtime::report(rt.start_locked());
+    if (runtime::g_forward) {
+      // From now on the owner keeps these sites; this copy keeps no registry.
+      rt.sites.clear();
+      rt.known_sites.clear();
+    }
   } else if (started && !rt.config.trigger.empty() && !rt.armed) {
     // The trigger's event may live in a module registered just now.
     (void)rt.arm_locked(rt.config.trigger, rt.config.trigger_after_events,
@@ -272,6 +285,8 @@ bool register_sites(Site* const* begin, Site* const* end) noexcept {
 }
 
 void unregister_sites(Site* const* begin, Site* const* end) noexcept {
+  if (const runtime::RuntimeApi* owner = runtime::g_forward)
+    return owner->unregister_sites(begin, end);
   runtime::Runtime& rt = runtime::Runtime::instance();
   std::lock_guard lock(rt.mu);
   bool any = false;

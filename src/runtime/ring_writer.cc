@@ -272,6 +272,9 @@ namespace nanotrace::detail {
 uint64_t reserve_slow(uint32_t bytes, abi::ThreadSlot* slot) noexcept {
   using runtime::Runtime;
   using runtime::TriggerGate;
+  if (const runtime::RuntimeApi* owner = runtime::g_forward) {
+    return runtime::forward_reserve(*owner, bytes, slot);
+  }
   Writer& w = t_writer;
   Runtime& rt = Runtime::instance();
   if (slot == &g_busy_slot) {

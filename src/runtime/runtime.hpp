@@ -24,6 +24,7 @@
 #include "nanotrace/trigger.hpp"
 
 namespace nanotrace::detail {
+struct Writer;
 // The slot every thread's writer points at before it claims a ring: head 0, check 0.
 extern abi::ThreadSlot g_unclaimed_slot;
 }  // namespace nanotrace::detail
@@ -68,6 +69,10 @@ struct Segment {
   uint8_t* ring(uint32_t i) const;
   uint64_t ring_offset(uint32_t i) const;
 };
+
+// Distinguishes the images of one process: exec keeps the pid and the start time, but the
+// kernel gives each image new AT_RANDOM bytes.
+uint64_t this_image_id();
 
 // Creates this process's segment (mode 0600, sparse: only the header page is allocated)
 // laid out for the config, and takes its writer lock. A segment left under the name by an
@@ -162,6 +167,29 @@ class Runtime {
  private:
   Runtime() = default;
 };
+
+// Another copy of the runtime in the same process image (a static library linked into a
+// plugin as well as into its host, say) that this copy forwards every call to, so that the
+// process has one segment, one event table and one trigger (forwarding.cc).
+struct RuntimeApi {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t size;
+  uint64_t (*reserve_slow)(uint32_t bytes, abi::ThreadSlot* slot) noexcept;
+  bool (*special_event)(const detail::Site& site, uint64_t* record) noexcept;
+  bool (*register_sites)(detail::Site* const* begin, detail::Site* const* end) noexcept;
+  void (*unregister_sites)(detail::Site* const* begin, detail::Site* const* end) noexcept;
+  detail::Writer* (*writer)() noexcept;  // the owning copy's view of the calling thread
+  abi::ThreadSlot* busy_slot;
+  abi::ThreadSlot* unclaimed_slot;
+};
+extern const RuntimeApi g_this_api;
+// Set once, when this copy found another copy already running in this image.
+extern const RuntimeApi* g_forward;
+// The runtime that owns this image's segment, if another copy does (checked at start).
+const RuntimeApi* find_runtime_of_this_image(pid_t pid);
+// reserve_slow of a forwarding copy.
+uint64_t forward_reserve(const RuntimeApi& to, uint32_t bytes, abi::ThreadSlot* slot) noexcept;
 
 // Installs the fatal-signal handler that marks the segment crashed (crash_handler.cc).
 void install_crash_handler();

@@ -44,16 +44,6 @@ void copy_name(char* dst, size_t cap, const std::string& src) {
   dst[n] = '\0';
 }
 
-// Distinguishes the images of one process: exec keeps the pid and the start time, but the
-// kernel gives each image new AT_RANDOM bytes.
-uint64_t this_image_id() {
-  uint64_t id = 0;
-  if (auto* random = reinterpret_cast<const void*>(getauxval(AT_RANDOM))) {
-    std::memcpy(&id, random, sizeof(id));
-  }
-  return id | 1;  // never 0: 0 means "unknown" in a header
-}
-
 enum class Occupant {
   kNone,            // nothing there (any more)
   kEarlierImage,    // left by this process before it exec'd: removed
@@ -117,6 +107,14 @@ int open_new(pid_t pid, uint64_t start_time, std::string* path) {
 }
 
 }  // namespace
+
+uint64_t this_image_id() {
+  uint64_t id = 0;
+  if (auto* random = reinterpret_cast<const void*>(getauxval(AT_RANDOM))) {
+    std::memcpy(&id, random, sizeof(id));
+  }
+  return id | 1;  // never 0: 0 means "unknown" in a header
+}
 
 abi::ThreadSlot* Segment::slot(uint32_t i) const {
   return reinterpret_cast<abi::ThreadSlot*>(base + header()->threads_offset) + i;
@@ -205,6 +203,7 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   h->rings_offset = rings_off;
   h->block_timeout_ns = config.block_timeout_ns;
   h->image_id = this_image_id();
+  h->runtime_api = reinterpret_cast<uint64_t>(&g_this_api);
   copy_name(h->process_name, sizeof(h->process_name), read_comm());
   copy_name(h->user_name, sizeof(h->user_name), config.name);
   h->proc_start_time = start_time;

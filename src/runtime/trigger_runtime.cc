@@ -230,6 +230,9 @@ namespace nanotrace::detail {
 
 bool special_event(const Site& site, uint64_t* record) noexcept {
   using runtime::Runtime;
+  if (const runtime::RuntimeApi* owner = runtime::g_forward) {
+    return owner->special_event(site, record);
+  }
   auto phase = static_cast<abi::TriggerState>(runtime::g_phase.load(std::memory_order_acquire));
   // After the trigger fired, the slow path accounts for every record; this one was
   // reserved (inside the window, or just before the switch) and is published.
