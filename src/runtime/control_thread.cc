@@ -5,8 +5,17 @@
 // stays a single load. It also refreshes the clock pair the tick rate is measured from, and
 // keeps a few free rings allocated and mapped in ahead of need, so that a new thread's first
 // event finds its ring ready (a claimer wakes it after taking one). It records no events.
+//
+// It must not keep the process alive: when every other thread has gone (the program's last
+// thread left through pthread_exit), it ends the process with status 0, as the exit of that
+// last thread would have.
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 
 #include "common/process.hpp"
 #include "runtime/runtime.hpp"
@@ -32,6 +41,20 @@ void prepare_free_rings(Runtime& rt) {
   }
 }
 
+// Threads of this process, from field 20 of /proc/self/stat (0 if unknown).
+int thread_count() {
+  int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the name may hold spaces and parentheses
+  for (int field = 2; p != nullptr && field < 20; ++field) p = std::strchr(p + 1, ' ');
+  return p != nullptr ? std::atoi(p + 1) : 0;
+}
+
 void* control_loop(void*) {
   pthread_setname_np(pthread_self(), "nanotrace-ctl");
   Runtime& rt = Runtime::instance();
@@ -53,8 +76,9 @@ void* control_loop(void*) {
       prepare_free_rings(rt);
       refresh_clock(h);
     }
-    // Frequent clock pairs early (the rate estimate converges), then once a second.
-    long wait_ns = wakeups < 20 ? 10 * 1000 * 1000 : 999 * 1000 * 1000;
+    if (thread_count() == 1) std::exit(0);  // the program's last thread is gone
+    // Frequent clock pairs early (the rate estimate converges), then ten times a second.
+    long wait_ns = wakeups < 20 ? 10 * 1000 * 1000 : 100 * 1000 * 1000;
     sys::futex_wait(word, seen, wait_ns);
     ++wakeups;
   }

@@ -3,18 +3,22 @@
 // Arming marks the matching call sites' enable byte 2, so the hot path calls
 // special_event() for them alone (other sites pay nothing). When a record of an armed site
 // satisfies the expression, its thread fires the trigger without taking any lock: it
-// announces the window (an atomic count of events, or a clock deadline), then zeroes the
-// `check` of every thread slot, so every writer's next record goes through the slow path,
-// where trigger_gate() counts it against the window. Only then is the matching record
-// stamped and published: whatever the scheduling (the firing thread may be descheduled at
-// any point), records stamped after the match are the window plus at most the one record
-// each other thread had already reserved. The first record past the window freezes the
-// rings: the slow path drops every record and never starts a block until `resume`.
+// publishes which record matched and enters the "firing" phase; then whoever completes the
+// firing first (that thread, or any writer that reaches its slow path meanwhile: the firing
+// thread may be descheduled at any point) zeroes the `check` of every thread slot, so every
+// writer's next record goes through the slow path, stamps the matching record with the
+// clock value of that moment, sets the window (an atomic count of events, or a clock
+// deadline) and enters the "fired" phase, in which trigger_gate() counts each record against
+// the window. So records stamped after the match are exactly the window, plus at most the
+// one record each thread had reserved before the switch. The first record past the window
+// freezes the rings: the slow path drops every record and never starts a block until
+// `resume`.
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
 
+#include "common/process.hpp"
 #include "nanotrace/control.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/runtime.hpp"
@@ -24,11 +28,19 @@ namespace {
 
 using abi::TriggerState;
 
+// TriggerState values, plus kFiring between the match and the switch of every writer.
+constexpr uint32_t kFiring = 4;
 std::atomic<uint32_t> g_phase{static_cast<uint32_t>(TriggerState::kNone)};
 std::atomic<int64_t> g_remaining{0};
 std::atomic<uint64_t> g_deadline{0};  // clock value; 0 = count events
 std::atomic<const Runtime::ArmedTrigger*> g_armed{nullptr};
-std::atomic<bool> g_firing{false};  // the first matching thread takes it; reset on arm
+std::atomic<bool> g_firing{false};      // the first matching thread takes it; reset on arm
+std::atomic<bool> g_completing{false};  // whoever completes the firing takes it
+// The match being fired (valid in kFiring): its unpublished record and its thread's slot.
+std::atomic<uint64_t*> g_fire_record{nullptr};
+std::atomic<abi::ThreadSlot*> g_fire_slot{nullptr};
+std::atomic<const Runtime::ArmedTrigger*> g_fire_armed{nullptr};
+std::atomic<uint16_t> g_fire_id{0};
 
 void set_state(abi::SegmentHeader* h, TriggerState s) {
   __atomic_store_n(&h->trigger_state, static_cast<uint32_t>(s), __ATOMIC_RELEASE);
@@ -63,48 +75,76 @@ void zero_every_check(Runtime& rt) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
+// Completes a firing (any thread may): switches every writer, stamps the matching record and
+// opens the window. A thread that finds another completing it waits for that, a few hundred
+// stores (or its rescheduling, bounded).
+void complete_fire(Runtime& rt) {
+  if (g_completing.exchange(true, std::memory_order_acq_rel)) {
+    for (int i = 0; g_phase.load(std::memory_order_acquire) == kFiring && i < 20000; ++i) {
+      if (i < 64) {
+        __builtin_ia32_pause();
+      } else {
+        sys::futex_wait(reinterpret_cast<uint32_t*>(&g_phase), kFiring, 100000);
+      }
+    }
+    return;
+  }
+  abi::SegmentHeader* h = rt.segment.header();
+  const Runtime::ArmedTrigger& armed = *g_fire_armed.load(std::memory_order_acquire);
+  abi::ThreadSlot* slot = g_fire_slot.load(std::memory_order_acquire);
+  uint64_t* record = g_fire_record.load(std::memory_order_acquire);
+  zero_every_check(rt);
+  // Stamped now that every writer is switched: records stamped later are counted in the
+  // window (or are the one each thread had in flight).
+  uint64_t ticks = detail::now_ticks();
+  record[0] = (ticks << 16) | g_fire_id.load(std::memory_order_relaxed);
+  bool freeze_now = armed.after_events == 0 && armed.after_ns == 0;
+  g_remaining.store(static_cast<int64_t>(armed.after_events), std::memory_order_relaxed);
+  uint64_t deadline = 0;
+  if (armed.after_ns != 0) {
+    uint64_t hz = ticks_per_second_now(h);
+    deadline = ticks + static_cast<uint64_t>(static_cast<double>(armed.after_ns) *
+                                             static_cast<double>(hz) / 1e9);
+  }
+  g_deadline.store(deadline, std::memory_order_relaxed);
+  h->trigger_event = g_fire_id.load(std::memory_order_relaxed);
+  h->trigger_ticks = ticks;
+  h->trigger_tid = slot->tid;
+  h->trigger_slot = static_cast<uint32_t>(
+      (reinterpret_cast<uint8_t*>(slot) - (rt.segment.base + h->threads_offset)) /
+      sizeof(abi::ThreadSlot));
+  h->trigger_seq = slot->written;  // the matching record's number (published next)
+  auto next = freeze_now ? TriggerState::kFrozen : TriggerState::kFired;
+  if (freeze_now) h->frozen_ticks = ticks;
+  g_phase.store(static_cast<uint32_t>(next), std::memory_order_seq_cst);
+  set_state(h, next);
+  sys::futex_wake_all(reinterpret_cast<uint32_t*>(&g_phase));
+}
+
 // Fires the trigger for `record` (written, not yet published) of the calling thread.
 void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& site,
           uint64_t* record) {
-  abi::SegmentHeader* h = rt.segment.header();
-  bool freeze_now = armed.after_events == 0 && armed.after_ns == 0;
-  g_remaining.store(static_cast<int64_t>(armed.after_events), std::memory_order_relaxed);
-  g_deadline.store(0, std::memory_order_relaxed);
-  if (armed.after_ns != 0) {
-    // The deadline is set from the stamp below; until then no time window can end.
-    g_deadline.store(~uint64_t{0}, std::memory_order_relaxed);
-  }
-  auto next = freeze_now ? TriggerState::kFrozen : TriggerState::kFired;
-  g_phase.store(static_cast<uint32_t>(next), std::memory_order_seq_cst);
-  zero_every_check(rt);
-  // The matching record's stamp is taken now that every writer is switched: records stamped
-  // later are inside the window's accounting (or the one each thread had in flight).
-  uint64_t ticks = detail::now_ticks();
-  record[0] = (ticks << 16) | site.id;
-  if (armed.after_ns != 0) {
-    uint64_t hz = ticks_per_second_now(h);
-    g_deadline.store(ticks + static_cast<uint64_t>(static_cast<double>(armed.after_ns) *
-                                                   static_cast<double>(hz) / 1e9),
-                     std::memory_order_release);
-  }
-  detail::Writer& w = detail::t_writer;
-  h->trigger_event = site.id;
-  h->trigger_ticks = ticks;
-  h->trigger_tid = w.owned->tid;
-  h->trigger_slot = static_cast<uint32_t>(
-      (reinterpret_cast<uint8_t*>(w.owned) - (rt.segment.base + h->threads_offset)) /
-      sizeof(abi::ThreadSlot));
-  h->trigger_seq = w.owned->written;  // the matching record's number (published next)
-  if (freeze_now) h->frozen_ticks = ticks;
-  set_state(h, next);
+  g_fire_record.store(record, std::memory_order_relaxed);
+  g_fire_slot.store(detail::t_writer.owned, std::memory_order_relaxed);
+  g_fire_armed.store(&armed, std::memory_order_relaxed);
+  g_fire_id.store(site.id, std::memory_order_relaxed);
+  g_phase.store(kFiring, std::memory_order_seq_cst);
+  complete_fire(rt);
 }
 
 }  // namespace
 
 TriggerGate trigger_gate() noexcept {
-  auto phase = static_cast<TriggerState>(g_phase.load(std::memory_order_acquire));
-  if (phase == TriggerState::kArmed || phase == TriggerState::kNone) return TriggerGate::kAllow;
-  if (phase == TriggerState::kFrozen) return TriggerGate::kDeny;
+  uint32_t phase = g_phase.load(std::memory_order_acquire);
+  if (phase == kFiring) {
+    complete_fire(Runtime::instance());  // help a firing thread that may be descheduled
+    phase = g_phase.load(std::memory_order_acquire);
+  }
+  if (phase == static_cast<uint32_t>(TriggerState::kArmed) ||
+      phase == static_cast<uint32_t>(TriggerState::kNone)) {
+    return TriggerGate::kAllow;
+  }
+  if (phase != static_cast<uint32_t>(TriggerState::kFired)) return TriggerGate::kDeny;
   uint64_t deadline = g_deadline.load(std::memory_order_acquire);
   bool inside = deadline != 0 ? detail::now_ticks() <= deadline
                               : g_remaining.fetch_sub(1, std::memory_order_acq_rel) > 0;
@@ -114,8 +154,9 @@ TriggerGate trigger_gate() noexcept {
 }
 
 bool trigger_active() noexcept {
-  auto phase = static_cast<TriggerState>(g_phase.load(std::memory_order_seq_cst));
-  return phase == TriggerState::kFired || phase == TriggerState::kFrozen;
+  uint32_t phase = g_phase.load(std::memory_order_seq_cst);
+  return phase != static_cast<uint32_t>(TriggerState::kArmed) &&
+         phase != static_cast<uint32_t>(TriggerState::kNone);
 }
 
 void Runtime::reset_trigger_after_fork() {
@@ -124,6 +165,7 @@ void Runtime::reset_trigger_after_fork() {
   g_armed.store(nullptr, std::memory_order_relaxed);
   g_phase.store(static_cast<uint32_t>(TriggerState::kNone), std::memory_order_relaxed);
   g_firing.store(false, std::memory_order_relaxed);
+  g_completing.store(false, std::memory_order_relaxed);
 }
 
 uint8_t Runtime::site_state_locked(const detail::Site* site, bool group_enabled) const {
@@ -168,6 +210,7 @@ Status Runtime::arm_locked(const std::string& expression, uint64_t after_events,
   h->trigger_after_events = after_events;
   h->trigger_after_ns = after_ns;
   g_firing.store(false, std::memory_order_release);
+  g_completing.store(false, std::memory_order_release);
   g_phase.store(static_cast<uint32_t>(TriggerState::kArmed), std::memory_order_release);
   set_state(h, TriggerState::kArmed);
   reapply(*this);
@@ -193,6 +236,7 @@ Status Runtime::resume_locked() {
   // Unfreeze, keeping the same trigger armed for the next occurrence.
   auto next = armed ? TriggerState::kArmed : TriggerState::kNone;
   g_firing.store(false, std::memory_order_release);
+  g_completing.store(false, std::memory_order_release);
   g_phase.store(static_cast<uint32_t>(next), std::memory_order_release);
   set_state(segment.header(), next);
   reapply(*this);
