@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/process.hpp"
-#include "common/read_at.hpp"
+#include "base/process.hpp"
+#include "base/read_at.hpp"
 #include "reader/thread_stream.hpp"
 
 namespace nanotrace::reader {

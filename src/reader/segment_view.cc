@@ -13,7 +13,7 @@
 #include <fstream>
 #include <string>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/reader.hpp"
 #include "reader/segment_checks.hpp"
 #include "reader/trace_file.hpp"

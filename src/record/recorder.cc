@@ -16,7 +16,7 @@
 #include <cstring>
 #include <optional>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/record.hpp"
 #include "nanotrace/trigger.hpp"
 #include "record/drainer.hpp"

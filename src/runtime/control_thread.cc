@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "runtime/runtime.hpp"
 
 namespace nanotrace::runtime {

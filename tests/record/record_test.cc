@@ -15,7 +15,7 @@
 #include <fstream>
 #include <vector>
 
-#include "common/file_format.hpp"
+#include "base/file_format.hpp"
 #include "record_helpers.hpp"
 
 namespace nanotrace {

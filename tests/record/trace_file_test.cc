@@ -12,7 +12,7 @@
 #include <random>
 #include <sstream>
 
-#include "common/file_format.hpp"
+#include "base/file_format.hpp"
 #include "record_helpers.hpp"
 
 namespace nanotrace {

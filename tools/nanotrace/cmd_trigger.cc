@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "commands.hpp"
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/reader.hpp"
 #include "nanotrace/trigger.hpp"
 
