@@ -1,10 +1,10 @@
-// Analysing nanotrace data: latency of begin/end pairs (exact percentiles, a log2 histogram,
-// the slowest pairs, optionally split by a field of the begin event), pairs inferred from
-// event names, and a self-contained HTML report.
+// Analysing nanotrace data: begin/end pair rules, latency of begin/end pairs (exact
+// percentiles, a log2 histogram, the slowest pairs, optionally split by a field of the begin
+// event), and pairs inferred from event names. The HTML report is in nanotrace/report.hpp.
 //
 // Memory: a latency analysis keeps every matched latency (8 bytes per pair, so percentiles
 // are exact) plus one map entry per open interval (begun, not yet ended); everything else
-// streams. The report reads the trace twice (statistics, then the busiest window).
+// streams.
 //
 // Thread safety: a PairMatcher belongs to one thread; the functions take a Trace, which
 // belongs to one thread at a time.
@@ -13,13 +13,49 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "nanotrace/export.hpp"
 #include "nanotrace/reader.hpp"
 #include "nanotrace/status.hpp"
 
 namespace nanotrace {
+
+// A begin/end pairing rule: records of event `begin` and event `end` (both "group:event")
+// whose field `key` has equal values form one interval (e.g. io:submit,io:complete,req).
+struct PairRule {
+  std::string begin;
+  std::string end;
+  std::string key;
+  std::string label() const { return begin + " -> " + end + " by " + key; }
+};
+
+// parse_pair_rule - parses "BEGIN,END,KEY".
+// Returns: the rule.
+// Errors: kInvalidArgument unless the text has exactly three non-empty comma-separated parts.
+Result<PairRule> parse_pair_rule(std::string_view text);
+
+// A PairRule checked against a trace: which event ids begin and end an interval, and at
+// which field index each of them carries the key (one full name may cover several call
+// sites, hence several ids).
+struct ResolvedPair {
+  PairRule rule;
+  std::vector<uint16_t> begin_ids;
+  std::vector<uint16_t> end_ids;
+  // Indexed by event id (size = events().size() + 1): key field index, -1 if not a member.
+  std::vector<int> key_field;
+  // Indexed by event id: 1 = begin, 2 = end, 0 = neither.
+  std::vector<uint8_t> role;
+};
+
+// resolve_pair - checks rule against trace's event table.
+// Returns: the resolved rule.
+// Errors: kNotFound if an event name is unknown (the message lists the known events) or if
+// the key field is missing from one of the events (the message lists that event's fields).
+Result<ResolvedPair> resolve_pair(const Trace& trace, const PairRule& rule);
+
+// The full names ("group:event") of the trace's events, sorted and without duplicates.
+std::vector<std::string> known_event_names(const Trace& trace);
 
 // Latencies in [lo_ns, hi_ns): powers of two (the first bucket starts at 0).
 struct HistogramBucket {
@@ -109,27 +145,5 @@ LatencyStats compute_latency_stats(std::vector<uint64_t>* latencies);
 // X_begin/X_end, start/stop, begin/end, submit/complete; key = the first field of the begin
 // event that the end event also has. Pairs without a common field are left out.
 std::vector<PairRule> infer_pairs(const Trace& trace);
-
-struct ReportOptions {
-  std::string output;             // the HTML file to write
-  std::vector<PairRule> pairs;    // empty: infer_pairs()
-  uint64_t window_ns = 10000000;  // width of the timeline window (the busiest one is drawn)
-};
-
-struct ReportSummary {
-  uint64_t records = 0;
-  uint64_t lost = 0;
-  uint32_t pairs = 0;
-  uint64_t window_begin_ns = 0;
-  uint64_t window_records = 0;
-};
-
-// write_html_report - writes one self-contained HTML page (no external resources): summary,
-// per-event counts, a latency histogram per pair rule, and an SVG timeline of the busiest
-// window.
-// Returns: what the report holds.
-// Errors: kNotFound (no records; a --pair names an unknown event or field), kIoError (the
-// output cannot be written).
-Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& options);
 
 }  // namespace nanotrace

@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "export/output.hpp"
-#include "nanotrace/analysis.hpp"
+#include "nanotrace/report.hpp"
 
 namespace nanotrace {
 namespace {
