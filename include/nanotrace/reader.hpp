@@ -209,13 +209,15 @@ class Trace {
   Status attach_consumer();
   void detach_consumer();
 
-  // Internal accessors for readers in this library.
+  uint64_t size() const { return size_; }  // bytes mapped
+
+ private:
+  // The raw mapping, for this library's code on segment bytes (src/reader/trace_internals.hpp).
+  friend struct reader::TraceInternals;
   const uint8_t* base() const { return base_; }
-  uint64_t size() const { return size_; }
   uint8_t* writable_base() const { return writable_ ? base_ : nullptr; }
   int fd() const { return fd_; }  // the segment or trace file
 
- private:
   Trace() = default;
   Status map(const std::string& path, bool writable);
   Status open_file(const std::string& path);
