@@ -1,6 +1,7 @@
 // Analysing nanotrace data: begin/end pair rules, latency of begin/end pairs (exact
 // percentiles, a log2 histogram, the slowest pairs, optionally split by a field of the begin
-// event), and pairs inferred from event names. The HTML report is in nanotrace/report.hpp.
+// event), pairs inferred from event names, and counts and rates per event and thread. The
+// interval matcher is in nanotrace/intervals.hpp, the HTML report in nanotrace/report.hpp.
 //
 // Memory: a latency analysis keeps every matched latency (8 bytes per pair, so percentiles
 // are exact) plus one map entry per open interval (begun, not yet ended); everything else
@@ -95,14 +96,20 @@ struct LatencyReport {
   uint64_t unmatched_ends = 0;  // ends whose begin was never seen (lost, or before the trace)
   uint64_t lost = 0;  // records the trace lost (unmatched records' partners may be among them)
   uint64_t corrupt_blocks = 0;  // damaged blocks skipped while reading
+  // Pairs during which records were lost, and unmatched records next to a loss (see
+  // nanotrace/intervals.hpp): the first may pair the wrong records, the second may have
+  // lost their partner.
+  uint64_t lost_adjacent_pairs = 0;
+  uint64_t lost_adjacent_unmatched = 0;
   LatencyStats overall;
   std::vector<LatencyStats> groups;  // one per --by value, most pairs first
   std::vector<SlowPair> top;         // slowest first
 };
 
-// Matches begin/end records of one rule as records stream by. Duplicate begins of an open
-// key count the earlier one as unmatched. A latency is end.time_ns - begin.time_ns (0 if a
-// clock step makes it negative).
+// Latencies of the begin/end pairs of one rule as records stream by, matched by an
+// IntervalMatcher (nanotrace/intervals.hpp: duplicate begins of an open key count the
+// earlier one as unmatched). A latency is end.time_ns - begin.time_ns (0 if a clock step
+// makes it negative).
 class PairMatcher {
  public:
   // create - checks rule (and `by`, a field of the begin event, "" for none) against trace.
@@ -118,7 +125,8 @@ class PairMatcher {
   // Matched latencies so far, in arrival order (for callers drawing their own charts).
   const std::vector<uint64_t>& latencies() const;
   // Closes the analysis: open intervals become unmatched begins, percentiles are computed.
-  LatencyReport finish();
+  // lost_total: records the trace lost (IntervalMatcher::finish).
+  LatencyReport finish(uint64_t lost_total = 0);
 
  private:
   PairMatcher();
@@ -145,5 +153,35 @@ LatencyStats compute_latency_stats(std::vector<uint64_t>* latencies);
 // X_begin/X_end, start/stop, begin/end, submit/complete; key = the first field of the begin
 // event that the end event also has. Pairs without a common field are left out.
 std::vector<PairRule> infer_pairs(const Trace& trace);
+
+// Counts and rates of a trace: what `nanotrace stats` prints.
+struct Rate {
+  uint64_t count = 0;
+  uint64_t first_ns = 0;  // time of the first and last record counted (0 if none)
+  uint64_t last_ns = 0;
+  // (count - 1) per second between the first and the last record; 0 below two records.
+  double per_second() const;
+};
+
+struct EventCount {
+  std::string event;  // "group:event"
+  Rate rate;
+};
+
+struct TraceStats {
+  Rate total;
+  std::vector<EventCount> events;  // by name
+  std::vector<ThreadStats> threads;
+  std::vector<Rate> thread_rates;  // one per entry of threads
+  // Records lost, all causes: every thread's losses plus those of the process
+  // (ProcessInfo::lost_no_slot and lost_reclaimed).
+  uint64_t lost = 0;
+  double span_s() const;  // seconds between the first and the last record
+};
+
+// analyze_stats - reads every record of trace once.
+// Returns: counts and rates per event and per thread, and losses. An empty trace gives zero
+// counts, not an error.
+TraceStats analyze_stats(Trace& trace);
 
 }  // namespace nanotrace
