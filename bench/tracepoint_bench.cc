@@ -15,11 +15,12 @@
 #include <cstring>
 #include <memory>
 #include <nanotrace/control.hpp>
-#include <nanotrace/floor.hpp>
 #include <nanotrace/nanotrace.hpp>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "floor.hpp"
 
 namespace {
 

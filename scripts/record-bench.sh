@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `nanotrace record` benchmark (issue 4), results in build/bench/record.json:
+# `nanotrace record` benchmark, results in build/bench/record.json:
 #  1. sustained lossless drain: one producer thread at full speed in block mode, recorded to a
 #     file in /dev/shm; events/s and MB/s of ring bytes, checked lossless (the file is read
 #     back: its record count must equal what the producer wrote, with nothing lost). With

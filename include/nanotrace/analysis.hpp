@@ -1,10 +1,11 @@
-// Analysing nanotrace data: latency of begin/end pairs (exact percentiles, a log2 histogram,
-// the slowest pairs, optionally split by a field of the begin event), pairs inferred from
-// event names, and a self-contained HTML report.
+// Analysing nanotrace data: begin/end pair rules, latency of begin/end pairs (exact
+// percentiles, a log2 histogram, the slowest pairs, optionally split by a field of the begin
+// event), pairs inferred from event names, and counts and rates per event and thread. The
+// interval matcher is in nanotrace/intervals.hpp, the HTML report in nanotrace/report.hpp.
 //
 // Memory: a latency analysis keeps every matched latency (8 bytes per pair, so percentiles
 // are exact) plus one map entry per open interval (begun, not yet ended); everything else
-// streams. The report reads the trace twice (statistics, then the busiest window).
+// streams.
 //
 // Thread safety: a PairMatcher belongs to one thread; the functions take a Trace, which
 // belongs to one thread at a time.
@@ -13,13 +14,49 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "nanotrace/export.hpp"
 #include "nanotrace/reader.hpp"
 #include "nanotrace/status.hpp"
 
 namespace nanotrace {
+
+// A begin/end pairing rule: records of event `begin` and event `end` (both "group:event")
+// whose field `key` has equal values form one interval (e.g. io:submit,io:complete,req).
+struct PairRule {
+  std::string begin;
+  std::string end;
+  std::string key;
+  std::string label() const { return begin + " -> " + end + " by " + key; }
+};
+
+// parse_pair_rule - parses "BEGIN,END,KEY".
+// Returns: the rule.
+// Errors: kInvalidArgument unless the text has exactly three non-empty comma-separated parts.
+Result<PairRule> parse_pair_rule(std::string_view text);
+
+// A PairRule checked against a trace: which event ids begin and end an interval, and at
+// which field index each of them carries the key (one full name may cover several call
+// sites, hence several ids).
+struct ResolvedPair {
+  PairRule rule;
+  std::vector<uint16_t> begin_ids;
+  std::vector<uint16_t> end_ids;
+  // Indexed by event id (size = events().size() + 1): key field index, -1 if not a member.
+  std::vector<int> key_field;
+  // Indexed by event id: 1 = begin, 2 = end, 0 = neither.
+  std::vector<uint8_t> role;
+};
+
+// resolve_pair - checks rule against trace's event table.
+// Returns: the resolved rule.
+// Errors: kNotFound if an event name is unknown (the message lists the known events) or if
+// the key field is missing from one of the events (the message lists that event's fields).
+Result<ResolvedPair> resolve_pair(const Trace& trace, const PairRule& rule);
+
+// The full names ("group:event") of the trace's events, sorted and without duplicates.
+std::vector<std::string> known_event_names(const Trace& trace);
 
 // Latencies in [lo_ns, hi_ns): powers of two (the first bucket starts at 0).
 struct HistogramBucket {
@@ -59,14 +96,20 @@ struct LatencyReport {
   uint64_t unmatched_ends = 0;  // ends whose begin was never seen (lost, or before the trace)
   uint64_t lost = 0;  // records the trace lost (unmatched records' partners may be among them)
   uint64_t corrupt_blocks = 0;  // damaged blocks skipped while reading
+  // Pairs during which records were lost, and unmatched records next to a loss (see
+  // nanotrace/intervals.hpp): the first may pair the wrong records, the second may have
+  // lost their partner.
+  uint64_t lost_adjacent_pairs = 0;
+  uint64_t lost_adjacent_unmatched = 0;
   LatencyStats overall;
   std::vector<LatencyStats> groups;  // one per --by value, most pairs first
   std::vector<SlowPair> top;         // slowest first
 };
 
-// Matches begin/end records of one rule as records stream by. Duplicate begins of an open
-// key count the earlier one as unmatched. A latency is end.time_ns - begin.time_ns (0 if a
-// clock step makes it negative).
+// Latencies of the begin/end pairs of one rule as records stream by, matched by an
+// IntervalMatcher (nanotrace/intervals.hpp: duplicate begins of an open key count the
+// earlier one as unmatched). A latency is end.time_ns - begin.time_ns (0 if a clock step
+// makes it negative).
 class PairMatcher {
  public:
   // create - checks rule (and `by`, a field of the begin event, "" for none) against trace.
@@ -82,7 +125,8 @@ class PairMatcher {
   // Matched latencies so far, in arrival order (for callers drawing their own charts).
   const std::vector<uint64_t>& latencies() const;
   // Closes the analysis: open intervals become unmatched begins, percentiles are computed.
-  LatencyReport finish();
+  // lost_total: records the trace lost (IntervalMatcher::finish).
+  LatencyReport finish(uint64_t lost_total = 0);
 
  private:
   PairMatcher();
@@ -110,26 +154,34 @@ LatencyStats compute_latency_stats(std::vector<uint64_t>* latencies);
 // event that the end event also has. Pairs without a common field are left out.
 std::vector<PairRule> infer_pairs(const Trace& trace);
 
-struct ReportOptions {
-  std::string output;             // the HTML file to write
-  std::vector<PairRule> pairs;    // empty: infer_pairs()
-  uint64_t window_ns = 10000000;  // width of the timeline window (the busiest one is drawn)
+// Counts and rates of a trace: what `nanotrace stats` prints.
+struct Rate {
+  uint64_t count = 0;
+  uint64_t first_ns = 0;  // time of the first and last record counted (0 if none)
+  uint64_t last_ns = 0;
+  // (count - 1) per second between the first and the last record; 0 below two records.
+  double per_second() const;
 };
 
-struct ReportSummary {
-  uint64_t records = 0;
+struct EventCount {
+  std::string event;  // "group:event"
+  Rate rate;
+};
+
+struct TraceStats {
+  Rate total;
+  std::vector<EventCount> events;  // by name
+  std::vector<ThreadStats> threads;
+  std::vector<Rate> thread_rates;  // one per entry of threads
+  // Records lost, all causes: every thread's losses plus those of the process
+  // (ProcessInfo::lost_no_slot and lost_reclaimed).
   uint64_t lost = 0;
-  uint32_t pairs = 0;
-  uint64_t window_begin_ns = 0;
-  uint64_t window_records = 0;
+  double span_s() const;  // seconds between the first and the last record
 };
 
-// write_html_report - writes one self-contained HTML page (no external resources): summary,
-// per-event counts, a latency histogram per pair rule, and an SVG timeline of the busiest
-// window.
-// Returns: what the report holds.
-// Errors: kNotFound (no records; a --pair names an unknown event or field), kIoError (the
-// output cannot be written).
-Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& options);
+// analyze_stats - reads every record of trace once.
+// Returns: counts and rates per event and per thread, and losses. An empty trace gives zero
+// counts, not an error.
+TraceStats analyze_stats(Trace& trace);
 
 }  // namespace nanotrace

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nanotrace/analysis.hpp"
 #include "nanotrace/reader.hpp"
 #include "nanotrace/status.hpp"
 
@@ -29,42 +30,6 @@ enum class ExportFormat { kCtf, kChrome, kPerfetto, kCsv, kJsonl };
 // Errors: kInvalidArgument for any other name (the message lists the valid ones).
 Result<ExportFormat> parse_export_format(std::string_view name);
 const char* export_format_name(ExportFormat format);
-
-// A begin/end pairing rule: records of event `begin` and event `end` (both "group:event")
-// whose field `key` has equal values form one interval (e.g. io:submit,io:complete,req).
-struct PairRule {
-  std::string begin;
-  std::string end;
-  std::string key;
-  std::string label() const { return begin + " -> " + end + " by " + key; }
-};
-
-// parse_pair_rule - parses "BEGIN,END,KEY".
-// Returns: the rule.
-// Errors: kInvalidArgument unless the text has exactly three non-empty comma-separated parts.
-Result<PairRule> parse_pair_rule(std::string_view text);
-
-// A PairRule checked against a trace: which event ids begin and end an interval, and at
-// which field index each of them carries the key (one full name may cover several call
-// sites, hence several ids).
-struct ResolvedPair {
-  PairRule rule;
-  std::vector<uint16_t> begin_ids;
-  std::vector<uint16_t> end_ids;
-  // Indexed by event id (size = events().size() + 1): key field index, -1 if not a member.
-  std::vector<int> key_field;
-  // Indexed by event id: 1 = begin, 2 = end, 0 = neither.
-  std::vector<uint8_t> role;
-};
-
-// resolve_pair - checks rule against trace's event table.
-// Returns: the resolved rule.
-// Errors: kNotFound if an event name is unknown (the message lists the known events) or if
-// the key field is missing from one of the events (the message lists that event's fields).
-Result<ResolvedPair> resolve_pair(const Trace& trace, const PairRule& rule);
-
-// The full names ("group:event") of the trace's events, sorted and without duplicates.
-std::vector<std::string> known_event_names(const Trace& trace);
 
 struct ExportOptions {
   ExportFormat format = ExportFormat::kCtf;

@@ -58,6 +58,21 @@ struct ThreadInfo {
   uint64_t consumed_records = 0;
 };
 
+// A process's trigger (see abi::TriggerState), as read from its segment.
+struct TriggerInfo {
+  abi::TriggerState state = abi::TriggerState::kNone;
+  std::string expression;     // the armed expression ("" if none)
+  uint64_t after_events = 0;  // the post-trigger window: events after the match
+  uint64_t after_ns = 0;      // or nanoseconds after it (0: events)
+  // Once fired (kFired, kFrozen): the matching record.
+  uint16_t event = 0;  // its event id (Trace::event_by_id)
+  uint64_t ticks = 0;  // its clock value (Trace::ticks_to_ns)
+  uint64_t seq = 0;    // its per-thread record number
+  uint32_t tid = 0;    // the thread that wrote it
+  uint32_t slot = 0;
+  uint64_t frozen_ticks = 0;  // kFrozen: clock value when the rings froze
+};
+
 struct ProcessInfo {
   std::string path;  // segment path
   uint32_t pid = 0;
@@ -79,6 +94,7 @@ struct ProcessInfo {
   uint32_t consumer_pid = 0;
   uint32_t crash_signal = 0;
   uint32_t crash_tid = 0;
+  TriggerInfo trigger;
 };
 
 // One field value of a record. Strings point into the reader's buffer: valid until the
@@ -137,7 +153,8 @@ class SpanSource {
 class RecordSource;
 namespace reader {
 struct TraceFile;
-}
+struct TraceInternals;
+}  // namespace reader
 
 class Trace {
  public:
@@ -192,13 +209,15 @@ class Trace {
   Status attach_consumer();
   void detach_consumer();
 
-  // Internal accessors for readers in this library.
+  uint64_t size() const { return size_; }  // bytes mapped
+
+ private:
+  // The raw mapping, for this library's code on segment bytes (src/reader/trace_internals.hpp).
+  friend struct reader::TraceInternals;
   const uint8_t* base() const { return base_; }
-  uint64_t size() const { return size_; }
   uint8_t* writable_base() const { return writable_ ? base_ : nullptr; }
   int fd() const { return fd_; }  // the segment or trace file
 
- private:
   Trace() = default;
   Status map(const std::string& path, bool writable);
   Status open_file(const std::string& path);

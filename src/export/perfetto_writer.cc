@@ -6,18 +6,18 @@
 // - Every record is an INSTANT TrackEvent on its thread's track, with the event's name
 //   ("group:event"), its group as category and its fields as debug annotations, except:
 // - for a --slice rule, a begin record opens a slice (BEGIN) on a "lane" track of the
-//   process, the first lane free at that time, and the end record with the same key closes
-//   it (END), so overlapping requests never break nesting; an end without a begin is an
-//   instant. Memory: one map entry per open interval.
+//   process, the first lane free at that time, and the end record the IntervalMatcher pairs
+//   with it closes it (END), so overlapping requests never break nesting; an end without a
+//   begin is an instant. Memory: one map entry per open interval.
 // - A thread with lost records gets a "nanotrace:lost" instant with the count at its end.
 // Timestamps: CLOCK_MONOTONIC ns (clock_start.monotonic_ns + time_ns). Nested messages get a
 // 4-byte padded varint length that is patched when the message ends (as protozero does).
 #include <cstring>
 #include <set>
-#include <unordered_map>
 
 #include "export/output.hpp"
 #include "export/writers.hpp"
+#include "nanotrace/intervals.hpp"
 
 namespace nanotrace::exporter {
 namespace {
@@ -77,8 +77,8 @@ class Proto {
   fmt::memory_buffer* b_;
 };
 
+// The lanes of one slice rule: an open interval's tag is its lane.
 struct Lanes {
-  std::unordered_map<std::string, uint32_t> open;  // key -> lane
   std::set<uint32_t> free;
   uint32_t count = 0;
 };
@@ -86,7 +86,10 @@ struct Lanes {
 class PerfettoWriter : public RecordWriter {
  public:
   PerfettoWriter(const ExportOptions& options, std::vector<ResolvedPair> slices)
-      : options_(options), slices_(std::move(slices)), lanes_(slices_.size()) {}
+      : options_(options),
+        slices_(std::move(slices)),
+        intervals_(slices_),
+        lanes_(slices_.size()) {}
 
   Status begin(const Trace& trace, RecordSource& source) override {
     Status st = out_.open(options_.output);
@@ -134,45 +137,41 @@ class PerfettoWriter : public RecordWriter {
   void write(const Record& r) override {
     uint64_t ts = base_ns_ + r.time_ns;
     last_ts_[r.thread] = ts;
+    // Every record goes through the matcher, which watches sequence numbers for losses.
+    const std::vector<IntervalMatch>& matches = intervals_.add(r);
     int s = slice_of_[r.event->id];
     if (s < 0) {
       event(r, ts, kInstant, kThreadUuidBase + r.thread, true);
       return;
     }
-    const ResolvedPair& pair = slices_[s];
-    Lanes& lanes = lanes_[s];
-    const FieldValue& k = r.values[pair.key_field[r.event->id]];
-    key_.assign(k.type == abi::FieldType::kString
-                    ? k.text
-                    : std::string_view(reinterpret_cast<const char*>(&k.bits), 8));
-    if (pair.role[r.event->id] == 1) {
-      auto it = lanes.open.find(key_);
-      uint32_t lane;
-      if (it != lanes.open.end()) {  // begun again before it ended: close the older one
-        lane = it->second;
-        event(r, ts, kEnd, lane_uuid(s, lane), false);
-      } else {
-        if (lanes.free.empty()) {
-          lane = lanes.count++;
-          lane_descriptor(s, lane);
-        } else {
-          lane = *lanes.free.begin();
-          lanes.free.erase(lanes.free.begin());
-        }
-        lanes.open.emplace(key_, lane);
-      }
-      event(r, ts, kBegin, lane_uuid(s, lane), true);
-    } else {
-      auto it = lanes.open.find(key_);
-      if (it == lanes.open.end()) {
-        event(r, ts, kInstant, kThreadUuidBase + r.thread, true);
-        return;
-      }
-      uint32_t lane = it->second;
-      lanes.open.erase(it);
-      lanes.free.insert(lane);
-      event(r, ts, kEnd, lane_uuid(s, lane), true);
+    const IntervalMatch* m = nullptr;
+    for (const IntervalMatch& x : matches) {
+      if (x.rule == static_cast<uint32_t>(s)) m = &x;
     }
+    Lanes& lanes = lanes_[s];
+    if (m == nullptr || m->kind == IntervalMatch::Kind::kUnmatchedEnd) {
+      event(r, ts, kInstant, kThreadUuidBase + r.thread, true);
+      return;
+    }
+    if (m->kind == IntervalMatch::Kind::kBegin) {
+      uint32_t lane;
+      if (m->replaced) {  // begun again before it ended: close the older one
+        lane = static_cast<uint32_t>(m->interval.tag);
+        event(r, ts, kEnd, lane_uuid(s, lane), false);
+      } else if (lanes.free.empty()) {
+        lane = lanes.count++;
+        lane_descriptor(s, lane);
+      } else {
+        lane = *lanes.free.begin();
+        lanes.free.erase(lanes.free.begin());
+      }
+      *m->tag = lane;
+      event(r, ts, kBegin, lane_uuid(s, lane), true);
+      return;
+    }
+    uint32_t lane = static_cast<uint32_t>(m->interval.tag);
+    lanes.free.insert(lane);
+    event(r, ts, kEnd, lane_uuid(s, lane), true);
   }
 
   Status finish(RecordSource& source, ExportSummary* summary) override {
@@ -272,12 +271,12 @@ class PerfettoWriter : public RecordWriter {
 
   ExportOptions options_;
   std::vector<ResolvedPair> slices_;
+  IntervalMatcher intervals_;
   std::vector<Lanes> lanes_;
   OutFile out_;
   uint64_t base_ns_ = 0;
   std::vector<int> slice_of_;
   std::vector<uint64_t> last_ts_;
-  std::string key_;
   std::string name_;
 };
 

@@ -13,7 +13,8 @@
 #include <unordered_map>
 
 #include "export/output.hpp"
-#include "nanotrace/analysis.hpp"
+#include "nanotrace/intervals.hpp"
+#include "nanotrace/report.hpp"
 
 namespace nanotrace {
 namespace {
@@ -127,39 +128,26 @@ Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& optio
   uint64_t w0 = std::max<uint64_t>(best_at * bin_ns, first_ns);
   uint64_t w1 = w0 + window;
 
-  // Pass 2: marks of the window.
+  // Pass 2: marks of the window; pairs from one IntervalMatcher over every rule.
   std::vector<Mark> marks;
   uint64_t window_records = 0, dropped_marks = 0;
-  std::vector<std::unordered_map<std::string, std::pair<uint64_t, uint32_t>>> open(resolved.size());
-  std::string key;
+  IntervalMatcher intervals(resolved);
   auto source2 = trace.read_all();
   while (source2->next(&r)) {
     if (r.time_ns >= w0 && r.time_ns < w1) ++window_records;
-    bool member = false;
-    for (size_t p = 0; p < resolved.size(); ++p) {
-      const ResolvedPair& rp = resolved[p];
-      uint16_t id = r.event->id;
-      if (id >= rp.role.size() || rp.role[id] == 0) continue;
-      member = true;
-      const FieldValue& k = r.values[rp.key_field[id]];
-      key = k.type == abi::FieldType::kString ? std::string(k.text) : std::to_string(k.bits);
-      if (rp.role[id] == 1) {
-        if (r.time_ns < w1) open[p][key] = {r.time_ns, r.thread};
+    const std::vector<IntervalMatch>& matches = intervals.add(r);
+    for (const IntervalMatch& m : matches) {
+      if (m.kind != IntervalMatch::Kind::kEnd) continue;
+      const Interval& i = m.interval;
+      if (i.begin_ns >= w1 || i.end_ns < w0) continue;
+      if (marks.size() < kMaxMarks) {
+        marks.push_back({std::max(i.begin_ns, w0), std::min(i.end_ns, w1), i.begin_thread,
+                         static_cast<uint16_t>(m.rule), true});
       } else {
-        auto it = open[p].find(key);
-        if (it == open[p].end()) continue;
-        auto [t0, thread] = it->second;
-        open[p].erase(it);
-        if (r.time_ns < w0) continue;
-        if (marks.size() < kMaxMarks) {
-          marks.push_back(
-              {std::max(t0, w0), std::min(r.time_ns, w1), thread, static_cast<uint16_t>(p), true});
-        } else {
-          ++dropped_marks;
-        }
+        ++dropped_marks;
       }
     }
-    if (member || r.time_ns < w0 || r.time_ns >= w1) continue;
+    if (!matches.empty() || r.time_ns < w0 || r.time_ns >= w1) continue;
     if (marks.size() < kMaxMarks) {
       marks.push_back({r.time_ns, r.time_ns, r.thread, r.event->id, false});
     } else {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace {

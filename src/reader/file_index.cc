@@ -11,7 +11,7 @@
 
 #include <cstring>
 
-#include "common/read_at.hpp"
+#include "base/read_at.hpp"
 #include "reader/segment_checks.hpp"
 #include "reader/trace_file.hpp"
 

@@ -9,9 +9,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/process.hpp"
-#include "common/read_at.hpp"
+#include "base/process.hpp"
+#include "base/read_at.hpp"
 #include "reader/thread_stream.hpp"
+#include "reader/trace_internals.hpp"
 
 namespace nanotrace::reader {
 namespace {
@@ -45,14 +46,16 @@ uint64_t oldest_safe_block(abi::Mode mode, bool writer_gone, uint64_t head, uint
 LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool consume,
                                    uint32_t index, uint32_t chunk_bytes)
     : trace_(trace), sizer_(trace), index_(index), chunk_bytes_(chunk_bytes) {
-  auto* h = reinterpret_cast<const abi::SegmentHeader*>(trace.base());
+  auto* h = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(trace));
   const ProcessInfo& p = trace.process();
-  slot_ = reinterpret_cast<const abi::ThreadSlot*>(trace.base() + h->threads_offset) + info.slot;
-  writable_slot_ =
-      consume && trace.writable_base()
-          ? reinterpret_cast<abi::ThreadSlot*>(trace.writable_base() + h->threads_offset) +
-                info.slot
-          : nullptr;
+  slot_ = reinterpret_cast<const abi::ThreadSlot*>(reader::TraceInternals::base(trace) +
+                                                   h->threads_offset) +
+          info.slot;
+  writable_slot_ = consume && reader::TraceInternals::writable_base(trace)
+                       ? reinterpret_cast<abi::ThreadSlot*>(
+                             reader::TraceInternals::writable_base(trace) + h->threads_offset) +
+                             info.slot
+                       : nullptr;
   ring_offset_ = h->rings_offset + uint64_t{info.slot} * p.ring_size;
   ring_size_ = p.ring_size;
   mask_ = ring_size_ - 1;
@@ -93,7 +96,8 @@ const uint8_t* LiveThreadStream::copy_block(uint64_t start, uint32_t len) {
   uint64_t want = writer_gone_ ? std::min({chunk_bytes_, ring_size_ - offset, end_ - start}) : len;
   if (want < len) want = len;
   if (buf_.size() < want) buf_.resize(want);
-  uint64_t got = sys::read_at(trace_.fd(), buf_.data(), want, ring_offset_ + offset);
+  uint64_t got =
+      sys::read_at(reader::TraceInternals::fd(trace_), buf_.data(), want, ring_offset_ + offset);
   if (got < len) {  // the segment file was truncated under us
     ++stats_.corrupt_blocks;
     done_ = true;

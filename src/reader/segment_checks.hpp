@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/abi.hpp"
 #include "nanotrace/status.hpp"
 

@@ -13,10 +13,11 @@
 #include <fstream>
 #include <string>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/reader.hpp"
 #include "reader/segment_checks.hpp"
 #include "reader/trace_file.hpp"
+#include "reader/trace_internals.hpp"
 
 namespace nanotrace {
 namespace {
@@ -159,6 +160,7 @@ Status Trace::load_tables() {
   p.consumer_pid = h.consumer_pid;
   p.crash_signal = h.crash_signal;
   p.crash_tid = h.crash_tid;
+  p.trigger = reader::trigger_info(h);
 
   const char* pool = reinterpret_cast<const char*>(base_ + h.strings_offset);
   auto str = [&](uint32_t off) -> std::string {

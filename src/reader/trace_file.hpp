@@ -1,4 +1,4 @@
-// Reading trace files (common/file_format.hpp): the chunk index built when a file is opened,
+// Reading trace files (base/file_format.hpp): the chunk index built when a file is opened,
 // and one thread generation's records read back block by block. Internal header.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/file_format.hpp"
+#include "base/file_format.hpp"
 #include "nanotrace/reader.hpp"
 #include "reader/thread_stream.hpp"
 

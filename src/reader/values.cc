@@ -9,18 +9,6 @@
 
 namespace nanotrace {
 
-double FieldValue::as_double() const {
-  if (type == abi::FieldType::kF32 || type == abi::FieldType::kF64) {
-    double d;
-    std::memcpy(&d, &bits, 8);
-    return d;
-  }
-  if (type >= abi::FieldType::kI8 && type <= abi::FieldType::kI64) {
-    return static_cast<double>(static_cast<int64_t>(bits));
-  }
-  return static_cast<double>(bits);
-}
-
 std::string format_value(const FieldValue& v) {
   using abi::FieldType;
   switch (v.type) {

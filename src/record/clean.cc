@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/abi.hpp"
 #include "nanotrace/record.hpp"
 

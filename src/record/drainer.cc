@@ -24,9 +24,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/process.hpp"
-#include "common/read_at.hpp"
+#include "base/process.hpp"
+#include "base/read_at.hpp"
 #include "reader/thread_stream.hpp"
+#include "reader/trace_internals.hpp"
 
 namespace nanotrace::rec {
 namespace {
@@ -38,8 +39,9 @@ constexpr uint64_t kMaxPosition = uint64_t{1} << 62;
 using reader::oldest_safe_block;
 
 std::vector<SlotAtAttach> slots_at_attach(const Trace& trace) {
-  auto* h = reinterpret_cast<const abi::SegmentHeader*>(trace.base());
-  auto* slots = reinterpret_cast<const abi::ThreadSlot*>(trace.base() + h->threads_offset);
+  auto* h = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(trace));
+  auto* slots = reinterpret_cast<const abi::ThreadSlot*>(reader::TraceInternals::base(trace) +
+                                                         h->threads_offset);
   std::vector<SlotAtAttach> out(trace.process().max_threads);
   for (uint32_t i = 0; i < out.size(); ++i) {
     out[i].generation = __atomic_load_n(&slots[i].generation, __ATOMIC_ACQUIRE);
@@ -52,13 +54,13 @@ std::vector<SlotAtAttach> slots_at_attach(const Trace& trace) {
 Drainer::Drainer(Trace& trace, FileWriter& out, bool consume, std::vector<SlotAtAttach> at_attach)
     : trace_(trace),
       out_(out),
-      consume_(consume && trace.writable_base() != nullptr),
+      consume_(consume && reader::TraceInternals::writable_base(trace) != nullptr),
       at_attach_(std::move(at_attach)) {
-  header_ = reinterpret_cast<const abi::SegmentHeader*>(trace.base());
+  header_ = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(trace));
   const ProcessInfo& p = trace.process();
-  slots_ = reinterpret_cast<abi::ThreadSlot*>(const_cast<uint8_t*>(trace.base()) +
-                                              header_->threads_offset);
-  rings_ = trace.base() + header_->rings_offset;
+  slots_ = reinterpret_cast<abi::ThreadSlot*>(
+      const_cast<uint8_t*>(reader::TraceInternals::base(trace)) + header_->threads_offset);
+  rings_ = reader::TraceInternals::base(trace) + header_->rings_offset;
   ring_size_ = p.ring_size;
   block_ = p.block_size;
   chunk_ = ring_size_ / 4;
@@ -204,7 +206,7 @@ void Drainer::publish(StreamState& st) {
 void Drainer::copy_out(uint8_t* dst, uint64_t offset, uint64_t n) const {
   // pread copies through the kernel's mapping of the segment: a snapshot or recover process
   // would otherwise fault in every page of its fresh mapping, which costs more than the copy.
-  uint64_t done = sys::read_at(trace_.fd(), dst, n, offset);
+  uint64_t done = sys::read_at(reader::TraceInternals::fd(trace_), dst, n, offset);
   // A segment truncated under us: the missing bytes read as zeros, which no block header
   // validates, so they count as corrupt blocks.
   if (done < n) std::memset(dst + done, 0, n - done);

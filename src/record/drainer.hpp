@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/file_format.hpp"
+#include "base/file_format.hpp"
 #include "nanotrace/reader.hpp"
 #include "record/file_writer.hpp"
 

@@ -3,6 +3,7 @@
 // change reads a few counters and the group enable bytes, so it can run on every pass.
 #include <cstring>
 
+#include "reader/trace_internals.hpp"
 #include "record/drainer.hpp"
 
 namespace nanotrace::rec {
@@ -87,10 +88,10 @@ void build_meta(const uint8_t* base, const TableCounts& c, std::vector<uint8_t>*
 
 Status Drainer::write_meta(bool force) {
   TableCounts c = table_counts(header_);
-  uint64_t sig = table_signature(trace_.base(), c);
+  uint64_t sig = table_signature(reader::TraceInternals::base(trace_), c);
   if (!force && sig == meta_sig_) return Status::Ok();
   std::vector<uint8_t> meta;
-  build_meta(trace_.base(), c, &meta);
+  build_meta(reader::TraceInternals::base(trace_), c, &meta);
   meta_sig_ = sig;
   meta_events_ = c.events;
   return out_.write_chunk(file::ChunkType::kMeta, meta.data(), static_cast<uint32_t>(meta.size()));

@@ -1,4 +1,4 @@
-// Appending chunks to a trace file (see common/file_format.hpp). Internal header.
+// Appending chunks to a trace file (see base/file_format.hpp). Internal header.
 //
 // Each chunk is written with one writev (header + payload pieces), so a crash or a full
 // disk leaves at most one torn chunk at the end, which readers ignore. After the first
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/file_format.hpp"
+#include "base/file_format.hpp"
 #include "nanotrace/status.hpp"
 
 struct ZSTD_CCtx_s;

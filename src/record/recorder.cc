@@ -16,9 +16,10 @@
 #include <cstring>
 #include <optional>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/record.hpp"
 #include "nanotrace/trigger.hpp"
+#include "reader/trace_internals.hpp"
 #include "record/drainer.hpp"
 #include "record/file_writer.hpp"
 
@@ -199,7 +200,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
     return Status::Invalid("process " + std::to_string(p.pid) +
                            " is not running (use `nanotrace recover`)");
   }
-  auto* header = reinterpret_cast<const abi::SegmentHeader*>(trace.base());
+  auto* header = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(trace));
   const uint64_t start_time = header->proc_start_time;
   BoundTrigger stop_on, snapshot_on;
   if (!options.stop_on.empty()) {

@@ -17,7 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "runtime/runtime.hpp"
 
 namespace nanotrace::runtime {

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <string>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/runtime.hpp"
 

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/control.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/runtime.hpp"

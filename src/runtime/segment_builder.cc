@@ -18,7 +18,7 @@
 #include <random>
 #include <string>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "runtime/runtime.hpp"
 
 namespace nanotrace::runtime {

@@ -18,7 +18,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "common/process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/control.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/runtime.hpp"

@@ -46,6 +46,8 @@ TEST_F(ExportTest, LatencyMatchesBruteForce) {
   EXPECT_EQ(o["unmatched_begins"], 7);
   EXPECT_EQ(rep["unmatched_ends"], 3);
   EXPECT_EQ(rep["lost"], 0);
+  EXPECT_EQ(rep["lost_adjacent_pairs"], 0);
+  EXPECT_EQ(rep["lost_adjacent_unmatched"], 0);
   EXPECT_EQ(unmatched_ends, 3u);
   EXPECT_EQ(o["min_ns"], all.front());
   EXPECT_EQ(o["max_ns"], all.back());
@@ -87,9 +89,17 @@ TEST_F(ExportTest, LatencySaysWhatTheTraceLost) {
   json rep = json::parse(j.out);
   EXPECT_EQ(rep["lost"], total);
   EXPECT_EQ(rep["corrupt_blocks"], 0);
+  // Records were dropped, so some begins or ends lost their partner, and they are said to
+  // lie next to a loss.
+  uint64_t unmatched =
+      rep["overall"]["unmatched_begins"].get<uint64_t>() + rep["unmatched_ends"].get<uint64_t>();
+  EXPECT_GT(unmatched, 0u);
+  EXPECT_GT(rep["lost_adjacent_unmatched"].get<uint64_t>(), 0u);
+  EXPECT_LE(rep["lost_adjacent_unmatched"].get<uint64_t>(), unmatched);
   Proc t = run(kCli + " latency " + sim.path() + args);
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_THAT(t.out, HasSubstr(fmt::format("the trace lost {} records", total)));
+  EXPECT_THAT(t.out, HasSubstr("unmatched records are next to one"));
 }
 
 TEST_F(ExportTest, BadInputGivesOneLineErrors) {

@@ -1,16 +1,16 @@
-// The trace file's checksum (common/crc32c.cc) against a bitwise CRC-32C reference.
+// The trace file's checksum (base/crc32c.cc) against a bitwise CRC-32C reference.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "common/file_format.hpp"
+#include "base/file_format.hpp"
 
 namespace nanotrace {
 namespace {
 
 TEST(Crc32cTest, MatchesABitwiseReferenceAtEveryLengthAndAlignment) {
-  // Long inputs take three interleaved chains combined by table lookups (common/crc32c.cc);
+  // Long inputs take three interleaved chains combined by table lookups (base/crc32c.cc);
   // the sum must still be the one CRC-32C, with any start value, length and alignment.
   auto reference = [](uint32_t crc, const uint8_t* p, size_t n) {
     crc = ~crc;

@@ -15,7 +15,8 @@
 #include <fstream>
 #include <vector>
 
-#include "common/file_format.hpp"
+#include "base/file_format.hpp"
+#include "reader/trace_internals.hpp"
 #include "record_helpers.hpp"
 
 namespace nanotrace {
@@ -106,8 +107,9 @@ PacedRecording record_paced(const std::string& mode, const std::string& name,
 void expect_fully_consumed(pid_t pid) {
   auto segment = testing::open_ok(testing::segment_of(pid));
   ASSERT_TRUE(segment);
-  auto* h = reinterpret_cast<const abi::SegmentHeader*>(segment->base());
-  auto* slots = reinterpret_cast<const abi::ThreadSlot*>(segment->base() + h->threads_offset);
+  const uint8_t* base = reader::TraceInternals::base(*segment);
+  auto* h = reinterpret_cast<const abi::SegmentHeader*>(base);
+  auto* slots = reinterpret_cast<const abi::ThreadSlot*>(base + h->threads_offset);
   ASSERT_FALSE(segment->threads().empty());
   for (const ThreadInfo& t : segment->threads()) {
     EXPECT_EQ(t.consumed_records, t.written) << "slot " << t.slot;

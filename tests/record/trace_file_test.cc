@@ -12,7 +12,8 @@
 #include <random>
 #include <sstream>
 
-#include "common/file_format.hpp"
+#include "base/file_format.hpp"
+#include "reader/trace_internals.hpp"
 #include "record_helpers.hpp"
 
 namespace nanotrace {
@@ -226,7 +227,7 @@ TEST(TraceFileTest, RecoverSaysWhichBlocksWereDamaged) {
     auto trace = testing::open_ok(segment);
     ASSERT_TRUE(trace);
     ASSERT_FALSE(trace->process().alive);
-    auto* h = reinterpret_cast<const abi::SegmentHeader*>(trace->base());
+    auto* h = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(*trace));
     ASSERT_EQ(trace->threads().size(), 1u);
     uint64_t at = h->rings_offset + uint64_t{trace->threads()[0].slot} * h->ring_size +
                   2 * uint64_t{h->block_size};  // the third block's position field

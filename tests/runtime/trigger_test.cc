@@ -14,10 +14,6 @@ namespace {
 
 const std::string kProducer = std::string(NANOTRACE_BIN_DIR) + "/nanotrace_test_producer";
 
-const abi::SegmentHeader& header(const Trace& t) {
-  return *reinterpret_cast<const abi::SegmentHeader*>(t.base());
-}
-
 TEST(TriggerTest, FreezesExactlyAfterTheWindowOnOneThread) {
   testing::ChildProcess child({kProducer, "--events", "200000", "--hold"},
                               {"NANOTRACE_BUFFER=1M", "NANOTRACE_TRIGGER=test:rec seq==50000",
@@ -26,10 +22,10 @@ TEST(TriggerTest, FreezesExactlyAfterTheWindowOnOneThread) {
   ASSERT_EQ(child.read_line(), "ready");
   auto trace = Trace::open_pid(pid);
   ASSERT_TRUE(trace.ok()) << trace.status().message();
-  const abi::SegmentHeader& h = header(**trace);
-  EXPECT_EQ(h.trigger_state, static_cast<uint32_t>(abi::TriggerState::kFrozen));
-  EXPECT_EQ(h.trigger_seq, 50000u);
-  const EventInfo* e = (*trace)->event_by_id(static_cast<uint16_t>(h.trigger_event));
+  const TriggerInfo& trig = (*trace)->process().trigger;
+  EXPECT_EQ(trig.state, abi::TriggerState::kFrozen);
+  EXPECT_EQ(trig.seq, 50000u);
+  const EventInfo* e = (*trace)->event_by_id(trig.event);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->full_name(), "test:rec");
   auto result = testing::read_test_records(**trace);
@@ -51,8 +47,8 @@ TEST(TriggerTest, WindowIsExactAcrossThreads) {
   ASSERT_EQ(child.read_line(), "ready");
   auto trace = Trace::open_pid(pid);
   ASSERT_TRUE(trace.ok());
-  const abi::SegmentHeader& h = header(**trace);
-  ASSERT_EQ(h.trigger_state, static_cast<uint32_t>(abi::TriggerState::kFrozen));
+  const TriggerInfo& trig = (*trace)->process().trigger;
+  ASSERT_EQ(trig.state, abi::TriggerState::kFrozen);
   // Records published after the match, all threads together: exactly the window. Every
   // thread's records are numbered, so count those after each thread's state at the match:
   // a record is after the match iff its clock value is later, except the matching record.
@@ -65,10 +61,10 @@ TEST(TriggerTest, WindowIsExactAcrossThreads) {
   for (const auto& r : result.records) {
     if (r.thread == 1 && r.seq == 20000) {
       seen_match = true;
-      EXPECT_EQ(r.ticks, h.trigger_ticks);
+      EXPECT_EQ(r.ticks, trig.ticks);
       continue;
     }
-    if (r.ticks > h.trigger_ticks) ++after;
+    if (r.ticks > trig.ticks) ++after;
   }
   EXPECT_TRUE(seen_match);
   // The matching record is stamped once every writer counts its records against the
@@ -93,13 +89,13 @@ TEST(TriggerTest, TimeWindowAndBadExpressions) {
   ASSERT_EQ(child.read_line(), "ready");
   auto trace = Trace::open_pid(pid);
   ASSERT_TRUE(trace.ok());
-  const abi::SegmentHeader& h = header(**trace);
-  ASSERT_EQ(h.trigger_state, static_cast<uint32_t>(abi::TriggerState::kFrozen));
-  EXPECT_EQ(h.trigger_seq, 1000u);
+  const TriggerInfo& trig = (*trace)->process().trigger;
+  ASSERT_EQ(trig.state, abi::TriggerState::kFrozen);
+  EXPECT_EQ(trig.seq, 1000u);
   // Every published record lies within 200 us of the match.
   auto result = testing::read_test_records(**trace);
-  uint64_t window_ticks = h.ticks_per_second / 5000;
-  for (const auto& r : result.records) EXPECT_LE(r.ticks, h.trigger_ticks + window_ticks);
+  uint64_t window_ticks = (*trace)->process().ticks_per_second / 5000;
+  for (const auto& r : result.records) EXPECT_LE(r.ticks, trig.ticks + window_ticks);
   EXPECT_LT(result.threads.at(0).info.written, 2000000u);
   child.close_stdin();
   child.wait();

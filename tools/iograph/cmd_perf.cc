@@ -11,13 +11,13 @@
 #include <atomic>
 #include <chrono>
 #include <nanotrace/control.hpp>
-#include <nanotrace/floor.hpp>
 #include <nanotrace/nanotrace.hpp>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "floor.hpp"  // bench/: the paired floor
 #include "iograph/target.hpp"
 
 namespace iograph::cli {

@@ -1,4 +1,4 @@
-// The export and analysis subcommands of the nanotrace CLI (issue 5): `export`, `latency`
+// The export and analysis subcommands of the nanotrace CLI: `export`, `latency`
 // and `report`. main.cc registers them with one call and dispatches with another.
 #pragma once
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "nanotrace/controller.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace::cli {
@@ -99,22 +100,19 @@ int cmd_events(const std::string& source, bool json) {
 }
 
 int cmd_enable(const std::string& source, const std::vector<std::string>& names, bool enable) {
-  auto trace = open_source(source, /*writable=*/true);
-  if (!trace.ok()) return fail(trace.status());
-  Trace& t = **trace;
-  if (!t.process().alive) {
-    return fail(Status::Invalid("process " + std::to_string(t.process().pid) + " is not running"));
-  }
+  auto control = Controller::attach(source);
+  if (!control.ok()) return fail(control.status());
+  Controller& c = **control;
   std::vector<std::string> targets;
   for (const std::string& n : names) {
     if (n == "all") {
-      for (const GroupInfo& g : t.groups()) targets.push_back(g.name);
+      for (const GroupInfo& g : c.groups()) targets.push_back(g.name);
     } else {
       targets.push_back(n);
     }
   }
   for (const std::string& g : targets) {
-    Status s = t.set_group_enabled(g, enable);
+    Status s = c.set_group_enabled(g, enable);
     if (!s.ok()) return fail(s);
   }
   for (const std::string& g : targets) fmt::print("{} {}\n", enable ? "enabled" : "disabled", g);

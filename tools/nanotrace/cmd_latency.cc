@@ -70,6 +70,8 @@ int cmd_latency(const LatencyArgs& args) {
                         {"unmatched_ends", rep.unmatched_ends},
                         {"lost", rep.lost},
                         {"corrupt_blocks", rep.corrupt_blocks},
+                        {"lost_adjacent_pairs", rep.lost_adjacent_pairs},
+                        {"lost_adjacent_unmatched", rep.lost_adjacent_unmatched},
                         {"overall", stats_json(rep.overall)}};
     nlohmann::json groups = nlohmann::json::array();
     for (const LatencyStats& g : rep.groups) {
@@ -99,6 +101,12 @@ int cmd_latency(const LatencyArgs& args) {
     fmt::print(
         "the trace lost {} records{}: unmatched records may have lost their partner\n", rep.lost,
         rep.corrupt_blocks ? fmt::format(" ({} corrupt blocks skipped)", rep.corrupt_blocks) : "");
+  }
+  if (rep.lost_adjacent_pairs > 0 || rep.lost_adjacent_unmatched > 0) {
+    fmt::print(
+        "{} pairs span a loss (they may pair the wrong records), {} unmatched records are "
+        "next to one\n",
+        rep.lost_adjacent_pairs, rep.lost_adjacent_unmatched);
   }
   fmt::print("percentiles: nearest rank over all {} latencies (exact)\n\n", rep.overall.count);
   fmt::print("{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n",

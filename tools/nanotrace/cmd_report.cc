@@ -1,9 +1,9 @@
-// `nanotrace report`: write the self-contained HTML report (see nanotrace/analysis.hpp).
+// `nanotrace report`: write the self-contained HTML report (see nanotrace/report.hpp).
 #include <fmt/format.h>
 
 #include "analysis_commands.hpp"
 #include "commands.hpp"
-#include "nanotrace/analysis.hpp"
+#include "nanotrace/report.hpp"
 
 namespace nanotrace::cli {
 

@@ -4,9 +4,9 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "analysis_commands.hpp"  // export, latency, report (issue 5)
+#include "analysis_commands.hpp"
 #include "commands.hpp"
-#include "record_commands.hpp"  // record, snapshot, recover, clean (issue 4)
+#include "record_commands.hpp"  // record, snapshot, recover, clean
 
 int main(int argc, char** argv) {
   using namespace nanotrace::cli;
@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   stats->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
   stats->add_flag("--json", json, "Print JSON");
 
-  // export, latency, report (issue 5): see analysis_commands.hpp.
+  // export, latency, report: see analysis_commands.hpp.
   // Triggers: arm, disarm, resume, status.
   std::string expression, after;
   auto* arm = app.add_subcommand("arm", "Arm a trigger that freezes the rings on an event");
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
 
   auto analysis = register_analysis_commands(app);
 
-  RecordCommands record_commands;  // record, snapshot, recover, clean (issue 4)
+  RecordCommands record_commands;  // record, snapshot, recover, clean
   register_record_commands(app, &record_commands);
 
   CLI11_PARSE(app, argc, argv);

@@ -1,4 +1,4 @@
-// `nanotrace record`, `snapshot`, `recover`, `clean` (issue 4): registration with the CLI
+// `nanotrace record`, `snapshot`, `recover`, `clean`: registration with the CLI
 // and dispatch, kept apart from main.cc so that main only gains two calls.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Latency of begin/end pairs: PairMatcher (streaming match of begin and end records by key),
+// Latency of begin/end pairs: PairMatcher (latencies of the pairs an IntervalMatcher finds),
 // exact nearest-rank percentiles and a log2 histogram over all matched latencies, the
 // slowest pairs, splitting by a field of the begin event, and pair rules inferred from
 // event names.
@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "nanotrace/analysis.hpp"
+#include "nanotrace/intervals.hpp"
 
 namespace nanotrace {
 
@@ -52,12 +53,6 @@ LatencyStats compute_latency_stats(std::vector<uint64_t>* v) {
 
 namespace {
 
-struct Open {
-  uint64_t begin_ns;
-  uint32_t thread;
-  uint32_t group;
-};
-
 struct Group {
   std::string value;
   std::vector<uint64_t> latencies;
@@ -73,31 +68,23 @@ struct Slow {
   bool operator>(const Slow& o) const { return latency_ns > o.latency_ns; }
 };
 
-// The key as map bytes: the text of a string, the 8 bytes of any other value.
-void key_bytes(const FieldValue& v, std::string* out) {
-  if (v.type == abi::FieldType::kString) {
-    out->assign(v.text);
-  } else {
-    out->assign(reinterpret_cast<const char*>(&v.bits), 8);
-  }
-}
-
 }  // namespace
 
+// Pairs come from an IntervalMatcher of the one rule; each open interval's tag is the index
+// of its --by group.
 struct PairMatcher::Impl {
   const Trace* trace = nullptr;
-  ResolvedPair pair;
+  std::unique_ptr<IntervalMatcher> intervals;
   std::string by;
   std::vector<int> by_field;  // per event id, for begin events
   uint32_t top = 0;
-  std::unordered_map<std::string, Open> open;
   std::vector<Group> groups;
   std::unordered_map<std::string, uint32_t> group_index;
   std::vector<uint64_t> all;
   std::priority_queue<Slow, std::vector<Slow>, std::greater<Slow>> slowest;
   std::vector<std::pair<uint32_t, std::string>> thread_names;  // tid, name
-  uint64_t records = 0, begins = 0, ends = 0, unmatched_ends = 0;
-  std::string key, scratch;
+  uint64_t records = 0;
+  std::string scratch;
 };
 
 PairMatcher::PairMatcher() : impl_(std::make_unique<Impl>()) {}
@@ -110,12 +97,11 @@ Result<std::unique_ptr<PairMatcher>> PairMatcher::create(const Trace& trace, con
   std::unique_ptr<PairMatcher> m(new PairMatcher());
   Impl& d = *m->impl_;
   d.trace = &trace;
-  d.pair = std::move(*resolved);
   d.by = by;
   d.top = top;
-  d.by_field.assign(d.pair.role.size(), -1);
+  d.by_field.assign(resolved->role.size(), -1);
   if (!by.empty()) {
-    for (uint16_t id : d.pair.begin_ids) {
+    for (uint16_t id : resolved->begin_ids) {
       const EventInfo* e = trace.event_by_id(id);
       for (size_t f = 0; f < e->fields.size(); ++f) {
         if (e->fields[f].name == by) d.by_field[id] = static_cast<int>(f);
@@ -129,6 +115,9 @@ Result<std::unique_ptr<PairMatcher>> PairMatcher::create(const Trace& trace, con
       }
     }
   }
+  std::vector<ResolvedPair> rules;
+  rules.push_back(std::move(*resolved));
+  d.intervals = std::make_unique<IntervalMatcher>(std::move(rules));
   if (by.empty()) d.groups.push_back({"", {}, 0});
   return m;
 }
@@ -136,61 +125,56 @@ Result<std::unique_ptr<PairMatcher>> PairMatcher::create(const Trace& trace, con
 void PairMatcher::add(const Record& r, const std::vector<ThreadStats>& threads) {
   Impl& d = *impl_;
   ++d.records;
-  uint16_t id = r.event->id;
-  if (id >= d.pair.role.size() || d.pair.role[id] == 0) return;
+  const std::vector<IntervalMatch>& matches = d.intervals->add(r);
+  if (matches.empty()) return;
   if (d.thread_names.empty()) {
     for (const ThreadStats& t : threads) d.thread_names.emplace_back(t.info.tid, t.info.name);
   }
-  key_bytes(r.values[d.pair.key_field[id]], &d.key);
-  if (d.pair.role[id] == 1) {
-    ++d.begins;
+  const IntervalMatch& m = matches.front();
+  const uint16_t id = r.event->id;
+  if (m.kind == IntervalMatch::Kind::kBegin) {
+    if (m.replaced) ++d.groups[m.interval.tag].unmatched_begins;
     uint32_t g = 0;
     if (d.by_field[id] >= 0) {
-      const FieldValue& v = r.values[d.by_field[id]];
-      d.scratch = format_value(v);
+      d.scratch = format_value(r.values[d.by_field[id]]);
       auto [it, inserted] =
           d.group_index.try_emplace(d.scratch, static_cast<uint32_t>(d.groups.size()));
       if (inserted) d.groups.push_back({d.scratch, {}, 0});
       g = it->second;
     }
-    auto [it, inserted] = d.open.try_emplace(d.key, Open{r.time_ns, r.thread, g});
-    if (!inserted) {
-      ++d.groups[it->second.group].unmatched_begins;
-      it->second = Open{r.time_ns, r.thread, g};
-    }
+    *m.tag = g;
     return;
   }
-  ++d.ends;
-  auto it = d.open.find(d.key);
-  if (it == d.open.end()) {
-    ++d.unmatched_ends;
-    return;
-  }
-  Open o = it->second;
-  d.open.erase(it);
-  uint64_t lat = r.time_ns > o.begin_ns ? r.time_ns - o.begin_ns : 0;
-  d.groups[o.group].latencies.push_back(lat);
+  if (m.kind != IntervalMatch::Kind::kEnd) return;
+  const Interval& i = m.interval;
+  uint64_t lat = i.latency_ns();
+  d.groups[i.tag].latencies.push_back(lat);
   d.all.push_back(lat);
   if (d.top > 0 && (d.slowest.size() < d.top || lat > d.slowest.top().latency_ns)) {
-    const FieldValue& k = r.values[d.pair.key_field[id]];
-    d.slowest.push(Slow{lat, o.begin_ns, o.thread, o.group, format_value(k)});
+    const FieldValue& k = r.values[d.intervals->rules()[0].key_field[id]];
+    d.slowest.push(
+        Slow{lat, i.begin_ns, i.begin_thread, static_cast<uint32_t>(i.tag), format_value(k)});
     if (d.slowest.size() > d.top) d.slowest.pop();
   }
 }
 
 const std::vector<uint64_t>& PairMatcher::latencies() const { return impl_->all; }
 
-LatencyReport PairMatcher::finish() {
+LatencyReport PairMatcher::finish(uint64_t lost_total) {
   Impl& d = *impl_;
   LatencyReport rep;
-  rep.rule = d.pair.rule;
+  rep.rule = d.intervals->rules()[0].rule;
   rep.by = d.by;
   rep.records = d.records;
-  rep.begins = d.begins;
-  rep.ends = d.ends;
-  rep.unmatched_ends = d.unmatched_ends;
-  for (auto& [key, o] : d.open) ++d.groups[o.group].unmatched_begins;
-  d.open.clear();
+  for (const auto& [rule, open] : d.intervals->finish(lost_total)) {
+    ++d.groups[open.tag].unmatched_begins;
+  }
+  const IntervalCounts& c = d.intervals->counts(0);
+  rep.begins = c.begins;
+  rep.ends = c.ends;
+  rep.unmatched_ends = c.unmatched_ends;
+  rep.lost_adjacent_pairs = c.lost_adjacent_pairs;
+  rep.lost_adjacent_unmatched = c.lost_adjacent_unmatched;
   uint64_t unmatched_begins = 0;
   for (Group& g : d.groups) {
     unmatched_begins += g.unmatched_begins;
@@ -231,11 +215,14 @@ Result<LatencyReport> analyze_latency(Trace& trace, const LatencyOptions& option
   const std::vector<ThreadStats>& threads = source->threads();
   Record r;
   while (source->next(&r)) (*matcher)->add(r, threads);
-  LatencyReport rep = (*matcher)->finish();
+  uint64_t lost = 0, corrupt_blocks = 0;
   for (const ThreadStats& t : threads) {
-    rep.lost += t.lost();
-    rep.corrupt_blocks += t.corrupt_blocks;
+    lost += t.lost();
+    corrupt_blocks += t.corrupt_blocks;
   }
+  LatencyReport rep = (*matcher)->finish(lost);
+  rep.lost = lost;
+  rep.corrupt_blocks = corrupt_blocks;
   if (rep.records == 0) {
     return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
                                         trace.process().pid, trace.process().path));

@@ -1,5 +1,5 @@
 // Process identity and futex helpers (see process.hpp).
-#include "common/process.hpp"
+#include "base/process.hpp"
 
 #include <dirent.h>
 #include <errno.h>

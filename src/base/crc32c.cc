@@ -8,7 +8,7 @@
 // That is 12-15 GB/s, which matters because the recorder checksums every byte it writes.
 #include <cstring>
 
-#include "common/file_format.hpp"
+#include "base/file_format.hpp"
 
 namespace nanotrace::file {
 namespace {

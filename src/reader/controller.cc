@@ -1,0 +1,117 @@
+// Controller: the requesting side of the control protocol (groups through their enable
+// bytes, the trigger through trigger_request). The process's control thread is the other
+// side (src/runtime/control_thread.cc, trigger_runtime.cc).
+#include "nanotrace/controller.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "base/process.hpp"
+#include "reader/trace_internals.hpp"
+
+namespace nanotrace {
+namespace reader {
+
+TriggerInfo trigger_info(const abi::SegmentHeader& h) {
+  TriggerInfo t;
+  t.state = h.trigger_state <= static_cast<uint32_t>(abi::TriggerState::kFrozen)
+                ? static_cast<abi::TriggerState>(h.trigger_state)
+                : abi::TriggerState::kNone;
+  t.expression.assign(h.trigger_expr, ::strnlen(h.trigger_expr, sizeof(h.trigger_expr)));
+  t.after_events = h.trigger_after_events;
+  t.after_ns = h.trigger_after_ns;
+  if (t.state == abi::TriggerState::kFired || t.state == abi::TriggerState::kFrozen) {
+    t.event = h.trigger_event <= UINT16_MAX ? static_cast<uint16_t>(h.trigger_event) : 0;
+    t.ticks = h.trigger_ticks;
+    t.seq = h.trigger_seq;
+    t.tid = h.trigger_tid;
+    t.slot = h.trigger_slot;
+  }
+  if (t.state == abi::TriggerState::kFrozen) t.frozen_ticks = h.frozen_ticks;
+  return t;
+}
+
+}  // namespace reader
+
+Result<std::unique_ptr<Controller>> Controller::attach(const std::string& source) {
+  auto trace = Trace::open(source, /*writable=*/true);
+  if (!trace.ok()) return trace.status();
+  if ((*trace)->is_file()) {
+    return Status::Invalid(source + " is a trace file, not a live process");
+  }
+  if (!(*trace)->process().alive) {
+    return Status::Invalid("process " + std::to_string((*trace)->process().pid) +
+                           " is not running");
+  }
+  return std::unique_ptr<Controller>(new Controller(std::move(*trace)));
+}
+
+Controller::Controller(std::unique_ptr<Trace> trace) : trace_(std::move(trace)) {}
+Controller::~Controller() = default;
+
+const ProcessInfo& Controller::process() const { return trace_->process(); }
+std::vector<GroupInfo> Controller::groups() const { return trace_->groups(); }
+
+Status Controller::set_group_enabled(const std::string& group, bool enabled) {
+  return trace_->set_group_enabled(group, enabled);
+}
+
+Result<TriggerInfo> Controller::trigger() {
+  Status s = trace_->refresh();
+  if (!s.ok()) return s;
+  return trace_->process().trigger;
+}
+
+Status Controller::send(std::string_view request, const RemoteTriggerWindow& window, Done done) {
+  auto* h = reinterpret_cast<abi::SegmentHeader*>(reader::TraceInternals::writable_base(*trace_));
+  if (h == nullptr) return Status::Invalid("segment opened read-only");
+  if (request.size() >= sizeof(h->trigger_request)) return Status::Invalid("expression too long");
+  h->trigger_after_events = window.after_events;
+  h->trigger_after_ns = window.after_ns;
+  std::memset(h->trigger_request, 0, sizeof(h->trigger_request));
+  std::memcpy(h->trigger_request, request.data(), request.size());
+  uint32_t seq = __atomic_add_fetch(&h->trigger_request_seq, 1, __ATOMIC_ACQ_REL);
+  __atomic_fetch_add(&h->control_seq, 1, __ATOMIC_RELEASE);
+  sys::futex_wake_all(&h->control_seq);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (__atomic_load_n(&h->trigger_error_seq, __ATOMIC_ACQUIRE) == seq) {
+      return Status::Invalid(
+          std::string(h->trigger_error, ::strnlen(h->trigger_error, sizeof(h->trigger_error))));
+    }
+    abi::SegmentHeader now;
+    std::memcpy(&now, h, sizeof(now));
+    if (done(reader::trigger_info(now), request)) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return Status::IoError("process " + std::to_string(trace_->process().pid) +
+                         " did not answer (its control thread is not running)");
+}
+
+Status Controller::arm(std::string_view expression, const RemoteTriggerWindow& window) {
+  std::string request = "arm " + std::string(expression);
+  return send(request, window, [](const TriggerInfo& t, std::string_view req) {
+    return t.state == abi::TriggerState::kArmed && t.expression == req.substr(4);
+  });
+}
+
+Status Controller::disarm() {
+  return send("disarm", {}, [](const TriggerInfo& t, std::string_view) {
+    return t.state == abi::TriggerState::kNone;
+  });
+}
+
+Status Controller::resume() {
+  auto now = trigger();
+  if (!now.ok()) return now.status();
+  if (now->state != abi::TriggerState::kFrozen && now->state != abi::TriggerState::kFired) {
+    return Status::Invalid("process " + std::to_string(process().pid) +
+                           " is not frozen by a trigger");
+  }
+  return send(
+      "resume", {now->after_events, now->after_ns},
+      [](const TriggerInfo& t, std::string_view) { return t.state != abi::TriggerState::kFrozen; });
+}
+
+}  // namespace nanotrace

@@ -1,0 +1,25 @@
+// Raw access to a Trace's mapping for code of this library that works on the segment's
+// bytes (the recorder, the controller) and for tests that check those bytes. Internal header:
+// everything else reads through the Trace API.
+#pragma once
+
+#include <cstdint>
+
+#include "nanotrace/abi.hpp"
+#include "nanotrace/reader.hpp"
+
+namespace nanotrace::reader {
+
+struct TraceInternals {
+  // The mapped segment (or the trace file's header copy).
+  static const uint8_t* base(const Trace& t) { return t.base(); }
+  // The mapping, writable; nullptr unless the trace was opened writable.
+  static uint8_t* writable_base(const Trace& t) { return t.writable_base(); }
+  // The segment's or trace file's descriptor.
+  static int fd(const Trace& t) { return t.fd(); }
+};
+
+// The trigger facts of a (validated, private) copy of a segment header.
+TriggerInfo trigger_info(const abi::SegmentHeader& header);
+
+}  // namespace nanotrace::reader
