@@ -23,6 +23,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/utf8.hpp"
 #include "export/ctf.hpp"
 #include "export/output.hpp"
 #include "export/writers.hpp"
@@ -131,11 +132,19 @@ class StreamWriter {
       if (len_ == 0) len_ = kPacketPrefix;
       uint8_t* at = buf_.get() + len_;
       std::memcpy(at, span.data, span.bytes);
-      if (!rewrite(at, span.bytes, span.base_ticks)) {
+      int64_t clean = rewrite(at, span.bytes, span.base_ticks);
+      if (clean >= 0) len_ += static_cast<size_t>(clean);
+      if (clean >= 0 && clean < span.bytes) {
+        // From the first record whose text is not valid UTF-8 on, records are repaired one
+        // by one (they grow: each ill-formed subsequence becomes a 3-byte U+FFFD).
+        Status st = add_repaired(span.data + clean, span.bytes - static_cast<uint32_t>(clean),
+                                 span.base_ticks);
+        if (!st.ok()) return st;
+      }
+      if (clean < 0) {
         return Status::Corrupt(fmt::format("thread {}: a record changed layout while exported",
                                            source.stats().info.tid));
       }
-      len_ += span.bytes;
       records_ += span.records;
       lost_at_span_ = source.stats().lost();
     }
@@ -156,42 +165,115 @@ class StreamWriter {
   bool has_buffer() const { return buf_ != nullptr; }
 
  private:
-  // Rewrites the records of one span in place. False if a record does not fit its event's
+  // Rewrites the records of one span in place, up to the first record with a string that is
+  // not valid UTF-8. Returns the bytes rewritten, or -1 if a record does not fit its event's
   // layout (cannot happen for a span the reader walked with the same tables).
-  bool rewrite(uint8_t* p, uint32_t bytes, uint64_t base_ticks) {
+  int64_t rewrite(uint8_t* p, uint32_t bytes, uint64_t base_ticks) {
     const std::vector<EventPlan>& plans = shared_.plans;
+    uint8_t* start = p;
     uint8_t* end = p + bytes;
     while (p < end) {
       uint64_t word0;
       std::memcpy(&word0, p, 8);
       auto id = static_cast<uint16_t>(word0 & 0xffff);
-      if (id >= plans.size() || !plans[id].valid) return false;
-      uint64_t ns = trace_.ticks_to_ns(abi::expand_ticks(base_ticks, word0 >> 16));
-      if (ns < last_ns_) ns = last_ns_;
-      if (packet_empty_) {
-        begin_ns_ = ns;
-        packet_empty_ = false;
-      }
-      last_ns_ = ns;
-      word0 = (ns << 16) | id;
-      std::memcpy(p, &word0, 8);
+      if (id >= plans.size() || !plans[id].valid) return -1;
       const EventPlan& plan = plans[id];
       uint32_t size = plan.size;
+      uint32_t tail = 0;
+      bool text_ok = true;
       if (size != 0) {
-        tail_pad_ = plan.last_pad.empty() ? 0 : plan.last_pad.back();
+        tail = plan.last_pad.empty() ? 0 : plan.last_pad.back();
       } else {
-        size = string_record_size(p, end, plan, &tail_pad_);
+        size = string_record_size(p, end, plan, &tail, &text_ok);
       }
-      if (size == 0 || size > static_cast<size_t>(end - p)) return false;
+      if (size == 0 || size > static_cast<size_t>(end - p)) return -1;
+      if (!text_ok) break;
+      stamp(p, word0, base_ticks);
+      tail_pad_ = tail;
       p += size;
     }
-    return true;
+    return p - start;
+  }
+
+  // Rewrites a record's clock stamp into ns since the segment start.
+  void stamp(uint8_t* p, uint64_t word0, uint64_t base_ticks) {
+    uint64_t ns = trace_.ticks_to_ns(abi::expand_ticks(base_ticks, word0 >> 16));
+    if (ns < last_ns_) ns = last_ns_;
+    if (packet_empty_) {
+      begin_ns_ = ns;
+      packet_empty_ = false;
+    }
+    last_ns_ = ns;
+    word0 = (ns << 16) | (word0 & 0xffff);
+    std::memcpy(p, &word0, 8);
+  }
+
+  // Appends records to the packet with every string made valid UTF-8 (utf8::valid): its
+  // length byte grows with it (at most 3 * kMaxStringBytes, within the u8 CTF declares).
+  Status add_repaired(const uint8_t* p, uint32_t bytes, uint64_t base_ticks) {
+    const std::vector<EventPlan>& plans = shared_.plans;
+    const uint8_t* end = p + bytes;
+    uint8_t record[ctf::kMaxRepairedRecordBytes];
+    std::string text;
+    while (p < end) {
+      uint64_t word0;
+      std::memcpy(&word0, p, 8);
+      auto id = static_cast<uint16_t>(word0 & 0xffff);
+      if (id >= plans.size() || !plans[id].valid) return layout_error();
+      const EventPlan& plan = plans[id];
+      bool text_ok = true;
+      uint32_t tail = 0;
+      uint32_t size = plan.size;
+      if (size == 0) size = string_record_size(p, end, plan, &tail, &text_ok);
+      if (size == 0 || size > static_cast<size_t>(end - p)) return layout_error();
+      // The repaired copy: word0, then each slot as it is or its string repaired.
+      std::memcpy(record, p, 8);
+      const uint8_t* in = p + 8;
+      uint8_t* out = record + 8;
+      tail = 0;
+      for (uint8_t pad : plan.last_pad) {
+        if (pad != kString) {
+          std::memcpy(out, in, 8);
+          in += 8;
+          out += 8;
+          tail = pad;
+          continue;
+        }
+        uint32_t n = *in;
+        text.clear();
+        utf8::append_valid(text, std::string_view(reinterpret_cast<const char*>(in + 1), n));
+        in += abi::string_slot_bytes(n);
+        uint32_t slot = abi::string_slot_bytes(static_cast<uint32_t>(text.size()));
+        std::memset(out, 0, slot);
+        *out = static_cast<uint8_t>(text.size());
+        std::memcpy(out + 1, text.data(), text.size());
+        out += slot;
+        tail = slot - 1 - static_cast<uint32_t>(text.size());
+      }
+      auto repaired = static_cast<size_t>(out - record);
+      if (len_ + repaired > shared_.packet_bytes) {
+        Status st = flush_packet(lost_at_span_);
+        if (!st.ok()) return st;
+      }
+      if (len_ == 0) len_ = kPacketPrefix;
+      uint8_t* at = buf_.get() + len_;
+      std::memcpy(at, record, repaired);
+      stamp(at, word0, base_ticks);
+      tail_pad_ = tail;
+      len_ += repaired;
+      p += size;
+    }
+    return Status::Ok();
+  }
+
+  Status layout_error() const {
+    return Status::Corrupt(fmt::format("thread {}: a record changed layout while exported", tid_));
   }
 
   // Size of a record with string slots (`len, bytes, padding`); *tail: padding after its
-  // last field. 0 if it does not fit.
+  // last field; *text_ok: false if a string is not valid UTF-8. 0 if it does not fit.
   static uint32_t string_record_size(const uint8_t* record, const uint8_t* end,
-                                     const EventPlan& plan, uint32_t* tail) {
+                                     const EventPlan& plan, uint32_t* tail, bool* text_ok) {
     const uint8_t* at = record + 8;
     *tail = 0;
     for (uint8_t pad : plan.last_pad) {
@@ -204,6 +286,8 @@ class StreamWriter {
       uint32_t n = *at;
       uint32_t slot = abi::string_slot_bytes(n);
       if (n > abi::kMaxStringBytes || slot > static_cast<size_t>(end - at)) return 0;
+      *text_ok =
+          *text_ok && utf8::is_valid(std::string_view(reinterpret_cast<const char*>(at + 1), n));
       at += slot;
       *tail = slot - 1 - n;
     }
@@ -335,8 +419,9 @@ Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
   Shared shared{trace, options};
   shared.plans = build_plans(trace);
   ctf::make_uuid(trace.process(), shared.uuid);
-  shared.packet_bytes = std::max<uint64_t>(options.packet_bytes ? options.packet_bytes : 1u << 20,
-                                           kPacketPrefix + trace.process().block_size);
+  shared.packet_bytes = std::max<uint64_t>({options.packet_bytes ? options.packet_bytes : 1u << 20,
+                                            kPacketPrefix + trace.process().block_size,
+                                            kPacketPrefix + ctf::kMaxRepairedRecordBytes});
   std::vector<std::unique_ptr<SpanSource>> sources = trace.read_spans();
 
   // Streams are independent: workers take them one at a time.

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "common/utf8.hpp"
 #include "export/output.hpp"
 #include "nanotrace/analysis.hpp"
 
@@ -22,7 +23,10 @@ constexpr size_t kMaxBins = 1 << 20;
 constexpr size_t kMaxMarks = 20000;
 constexpr double kChartX = 150, kChartW = 1050;
 
-std::string html(std::string_view s) {
+// Text from the trace as HTML text: valid UTF-8, control characters shown as escapes
+// (utf8::escape_text, as `nanotrace dump` prints them), markup characters as entities.
+std::string html(std::string_view raw) {
+  std::string s = utf8::escape_text(raw);
   std::string out;
   for (char c : s) {
     switch (c) {
@@ -37,6 +41,9 @@ std::string html(std::string_view s) {
         break;
       case '"':
         out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
         break;
       default:
         out += c;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "common/utf8.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace::cli {
@@ -54,13 +55,14 @@ int cmd_stats(const std::string& source, bool json) {
   if (json) {
     nlohmann::json events = nlohmann::json::array();
     for (const auto& [name, c] : per_event) {
-      events.push_back({{"event", name}, {"count", c.count}, {"rate_per_s", c.rate()}});
+      events.push_back(
+          {{"event", utf8::valid(name)}, {"count", c.count}, {"rate_per_s", c.rate()}});
     }
     nlohmann::json ths = nlohmann::json::array();
     for (size_t i = 0; i < threads.size(); ++i) {
       const ThreadStats& s = threads[i];
       ths.push_back({{"tid", s.info.tid},
-                     {"name", s.info.name},
+                     {"name", utf8::valid(s.info.name)},
                      {"state", s.info.state == abi::SlotState::kExited ? "exited" : "active"},
                      {"records", s.records},
                      {"written", s.info.written},
@@ -81,11 +83,11 @@ int cmd_stats(const std::string& source, bool json) {
                           {"lost_reclaimed", p.lost_reclaimed},
                           {"events", events},
                           {"threads", ths}};
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", dump_json(out));
     return 0;
   }
   fmt::print("process {} ({}), {}, mode {}: {} records over {:.3f} s ({:.0f}/s), {} lost\n", p.pid,
-             p.user_name.empty() ? p.process_name : p.user_name,
+             utf8::escape_text(p.user_name.empty() ? p.process_name : p.user_name),
              p.alive ? "running" : "not running", mode_name(p.mode), total.count, span_s,
              total.rate(), lost);
   if (p.lost_no_slot || p.lost_reclaimed) {
@@ -94,15 +96,16 @@ int cmd_stats(const std::string& source, bool json) {
   }
   fmt::print("\n{:<32} {:>12} {:>14}\n", "EVENT", "COUNT", "RATE/s");
   for (const auto& [name, c] : per_event) {
-    fmt::print("{:<32} {:>12} {:>14.0f}\n", name, c.count, c.rate());
+    fmt::print("{:<32} {:>12} {:>14.0f}\n", utf8::escape_text(name), c.count, c.rate());
   }
   fmt::print("\n{:>8} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "TID", "THREAD",
              "STATE", "RECORDS", "WRITTEN", "RATE/s", "LOST", "OVERWR", "DROPPED");
   for (size_t i = 0; i < threads.size(); ++i) {
     const ThreadStats& s = threads[i];
     fmt::print("{:>8} {:<16} {:<7} {:>12} {:>12} {:>14.0f} {:>12} {:>10} {:>10}\n", s.info.tid,
-               s.info.name, s.info.state == abi::SlotState::kExited ? "exited" : "active",
-               s.records, s.info.written, per_thread[i].rate(), s.lost(), s.overwritten, s.dropped);
+               utf8::escape_text(s.info.name),
+               s.info.state == abi::SlotState::kExited ? "exited" : "active", s.records,
+               s.info.written, per_thread[i].rate(), s.lost(), s.overwritten, s.dropped);
   }
   return 0;
 }

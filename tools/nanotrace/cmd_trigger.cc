@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "common/process.hpp"
+#include "common/utf8.hpp"
 #include "nanotrace/reader.hpp"
 #include "nanotrace/trigger.hpp"
 
@@ -126,8 +127,8 @@ int cmd_status(const std::string& source) {
                       : p.state == abi::ProcessState::kExited ? "exited"
                       : p.alive                               ? "running"
                                                               : "gone (no clean exit)";
-  fmt::print("process {} ({}): {}\n", p.pid, p.user_name.empty() ? p.process_name : p.user_name,
-             state);
+  fmt::print("process {} ({}): {}\n", p.pid,
+             utf8::escape_text(p.user_name.empty() ? p.process_name : p.user_name), state);
   if (p.state == abi::ProcessState::kCrashed) {
     fmt::print("  crashed on signal {} ({}) in thread {}\n", p.crash_signal,
                strsignal(static_cast<int>(p.crash_signal)), p.crash_tid);
@@ -136,12 +137,14 @@ int cmd_status(const std::string& source) {
              p.consumer_pid ? std::to_string(p.consumer_pid) : std::string("none"));
   uint32_t ts = h->trigger_state;
   std::string expr = bounded(h->trigger_expr, sizeof(h->trigger_expr));
-  fmt::print("  trigger: {}{}\n", trigger_state_name(ts), expr.empty() ? "" : " on " + expr);
+  fmt::print("  trigger: {}{}\n", trigger_state_name(ts),
+             expr.empty() ? "" : " on " + utf8::escape_text(expr));
   if (ts == static_cast<uint32_t>(abi::TriggerState::kFired) ||
       ts == static_cast<uint32_t>(abi::TriggerState::kFrozen)) {
     const EventInfo* e = t.event_by_id(static_cast<uint16_t>(h->trigger_event));
-    fmt::print("  matched {} record #{} of thread {} at {} ns\n", e ? e->full_name() : "?",
-               h->trigger_seq, h->trigger_tid, t.ticks_to_ns(h->trigger_ticks));
+    fmt::print("  matched {} record #{} of thread {} at {} ns\n",
+               e ? utf8::escape_text(e->full_name()) : "?", h->trigger_seq, h->trigger_tid,
+               t.ticks_to_ns(h->trigger_ticks));
     if (ts == static_cast<uint32_t>(abi::TriggerState::kFrozen)) {
       fmt::print("  frozen at {} ns ({} ns after the match)\n", t.ticks_to_ns(h->frozen_ticks),
                  t.ticks_to_ns(h->frozen_ticks) - t.ticks_to_ns(h->trigger_ticks));
