@@ -197,6 +197,8 @@ class Trace {
   uint64_t size() const { return size_; }
   uint8_t* writable_base() const { return writable_ ? base_ : nullptr; }
   int fd() const { return fd_; }  // the segment or trace file
+  // The open segment or trace file the data comes from (outputs must not be that file).
+  int source_fd() const;
 
  private:
   Trace() = default;
