@@ -12,6 +12,7 @@
 // Memory: one packet buffer (packet_bytes, at least one block) per worker, whatever the
 // trace size.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/output_file.hpp"
 #include "common/utf8.hpp"
 #include "export/ctf.hpp"
 #include "export/output.hpp"
@@ -86,19 +88,26 @@ struct Shared {
     namespace fs = std::filesystem;
     std::error_code ec;
     const std::string& out = options.output;
-    if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
+    struct stat st;
+    if (lstat(out.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      // A symlink is refused too: the old CTF files in a directory are removed, and a planted
+      // link must not say which.
       dir_status =
-          Status::IoError("cannot write CTF to " + out + ": it exists and is not a directory");
+          Status::IoError("cannot write CTF to " + out + ": it exists and is not a " +
+                          (S_ISLNK(st.st_mode) ? "directory (a symbolic link)" : "directory"));
       return dir_status;
     }
-    fs::create_directories(out, ec);
+    if (fs::create_directories(out, ec) && !ec) chmod(out.c_str(), 0700);
     if (ec) {
       dir_status = Status::IoError("cannot create directory " + out + ": " + ec.message());
       return dir_status;
     }
     for (const auto& entry : fs::directory_iterator(out, ec)) {
       std::string name = entry.path().filename().string();
-      if (name == "metadata" || name.rfind("stream-", 0) == 0) fs::remove(entry.path(), ec);
+      if (name != "metadata" && name.rfind("stream-", 0) != 0) continue;
+      dir_status = check_not_source(entry.path().string(), trace.source_fd());
+      if (!dir_status.ok()) return dir_status;
+      fs::remove(entry.path(), ec);
     }
     dir = out;
     return dir_status;
@@ -299,8 +308,9 @@ class StreamWriter {
     if (!st.ok()) return st;
     if (!buf_) buf_ = std::make_unique<uint8_t[]>(shared_.packet_bytes);
     path_ = fmt::format("{}/stream-{}-{}", shared_.dir, index, tid);
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) return Status::FromErrno("cannot create " + path_, errno);
+    auto fd = create_output_file(path_, trace_.source_fd());
+    if (!fd.ok()) return fd.status();
+    fd_ = *fd;
     index_ = index;
     tid_ = tid;
     seq_num_ = discarded_ = last_ns_ = lost_at_span_ = 0;
@@ -405,9 +415,10 @@ std::vector<EventPlan> build_plans(const Trace& trace) {
   return plans;
 }
 
-Status write_file(const std::string& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::FromErrno("cannot create " + path, errno);
+Status write_file(const std::string& path, const std::string& text, int source_fd) {
+  auto created = create_output_file(path, source_fd);
+  if (!created.ok()) return created.status();
+  int fd = *created;
   int err = write_all(fd, text.data(), text.size());
   if (::close(fd) != 0 && err == 0) err = errno;
   return err != 0 ? Status::FromErrno("cannot write " + path, err) : Status::Ok();
@@ -470,7 +481,7 @@ Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
     }
   }
   std::string text = ctf::metadata(trace, shared.uuid);
-  Status st = write_file(shared.dir + "/metadata", text);
+  Status st = write_file(shared.dir + "/metadata", text, trace.source_fd());
   if (!st.ok()) return st;
   summary.bytes_written = text.size();
   for (const auto& w : writers) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/output_file.hpp"
 #include "common/utf8.hpp"
 #include "export/json_text.hpp"
 
@@ -39,8 +40,9 @@ Status OutFile::open(const std::string& path) {
     own_fd_ = false;
     return Status::Ok();
   }
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) return Status::FromErrno("cannot create " + path, errno);
+  auto fd = create_output_file(path);
+  if (!fd.ok()) return fd.status();
+  fd_ = *fd;
   own_fd_ = true;
   buf_.reserve(kFlushBytes + 4096);
   return Status::Ok();

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "common/output_file.hpp"
 #include "common/utf8.hpp"
 #include "export/output.hpp"
 #include "nanotrace/analysis.hpp"
@@ -76,6 +77,10 @@ struct Mark {
 
 Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& options) {
   if (options.output.empty()) return Status::Invalid("no output file given (-o)");
+  if (options.output != "-") {
+    Status same = check_not_source(options.output, trace.source_fd());
+    if (!same.ok()) return same;
+  }
   uint64_t window = std::max<uint64_t>(options.window_ns, 1000);
   std::vector<PairRule> rules = options.pairs.empty() ? infer_pairs(trace) : options.pairs;
   std::vector<std::unique_ptr<PairMatcher>> matchers;
