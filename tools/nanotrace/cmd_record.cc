@@ -115,7 +115,9 @@ int cmd_record(const RecordCommands& c) {
   std::fprintf(stderr, "recorded %llu records (%.1f MB of rings, %.1f MB file) in %.2f s: %s\n",
                static_cast<unsigned long long>(s.records), double(s.data_bytes) / 1e6,
                double(s.file_bytes) / 1e6, s.seconds, s.reason.c_str());
-  if (!s.stop_match.empty()) std::fprintf(stderr, "stopped on %s\n", s.stop_match.c_str());
+  if (!s.stop_match.empty()) {
+    std::fprintf(stderr, "stopped on %s\n", utf8::escape_text(s.stop_match).c_str());
+  }
   for (const std::string& f : s.snapshots)
     std::fprintf(stderr, "snapshot written: %s\n", f.c_str());
   print_losses(s);
