@@ -55,28 +55,30 @@ IntegerParse parse_integer(std::string_view s, bool* negative, uint64_t* magnitu
 
 constexpr uint64_t kMinInt64Magnitude = uint64_t{1} << 63;
 
-// The constant's value: an exact integer, or a double.
-Status parse_constant(TriggerCondition* c) {
+// The constant's value: an exact integer, or a double; range_error when it is out of range.
+void parse_constant(TriggerCondition* c) {
   const std::string& t = c->text;
   if (t == "true" || t == "false") {
     c->is_integer = c->is_number = true;
     c->magnitude = t == "true" ? 1 : 0;
     c->number = static_cast<double>(c->magnitude);
-    return Status::Ok();
+    return;
   }
   switch (parse_integer(t, &c->negative, &c->magnitude)) {
     case IntegerParse::kTooLarge:
-      return Status::Invalid("constant " + t + " is out of range: integers must fit in 64 bits");
+      c->range_error = "constant " + t + " is out of range: integers must fit in 64 bits";
+      return;
     case IntegerParse::kOk:
       if (c->negative && c->magnitude > kMinInt64Magnitude) {
-        return Status::Invalid("constant " + t +
-                               " is out of range: below the smallest 64-bit integer "
-                               "-9223372036854775808");
+        c->range_error = "constant " + t +
+                         " is out of range: below the smallest 64-bit integer "
+                         "-9223372036854775808";
+        return;
       }
       c->negative = c->negative && c->magnitude != 0;
       c->is_integer = c->is_number = true;
       c->number = static_cast<double>(c->magnitude) * (c->negative ? -1 : 1);
-      return Status::Ok();
+      return;
     case IntegerParse::kNotInteger:
       break;
   }
@@ -85,9 +87,9 @@ Status parse_constant(TriggerCondition* c) {
   c->number = std::strtod(t.c_str(), &end);
   c->is_number = end != t.c_str() && *end == '\0';
   if (c->is_number && errno == ERANGE && std::isinf(c->number)) {
-    return Status::Invalid("constant " + t + " is out of range for a double");
+    c->is_number = false;
+    c->range_error = "constant " + t + " is out of range for a double";
   }
-  return Status::Ok();
 }
 
 Result<TriggerCondition> parse_condition(std::string_view s) {
@@ -107,8 +109,7 @@ Result<TriggerCondition> parse_condition(std::string_view s) {
     c.text = std::string(trim(s.substr(at + std::strlen(o.token))));
     if (!is_ident(c.field)) return Status::Invalid("bad field name in '" + std::string(s) + "'");
     if (c.text.empty()) return Status::Invalid("missing value in '" + std::string(s) + "'");
-    Status st = parse_constant(&c);
-    if (!st.ok()) return st;
+    parse_constant(&c);
     return c;
   }
   return Status::Invalid("no operator (== != < <= > >=) in '" + std::string(s) + "'");
@@ -179,6 +180,7 @@ Result<std::vector<uint32_t>> Trigger::bind(const std::vector<std::string>& name
     }
     abi::FieldType type = types[i];
     bool is_string = type == abi::FieldType::kString;
+    if (!is_string && !c.range_error.empty()) return Status::Invalid(c.range_error);
     if (!is_string && !c.is_number) {
       return Status::Invalid("field '" + c.field + "' is numeric but '" + c.text + "' is not");
     }

@@ -1,5 +1,6 @@
 // Unit tests of trigger constants: integers compare exactly as 64-bit values against signed
-// and unsigned fields, decimals as doubles, and constants out of range are refused.
+// and unsigned fields, decimals as doubles, and constants out of range for the field are
+// refused when the expression is bound to the event.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -96,7 +97,8 @@ TEST(TriggerConstantTest, OutOfRangeConstantsAreRefused) {
   expect_refused("x>-1", u64, "unsigned");
   expect_refused("x<-5", abi::FieldType::kU8, "unsigned");
   expect_refused("x>1e999", abi::FieldType::kF64, "out of range");
-  // Accepted: in range for the field's type.
+  // Accepted: in range for the field's type, or compared as text with a string field.
+  EXPECT_TRUE(bound("x==99999999999999999999999", abi::FieldType::kString).ok());
   EXPECT_TRUE(bound("x==9223372036854775808", u64).ok());
   EXPECT_TRUE(bound("x>-0", u64).ok());
   EXPECT_TRUE(bound("x>-9223372036854775808", i64).ok());
