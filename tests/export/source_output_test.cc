@@ -192,7 +192,7 @@ TEST_F(SourceOutputTest, PlantedSymlinkIsReplacedNotFollowed) {
   EXPECT_EQ(run(kCli + " export " + trace_file_ + " -f chrome -o /dev/null").code, 0);
   Proc piped = run(kCli + " export " + trace_file_ + " -f jsonl -o /dev/stdout | wc -l");
   EXPECT_EQ(piped.code, 0);
-  EXPECT_EQ(std::stoi(piped.out), 7);
+  EXPECT_EQ(std::stoi(piped.out), 9);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // UTF-8: string fields with a 63-byte cut inside a multi-byte character, lone continuation
 // bytes, overlong forms, surrogates, code points above U+10FFFF and control characters; a
 // thread named with invalid bytes (and the process too, when the test runs it through a link
-// with such a name); and doubles JSON must keep apart (NaN, +inf, -inf, -0.0, 2.0).
+// with such a name); doubles JSON must keep apart (NaN, +inf, -inf, -0.0, 2.0); and a
+// begin/end pair whose key and --by field are invalid text.
 //
 //   text_helper            (prints "text_helper pid N segment PATH")
 #include <pthread.h>
@@ -36,6 +37,9 @@ int main() {
   NANOTRACE(text, numbers, "nan={} inf={} ninf={} negzero={} two={} f32={} big={}",
             std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
             -std::numeric_limits<double>::infinity(), -0.0, 2.0, 2.0f, 1e300);
+  // A begin/end pair keyed and split by invalid text (latency, report).
+  NANOTRACE(text, begin, "key={} dev={}", "k\xff", "d\xc3");
+  NANOTRACE(text, end, "key={}", "k\xff");
   std::thread named([] {
     pthread_setname_np(pthread_self(), "thr\xff\xc3\n\x80z");
     hostile_strings();

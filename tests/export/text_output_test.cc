@@ -103,7 +103,7 @@ TEST_F(TextOutputTest, DumpJsonAndJsonLinesRepairTextTheSameWay) {
     }
   }
   EXPECT_EQ(named_thread_records, 3);
-  EXPECT_EQ(records, 7);
+  EXPECT_EQ(records, 9);
   for (const auto& [key, value] : expected_fields()) EXPECT_EQ(seen[key], 2) << key;
 }
 
@@ -134,7 +134,7 @@ TEST_F(TextOutputTest, TextDumpEscapesControlCharacters) {
   std::string text = cli_to_file("dump " + source_, "dump.txt");
   ASSERT_TRUE(python_utf8(text));
   std::vector<std::string> ls = lines(read_file(text));
-  ASSERT_EQ(ls.size(), 7u) << "a string field added or forged a line";
+  ASSERT_EQ(ls.size(), 9u) << "a string field added or forged a line";
   static const std::regex kLine(R"(^ *\d+ +\d+ \S.* text:\w+ .*$)");
   for (const std::string& l : ls) {
     EXPECT_TRUE(std::regex_match(l, kLine)) << l;
@@ -200,7 +200,7 @@ TEST_F(TextOutputTest, CsvIsValidUtf8WithOneRowPerRecord) {
   Proc r = run(kPython + " " + script + " " + csv);
   ASSERT_EQ(r.code, 0) << r.err;
   json j = json::parse(r.out);
-  EXPECT_EQ(j["rows"], 7);
+  EXPECT_EQ(j["rows"], 9);
   for (const auto& [key, value] : expected_fields()) EXPECT_EQ(j["values"][key], value) << key;
   EXPECT_EQ(j["values"]["thread"].get<std::string>().rfind("", 0), 0u);
 }
@@ -290,7 +290,7 @@ TEST_F(TextOutputTest, CtfReadsInBabeltraceAsValidUtf8) {
   EXPECT_EQ(bt.err, "");
   ASSERT_TRUE(python_utf8(write_to(path("bt.txt"), bt.out)));
   EXPECT_TRUE(python_utf8(out + "/metadata"));
-  EXPECT_EQ(lines(bt.out).size(), 7u) << bt.out;
+  EXPECT_EQ(lines(bt.out).size(), 9u) << bt.out;
   for (const char* key :
        {"euro", "emoji", "e_acute", "cont", "overlong", "surrogate", "high", "mixed"}) {
     std::string want = std::string(key) + " = \"" + expected_fields().at(key) + "\"";
@@ -300,6 +300,20 @@ TEST_F(TextOutputTest, CtfReadsInBabeltraceAsValidUtf8) {
     }
     EXPECT_EQ(n, 2u) << want;
   }
+}
+
+TEST_F(TextOutputTest, LatencyKeysAndGroupsAreRepaired) {
+  const std::string args =
+      "latency " + source_ + " --begin text:begin --end text:end --key key --by dev --top 3";
+  std::string out = cli_to_file(args + " --json", "latency.json");
+  ASSERT_TRUE(python_utf8(out));
+  json j = json::parse(read_file(out));
+  EXPECT_EQ(j["overall"]["count"], 1);
+  ASSERT_EQ(j["groups"].size(), 1u);
+  EXPECT_EQ(j["groups"][0]["value"], "d" + R);
+  ASSERT_EQ(j["top"].size(), 1u);
+  EXPECT_EQ(j["top"][0]["key"], "k" + R);
+  EXPECT_TRUE(python_utf8(cli_to_file(args, "latency.txt")));
 }
 
 TEST_F(TextOutputTest, HtmlReportIsValidUtf8) {
