@@ -1,8 +1,12 @@
 // Trigger expressions: "group:event" optionally followed by conditions on the event's fields,
 // joined by "&&": `io:error`, `io:complete lat_us>1000`, `io:submit dev==nvme1n1 && len>=65536`.
 // Operators: == != < <= > >=. Values are integers, decimals, true/false, or bare words for
-// string fields. The same syntax serves in-process triggers (NANOTRACE_TRIGGER, `nanotrace
-// arm`) and the recorder's --stop-on / --snapshot-on.
+// string fields. Integer constants (decimal or 0x hex, optionally signed) are exact 64-bit
+// integers compared exactly with integer fields, signed or unsigned; bind() rejects a
+// constant beyond u64, below i64, above i64 for a signed field or negative for an unsigned
+// one. Decimals (and integers against float fields) compare as doubles. The same syntax
+// serves in-process triggers (NANOTRACE_TRIGGER, `nanotrace arm`) and the recorder's
+// --stop-on / --snapshot-on.
 //
 // Thread safety: values; Trigger::matches is const and may run on any thread.
 #pragma once
@@ -25,6 +29,13 @@ struct TriggerCondition {
   std::string text;   // the value as written
   double number = 0;  // the value as a number, when it is one
   bool is_number = false;
+  // An integer constant (true/false are 1/0): exactly -magnitude or +magnitude.
+  bool is_integer = false;
+  bool negative = false;
+  uint64_t magnitude = 0;
+  // Why the value is no usable number (out of range), reported by bind() unless the field
+  // is a string (which compares the text as written).
+  std::string range_error;
 };
 
 struct Trigger {

@@ -2,6 +2,9 @@
 #include "nanotrace/trigger.hpp"
 
 #include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -22,6 +25,73 @@ bool is_ident(std::string_view s) {
   return true;
 }
 
+// An integer literal: optional sign, then decimal digits or 0x and hex digits.
+enum class IntegerParse { kNotInteger, kOk, kTooLarge };
+IntegerParse parse_integer(std::string_view s, bool* negative, uint64_t* magnitude) {
+  *negative = !s.empty() && s[0] == '-';
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  int base = 10;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    s.remove_prefix(2);
+    base = 16;
+  }
+  if (s.empty() || !std::isxdigit(static_cast<unsigned char>(s[0]))) {
+    return IntegerParse::kNotInteger;
+  }
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *magnitude, base);
+  if (end != s.data() + s.size()) {
+    // Digits run on past the number's range, or something else follows (a decimal).
+    if (ec != std::errc::result_out_of_range) return IntegerParse::kNotInteger;
+  }
+  if (ec == std::errc::result_out_of_range) {
+    while (end != s.data() + s.size() && std::isxdigit(static_cast<unsigned char>(*end)) &&
+           (base == 16 || std::isdigit(static_cast<unsigned char>(*end)))) {
+      ++end;
+    }
+    return end == s.data() + s.size() ? IntegerParse::kTooLarge : IntegerParse::kNotInteger;
+  }
+  return IntegerParse::kOk;
+}
+
+constexpr uint64_t kMinInt64Magnitude = uint64_t{1} << 63;
+
+// The constant's value: an exact integer, or a double; range_error when it is out of range.
+void parse_constant(TriggerCondition* c) {
+  const std::string& t = c->text;
+  if (t == "true" || t == "false") {
+    c->is_integer = c->is_number = true;
+    c->magnitude = t == "true" ? 1 : 0;
+    c->number = static_cast<double>(c->magnitude);
+    return;
+  }
+  switch (parse_integer(t, &c->negative, &c->magnitude)) {
+    case IntegerParse::kTooLarge:
+      c->range_error = "constant " + t + " is out of range: integers must fit in 64 bits";
+      return;
+    case IntegerParse::kOk:
+      if (c->negative && c->magnitude > kMinInt64Magnitude) {
+        c->range_error = "constant " + t +
+                         " is out of range: below the smallest 64-bit integer "
+                         "-9223372036854775808";
+        return;
+      }
+      c->negative = c->negative && c->magnitude != 0;
+      c->is_integer = c->is_number = true;
+      c->number = static_cast<double>(c->magnitude) * (c->negative ? -1 : 1);
+      return;
+    case IntegerParse::kNotInteger:
+      break;
+  }
+  char* end = nullptr;
+  errno = 0;
+  c->number = std::strtod(t.c_str(), &end);
+  c->is_number = end != t.c_str() && *end == '\0';
+  if (c->is_number && errno == ERANGE && std::isinf(c->number)) {
+    c->is_number = false;
+    c->range_error = "constant " + t + " is out of range for a double";
+  }
+}
+
 Result<TriggerCondition> parse_condition(std::string_view s) {
   static const struct {
     const char* token;
@@ -39,21 +109,18 @@ Result<TriggerCondition> parse_condition(std::string_view s) {
     c.text = std::string(trim(s.substr(at + std::strlen(o.token))));
     if (!is_ident(c.field)) return Status::Invalid("bad field name in '" + std::string(s) + "'");
     if (c.text.empty()) return Status::Invalid("missing value in '" + std::string(s) + "'");
-    if (c.text == "true" || c.text == "false") {
-      c.number = c.text == "true" ? 1 : 0;
-      c.is_number = true;
-    } else {
-      char* end = nullptr;
-      c.number = std::strtod(c.text.c_str(), &end);
-      c.is_number = end != nullptr && *end == '\0';
-      if (!c.is_number && c.text.rfind("0x", 0) == 0) {
-        c.number = static_cast<double>(std::strtoull(c.text.c_str(), &end, 16));
-        c.is_number = *end == '\0';
-      }
-    }
+    parse_constant(&c);
     return c;
   }
   return Status::Invalid("no operator (== != < <= > >=) in '" + std::string(s) + "'");
+}
+
+bool is_signed_integer(abi::FieldType t) {
+  return t >= abi::FieldType::kI8 && t <= abi::FieldType::kI64;
+}
+bool is_unsigned_integer(abi::FieldType t) {
+  return t != abi::FieldType::kString && t != abi::FieldType::kF32 && t != abi::FieldType::kF64 &&
+         !is_signed_integer(t);
 }
 
 template <class T>
@@ -111,9 +178,20 @@ Result<std::vector<uint32_t>> Trigger::bind(const std::vector<std::string>& name
     if (i == names.size()) {
       return Status::NotFound("event " + group + ":" + event + " has no field '" + c.field + "'");
     }
-    bool is_string = types[i] == abi::FieldType::kString;
+    abi::FieldType type = types[i];
+    bool is_string = type == abi::FieldType::kString;
+    if (!is_string && !c.range_error.empty()) return Status::Invalid(c.range_error);
     if (!is_string && !c.is_number) {
       return Status::Invalid("field '" + c.field + "' is numeric but '" + c.text + "' is not");
+    }
+    if (c.is_integer && is_signed_integer(type) && !c.negative &&
+        c.magnitude > static_cast<uint64_t>(INT64_MAX)) {
+      return Status::Invalid("constant " + c.text + " is out of range for field '" + c.field +
+                             "' (" + field_type_name(type) + ": at most 9223372036854775807)");
+    }
+    if (c.is_integer && is_unsigned_integer(type) && c.negative) {
+      return Status::Invalid("constant " + c.text + " is negative but field '" + c.field +
+                             "' is unsigned (" + field_type_name(type) + ")");
     }
     index.push_back(i);
   }
@@ -127,18 +205,20 @@ bool Trigger::matches(const std::vector<uint32_t>& field_index, const FieldValue
     bool ok;
     if (v.type == abi::FieldType::kString) {
       ok = compare<std::string_view>(v.text, c.op, c.text);
-    } else if (v.type == abi::FieldType::kF32 || v.type == abi::FieldType::kF64 ||
-               !(c.number == static_cast<double>(static_cast<int64_t>(c.number)))) {
+    } else if (!c.is_integer || v.type == abi::FieldType::kF32 || v.type == abi::FieldType::kF64) {
       ok = compare<double>(v.as_double(), c.op, c.number);
-    } else if (v.type >= abi::FieldType::kI8 && v.type <= abi::FieldType::kI64) {
-      ok = compare<int64_t>(static_cast<int64_t>(v.bits), c.op, static_cast<int64_t>(c.number));
-    } else {
-      // Unsigned: a negative constant is below every value.
-      if (c.number < 0) {
-        ok = compare<int>(1, c.op, 0);
+    } else if (is_signed_integer(v.type)) {
+      // Exact: two's complement of the magnitude (bind() keeps it within int64).
+      auto constant = static_cast<int64_t>(c.negative ? 0 - c.magnitude : c.magnitude);
+      if (!c.negative && c.magnitude > static_cast<uint64_t>(INT64_MAX)) {
+        ok = compare<int>(0, c.op, 1);  // above every value
       } else {
-        ok = compare<uint64_t>(v.bits, c.op, static_cast<uint64_t>(c.number));
+        ok = compare<int64_t>(static_cast<int64_t>(v.bits), c.op, constant);
       }
+    } else if (c.negative) {
+      ok = compare<int>(1, c.op, 0);  // unsigned: a negative constant is below every value
+    } else {
+      ok = compare<uint64_t>(v.bits, c.op, c.magnitude);
     }
     if (!ok) return false;
   }

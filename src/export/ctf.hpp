@@ -27,6 +27,12 @@ inline constexpr size_t kPacketContextBytes = 6 * 8 + 4;
 inline constexpr size_t kPacketPrefix = 88;
 static_assert(kPacketPrefix >= kPacketHeaderBytes + kPacketContextBytes && kPacketPrefix % 8 == 0);
 
+// Largest record once its strings are made valid UTF-8: every byte of every string may
+// become a 3-byte U+FFFD.
+inline constexpr size_t kMaxRepairedRecordBytes =
+    8 + abi::kMaxFields * abi::string_slot_bytes(3 * abi::kMaxStringBytes);
+static_assert(3 * abi::kMaxStringBytes <= 255, "a repaired string's length fits its u8");
+
 // A uuid derived from the segment's identity: exporting the same trace twice gives the same.
 void make_uuid(const ProcessInfo& process, uint8_t uuid[16]);
 

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <set>
 
+#include "base/utf8.hpp"
 #include "export/ctf.hpp"
 
 namespace nanotrace::exporter::ctf {
@@ -38,7 +39,8 @@ std::string field_identifier(const std::string& name, std::set<std::string>* use
   return unique;
 }
 
-std::string tsdl_string(std::string_view s) {
+std::string tsdl_string(std::string_view raw) {
+  std::string s = utf8::valid(raw);
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') out += '\\';

@@ -12,6 +12,7 @@
 // Memory: one packet buffer (packet_bytes, at least one block) per worker, whatever the
 // trace size.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,8 @@
 #include <mutex>
 #include <thread>
 
+#include "base/output_file.hpp"
+#include "base/utf8.hpp"
 #include "export/ctf.hpp"
 #include "export/output.hpp"
 #include "export/writers.hpp"
@@ -85,19 +88,26 @@ struct Shared {
     namespace fs = std::filesystem;
     std::error_code ec;
     const std::string& out = options.output;
-    if (fs::exists(out, ec) && !fs::is_directory(out, ec)) {
+    struct stat st;
+    if (lstat(out.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      // A symlink is refused too: the old CTF files in a directory are removed, and a planted
+      // link must not say which.
       dir_status =
-          Status::IoError("cannot write CTF to " + out + ": it exists and is not a directory");
+          Status::IoError("cannot write CTF to " + out + ": it exists and is not a " +
+                          (S_ISLNK(st.st_mode) ? "directory (a symbolic link)" : "directory"));
       return dir_status;
     }
-    fs::create_directories(out, ec);
+    if (fs::create_directories(out, ec) && !ec) chmod(out.c_str(), 0700);
     if (ec) {
       dir_status = Status::IoError("cannot create directory " + out + ": " + ec.message());
       return dir_status;
     }
     for (const auto& entry : fs::directory_iterator(out, ec)) {
       std::string name = entry.path().filename().string();
-      if (name == "metadata" || name.rfind("stream-", 0) == 0) fs::remove(entry.path(), ec);
+      if (name != "metadata" && name.rfind("stream-", 0) != 0) continue;
+      dir_status = check_not_source(entry.path().string(), trace.source_fd());
+      if (!dir_status.ok()) return dir_status;
+      fs::remove(entry.path(), ec);
     }
     dir = out;
     return dir_status;
@@ -131,11 +141,19 @@ class StreamWriter {
       if (len_ == 0) len_ = kPacketPrefix;
       uint8_t* at = buf_.get() + len_;
       std::memcpy(at, span.data, span.bytes);
-      if (!rewrite(at, span.bytes, span.base_ticks)) {
+      int64_t clean = rewrite(at, span.bytes, span.base_ticks);
+      if (clean >= 0) len_ += static_cast<size_t>(clean);
+      if (clean >= 0 && clean < span.bytes) {
+        // From the first record whose text is not valid UTF-8 on, records are repaired one
+        // by one (they grow: each ill-formed subsequence becomes a 3-byte U+FFFD).
+        Status st = add_repaired(span.data + clean, span.bytes - static_cast<uint32_t>(clean),
+                                 span.base_ticks);
+        if (!st.ok()) return st;
+      }
+      if (clean < 0) {
         return Status::Corrupt(fmt::format("thread {}: a record changed layout while exported",
                                            source.stats().info.tid));
       }
-      len_ += span.bytes;
       records_ += span.records;
       lost_at_span_ = source.stats().lost();
     }
@@ -156,42 +174,115 @@ class StreamWriter {
   bool has_buffer() const { return buf_ != nullptr; }
 
  private:
-  // Rewrites the records of one span in place. False if a record does not fit its event's
+  // Rewrites the records of one span in place, up to the first record with a string that is
+  // not valid UTF-8. Returns the bytes rewritten, or -1 if a record does not fit its event's
   // layout (cannot happen for a span the reader walked with the same tables).
-  bool rewrite(uint8_t* p, uint32_t bytes, uint64_t base_ticks) {
+  int64_t rewrite(uint8_t* p, uint32_t bytes, uint64_t base_ticks) {
     const std::vector<EventPlan>& plans = shared_.plans;
+    uint8_t* start = p;
     uint8_t* end = p + bytes;
     while (p < end) {
       uint64_t word0;
       std::memcpy(&word0, p, 8);
       auto id = static_cast<uint16_t>(word0 & 0xffff);
-      if (id >= plans.size() || !plans[id].valid) return false;
-      uint64_t ns = trace_.ticks_to_ns(abi::expand_ticks(base_ticks, word0 >> 16));
-      if (ns < last_ns_) ns = last_ns_;
-      if (packet_empty_) {
-        begin_ns_ = ns;
-        packet_empty_ = false;
-      }
-      last_ns_ = ns;
-      word0 = (ns << 16) | id;
-      std::memcpy(p, &word0, 8);
+      if (id >= plans.size() || !plans[id].valid) return -1;
       const EventPlan& plan = plans[id];
       uint32_t size = plan.size;
+      uint32_t tail = 0;
+      bool text_ok = true;
       if (size != 0) {
-        tail_pad_ = plan.last_pad.empty() ? 0 : plan.last_pad.back();
+        tail = plan.last_pad.empty() ? 0 : plan.last_pad.back();
       } else {
-        size = string_record_size(p, end, plan, &tail_pad_);
+        size = string_record_size(p, end, plan, &tail, &text_ok);
       }
-      if (size == 0 || size > static_cast<size_t>(end - p)) return false;
+      if (size == 0 || size > static_cast<size_t>(end - p)) return -1;
+      if (!text_ok) break;
+      stamp(p, word0, base_ticks);
+      tail_pad_ = tail;
       p += size;
     }
-    return true;
+    return p - start;
+  }
+
+  // Rewrites a record's clock stamp into ns since the segment start.
+  void stamp(uint8_t* p, uint64_t word0, uint64_t base_ticks) {
+    uint64_t ns = trace_.ticks_to_ns(abi::expand_ticks(base_ticks, word0 >> 16));
+    if (ns < last_ns_) ns = last_ns_;
+    if (packet_empty_) {
+      begin_ns_ = ns;
+      packet_empty_ = false;
+    }
+    last_ns_ = ns;
+    word0 = (ns << 16) | (word0 & 0xffff);
+    std::memcpy(p, &word0, 8);
+  }
+
+  // Appends records to the packet with every string made valid UTF-8 (utf8::valid): its
+  // length byte grows with it (at most 3 * kMaxStringBytes, within the u8 CTF declares).
+  Status add_repaired(const uint8_t* p, uint32_t bytes, uint64_t base_ticks) {
+    const std::vector<EventPlan>& plans = shared_.plans;
+    const uint8_t* end = p + bytes;
+    uint8_t record[ctf::kMaxRepairedRecordBytes];
+    std::string text;
+    while (p < end) {
+      uint64_t word0;
+      std::memcpy(&word0, p, 8);
+      auto id = static_cast<uint16_t>(word0 & 0xffff);
+      if (id >= plans.size() || !plans[id].valid) return layout_error();
+      const EventPlan& plan = plans[id];
+      bool text_ok = true;
+      uint32_t tail = 0;
+      uint32_t size = plan.size;
+      if (size == 0) size = string_record_size(p, end, plan, &tail, &text_ok);
+      if (size == 0 || size > static_cast<size_t>(end - p)) return layout_error();
+      // The repaired copy: word0, then each slot as it is or its string repaired.
+      std::memcpy(record, p, 8);
+      const uint8_t* in = p + 8;
+      uint8_t* out = record + 8;
+      tail = 0;
+      for (uint8_t pad : plan.last_pad) {
+        if (pad != kString) {
+          std::memcpy(out, in, 8);
+          in += 8;
+          out += 8;
+          tail = pad;
+          continue;
+        }
+        uint32_t n = *in;
+        text.clear();
+        utf8::append_valid(text, std::string_view(reinterpret_cast<const char*>(in + 1), n));
+        in += abi::string_slot_bytes(n);
+        uint32_t slot = abi::string_slot_bytes(static_cast<uint32_t>(text.size()));
+        std::memset(out, 0, slot);
+        *out = static_cast<uint8_t>(text.size());
+        std::memcpy(out + 1, text.data(), text.size());
+        out += slot;
+        tail = slot - 1 - static_cast<uint32_t>(text.size());
+      }
+      auto repaired = static_cast<size_t>(out - record);
+      if (len_ + repaired > shared_.packet_bytes) {
+        Status st = flush_packet(lost_at_span_);
+        if (!st.ok()) return st;
+      }
+      if (len_ == 0) len_ = kPacketPrefix;
+      uint8_t* at = buf_.get() + len_;
+      std::memcpy(at, record, repaired);
+      stamp(at, word0, base_ticks);
+      tail_pad_ = tail;
+      len_ += repaired;
+      p += size;
+    }
+    return Status::Ok();
+  }
+
+  Status layout_error() const {
+    return Status::Corrupt(fmt::format("thread {}: a record changed layout while exported", tid_));
   }
 
   // Size of a record with string slots (`len, bytes, padding`); *tail: padding after its
-  // last field. 0 if it does not fit.
+  // last field; *text_ok: false if a string is not valid UTF-8. 0 if it does not fit.
   static uint32_t string_record_size(const uint8_t* record, const uint8_t* end,
-                                     const EventPlan& plan, uint32_t* tail) {
+                                     const EventPlan& plan, uint32_t* tail, bool* text_ok) {
     const uint8_t* at = record + 8;
     *tail = 0;
     for (uint8_t pad : plan.last_pad) {
@@ -204,6 +295,8 @@ class StreamWriter {
       uint32_t n = *at;
       uint32_t slot = abi::string_slot_bytes(n);
       if (n > abi::kMaxStringBytes || slot > static_cast<size_t>(end - at)) return 0;
+      *text_ok =
+          *text_ok && utf8::is_valid(std::string_view(reinterpret_cast<const char*>(at + 1), n));
       at += slot;
       *tail = slot - 1 - n;
     }
@@ -215,8 +308,9 @@ class StreamWriter {
     if (!st.ok()) return st;
     if (!buf_) buf_ = std::make_unique<uint8_t[]>(shared_.packet_bytes);
     path_ = fmt::format("{}/stream-{}-{}", shared_.dir, index, tid);
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) return Status::FromErrno("cannot create " + path_, errno);
+    auto fd = create_output_file(path_, trace_.source_fd());
+    if (!fd.ok()) return fd.status();
+    fd_ = *fd;
     index_ = index;
     tid_ = tid;
     seq_num_ = discarded_ = last_ns_ = lost_at_span_ = 0;
@@ -321,9 +415,10 @@ std::vector<EventPlan> build_plans(const Trace& trace) {
   return plans;
 }
 
-Status write_file(const std::string& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::FromErrno("cannot create " + path, errno);
+Status write_file(const std::string& path, const std::string& text, int source_fd) {
+  auto created = create_output_file(path, source_fd);
+  if (!created.ok()) return created.status();
+  int fd = *created;
   int err = write_all(fd, text.data(), text.size());
   if (::close(fd) != 0 && err == 0) err = errno;
   return err != 0 ? Status::FromErrno("cannot write " + path, err) : Status::Ok();
@@ -335,8 +430,9 @@ Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
   Shared shared{trace, options};
   shared.plans = build_plans(trace);
   ctf::make_uuid(trace.process(), shared.uuid);
-  shared.packet_bytes = std::max<uint64_t>(options.packet_bytes ? options.packet_bytes : 1u << 20,
-                                           kPacketPrefix + trace.process().block_size);
+  shared.packet_bytes = std::max<uint64_t>({options.packet_bytes ? options.packet_bytes : 1u << 20,
+                                            kPacketPrefix + trace.process().block_size,
+                                            kPacketPrefix + ctf::kMaxRepairedRecordBytes});
   std::vector<std::unique_ptr<SpanSource>> sources = trace.read_spans();
 
   // Streams are independent: workers take them one at a time.
@@ -385,7 +481,7 @@ Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
     }
   }
   std::string text = ctf::metadata(trace, shared.uuid);
-  Status st = write_file(shared.dir + "/metadata", text);
+  Status st = write_file(shared.dir + "/metadata", text, trace.source_fd());
   if (!st.ok()) return st;
   summary.bytes_written = text.size();
   for (const auto& w : writers) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "base/output_file.hpp"
 #include "export/writers.hpp"
 
 namespace nanotrace {
@@ -40,6 +41,10 @@ Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options) {
   if (options.output.empty()) return Status::Invalid("no output given (-o)");
   if (options.format == ExportFormat::kCtf && options.output == "-") {
     return Status::Invalid("CTF output is a directory; '-' (standard output) is not possible");
+  }
+  if (options.output != "-") {
+    Status st = check_not_source(options.output, trace.source_fd());
+    if (!st.ok()) return st;
   }
   std::vector<ResolvedPair> slices;
   for (const PairRule& rule : options.slices) {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/output_file.hpp"
 #include "export/json_text.hpp"
 #include "export/output.hpp"
 
@@ -23,8 +24,9 @@ Status TextSink::open(const std::string& path, size_t max_record) {
   if (path == "-") {
     fd_ = STDOUT_FILENO;
   } else {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) return Status::FromErrno("cannot create " + path, errno);
+    auto fd = create_output_file(path);
+    if (!fd.ok()) return fd.status();
+    fd_ = *fd;
     own_fd_ = true;
   }
   capacity_ = kChunk + max_record + json::kSlack;

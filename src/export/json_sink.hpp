@@ -29,8 +29,9 @@ class TextSink {
   TextSink(const TextSink&) = delete;
   TextSink& operator=(const TextSink&) = delete;
 
-  // Creates (truncates) path, "-" being standard output. max_record: the most bytes one
-  // record may take (what may be written at cursor() before commit()).
+  // Creates path (create_output_file: mode 0600, a new file), "-" being standard output.
+  // max_record: the most bytes one record may take (what may be written at cursor() before
+  // commit()).
   Status open(const std::string& path, size_t max_record);
   // Where the next record goes; room for max_record bytes plus json::kSlack.
   char* cursor() const { return pos_; }

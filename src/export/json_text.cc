@@ -6,10 +6,25 @@
 #include "export/output.hpp"
 
 namespace nanotrace::exporter::json {
+namespace {
+
+char* put_text(char* p, std::string_view text) {
+  std::memcpy(p, text.data(), text.size());
+  return p + text.size();
+}
+
+}  // namespace
 
 char* put_double_slow(char* p, double d) {
-  if (std::isfinite(d)) return fmt::format_to(p, FMT_COMPILE("{}"), d);
-  return fmt::format_to(p, FMT_COMPILE("\"{}\""), d);
+  // Non-finite values as protobuf's JSON mapping spells them.
+  if (std::isnan(d)) return put_text(p, "\"NaN\"");
+  if (std::isinf(d)) return put_text(p, d > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+  char* end = fmt::format_to(p, FMT_COMPILE("{}"), d);
+  // A float stays a float to a JSON reader: "2" would read back as an integer.
+  for (char* q = p; q < end; ++q) {
+    if (*q == '.' || *q == 'e' || *q == 'E') return end;
+  }
+  return put_text(end, ".0");
 }
 
 char* put_string_slow(char* p, std::string_view s) {

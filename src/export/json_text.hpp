@@ -85,12 +85,15 @@ inline char* put_micros(char* p, uint64_t ns) {
   return p + 4;
 }
 
-// Longest output of put_double(): fmt's shortest round-trip form, or a quoted "-inf".
+// Longest output of put_double(): fmt's shortest round-trip form and ".0", or "-Infinity".
 inline constexpr size_t kMaxDouble = 32;
-// Outside the fast path: fmt's "{}" (shortest round trip), non-finite values quoted.
+// Outside the fast path: fmt's "{}" (shortest round trip) with ".0" added when it has
+// neither a point nor an exponent (-0.0 stays -0.0, 2.0 does not become the integer 2);
+// non-finite values as the strings "NaN", "Infinity" and "-Infinity" (protobuf's JSON
+// mapping).
 char* put_double_slow(char* p, double d);
 
-// d as fmt's "{}" writes it. Fast path: values with at most three decimals and fewer than 16
+// d as put_double_slow() writes it. Fast path: values with at most three decimals and fewer than 16
 // significant digits (latencies, ratios), whose shortest round-trip form is the decimal itself
 // (any such decimal converts to a double no other decimal of <= 15 digits converts to).
 inline char* put_double(char* p, double d) {
@@ -104,8 +107,8 @@ inline char* put_double(char* p, double d) {
       p = put_u64(p, u / 1000);
       auto millis = static_cast<uint32_t>(u % 1000);
       std::memcpy(p, &detail::kMillis[4 * millis], 4);
-      // Trailing zeros are dropped, and with them the point.
-      int len = millis == 0 ? 0 : millis % 100 == 0 ? 2 : millis % 10 == 0 ? 3 : 4;
+      // Trailing zeros are dropped, but for one after the point.
+      int len = millis % 100 == 0 ? 2 : millis % 10 == 0 ? 3 : 4;
       return p + len;
     }
   }

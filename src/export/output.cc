@@ -9,6 +9,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/output_file.hpp"
+#include "base/utf8.hpp"
+#include "export/json_text.hpp"
+
 namespace nanotrace::exporter {
 
 int write_all(int fd, const void* data, size_t n) {
@@ -36,8 +40,9 @@ Status OutFile::open(const std::string& path) {
     own_fd_ = false;
     return Status::Ok();
   }
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) return Status::FromErrno("cannot create " + path, errno);
+  auto fd = create_output_file(path);
+  if (!fd.ok()) return fd.status();
+  fd_ = *fd;
   own_fd_ = true;
   buf_.reserve(kFlushBytes + 4096);
   return Status::Ok();
@@ -65,35 +70,6 @@ Status OutFile::close() {
   if (error_ != 0) return Status::FromErrno("cannot write " + path_, error_);
   return Status::Ok();
 }
-
-namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0 if it is not valid.
-size_t utf8_length(std::string_view s, size_t i) {
-  auto c = static_cast<unsigned char>(s[i]);
-  size_t n;
-  uint32_t min;
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2, min = 0x80;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3, min = 0x800;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4, min = 0x10000;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  uint32_t cp = c & (0x7f >> n);
-  for (size_t k = 1; k < n; ++k) {
-    auto d = static_cast<unsigned char>(s[i + k]);
-    if ((d & 0xc0) != 0x80) return 0;
-    cp = cp << 6 | (d & 0x3f);
-  }
-  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return n;
-}
-
-}  // namespace
 
 void json_string(fmt::memory_buffer& out, std::string_view s) {
   static const char kHex[] = "0123456789abcdef";
@@ -125,14 +101,14 @@ void json_string(fmt::memory_buffer& out, std::string_view s) {
       const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
       out.append(esc, esc + 6);
     } else {
-      size_t n = utf8_length(s, i);
-      if (n == 0) {
-        append(out, "\\ufffd");
-        ++i;
-        continue;
+      utf8::Sequence seq =
+          utf8::decode(reinterpret_cast<const unsigned char*>(s.data()) + i, s.size() - i);
+      if (seq.valid) {
+        out.append(s.data() + i, s.data() + i + seq.length);
+      } else {
+        append(out, "\\ufffd");  // the same replacement as utf8::valid(), escaped
       }
-      out.append(s.data() + i, s.data() + i + n);
-      i += n;
+      i += seq.length;
       continue;
     }
     ++i;
@@ -154,12 +130,8 @@ void json_value(fmt::memory_buffer& out, const FieldValue& v) {
     }
     case FieldType::kF32:
     case FieldType::kF64: {
-      double d = v.as_double();
-      if (std::isfinite(d)) {
-        fmt::format_to(it, FMT_COMPILE("{}"), d);
-      } else {
-        fmt::format_to(it, "\"{}\"", d);
-      }
+      char text[json::kMaxDouble + json::kSlack];
+      out.append(text, json::put_double(text, v.as_double()));
       return;
     }
     case FieldType::kBool:
@@ -194,7 +166,9 @@ void csv_value(fmt::memory_buffer& out, const FieldValue& v) {
     }
     return;
   }
+  std::string repaired;
   std::string_view s = v.text;
+  if (!utf8::is_valid(s)) s = repaired = utf8::valid(s);
   if (s.find_first_of(",\"\r\n") == std::string_view::npos) {
     append(out, s);
     return;

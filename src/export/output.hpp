@@ -25,7 +25,7 @@ class OutFile {
   OutFile(const OutFile&) = delete;
   OutFile& operator=(const OutFile&) = delete;
 
-  // Creates (truncates) path; "-" is standard output.
+  // Creates path (create_output_file: mode 0600, a new file); "-" is standard output.
   Status open(const std::string& path);
   // The buffer to format into; call maybe_flush() after appending.
   fmt::memory_buffer& buf() { return buf_; }

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <set>
 
+#include "base/utf8.hpp"
 #include "export/output.hpp"
 #include "export/writers.hpp"
 #include "nanotrace/intervals.hpp"
@@ -53,7 +54,15 @@ class Proto {
     std::memcpy(tmp, &bits, 8);
     b_->append(tmp, tmp + 8);
   }
+  // A string field: protobuf strings must be valid UTF-8 (utf8::valid repairs them).
   void bytes(uint32_t field, std::string_view s) {
+    if (!utf8::is_valid(s)) {
+      std::string repaired = utf8::valid(s);
+      return raw_bytes(field, repaired);
+    }
+    raw_bytes(field, s);
+  }
+  void raw_bytes(uint32_t field, std::string_view s) {
     tag(field, 2);
     varint(s.size());
     b_->append(s.data(), s.data() + s.size());

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "base/output_file.hpp"
+#include "base/utf8.hpp"
 #include "export/output.hpp"
 #include "nanotrace/intervals.hpp"
 #include "nanotrace/report.hpp"
@@ -23,7 +25,10 @@ constexpr size_t kMaxBins = 1 << 20;
 constexpr size_t kMaxMarks = 20000;
 constexpr double kChartX = 150, kChartW = 1050;
 
-std::string html(std::string_view s) {
+// Text from the trace as HTML text: valid UTF-8, control characters shown as escapes
+// (utf8::escape_text, as `nanotrace dump` prints them), markup characters as entities.
+std::string html(std::string_view raw) {
+  std::string s = utf8::escape_text(raw);
   std::string out;
   for (char c : s) {
     switch (c) {
@@ -38,6 +43,9 @@ std::string html(std::string_view s) {
         break;
       case '"':
         out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
         break;
       default:
         out += c;
@@ -70,6 +78,10 @@ struct Mark {
 
 Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& options) {
   if (options.output.empty()) return Status::Invalid("no output file given (-o)");
+  if (options.output != "-") {
+    Status same = check_not_source(options.output, trace.source_fd());
+    if (!same.ok()) return same;
+  }
   uint64_t window = std::max<uint64_t>(options.window_ns, 1000);
   std::vector<PairRule> rules = options.pairs.empty() ? infer_pairs(trace) : options.pairs;
   std::vector<std::unique_ptr<PairMatcher>> matchers;

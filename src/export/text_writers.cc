@@ -1,7 +1,6 @@
 // CSV and JSON-lines export: one line per record, streamed through a 1 MiB buffer.
 //
-// JSON lines: {"time_ns":..,"tid":..,"thread":"..","seq":..,"event":"group:event",
-// "fields":{..}} - the same objects `nanotrace dump --json` prints.
+// JSON lines: the objects `nanotrace dump --json` prints (json_lines.hpp).
 // CSV: a header "time_ns,tid,thread,seq,event,<every field name of the trace's events, in
 // order of first appearance; "fields.NAME" if NAME is one of the first five>", then one row per
 // record with the cells of fields the record's event does not have left empty (a wide table pandas
@@ -10,6 +9,7 @@
 
 #include <algorithm>
 
+#include "export/json_lines.hpp"
 #include "export/output.hpp"
 #include "export/writers.hpp"
 
@@ -47,52 +47,17 @@ class JsonlWriter : public LineWriter {
   Status begin(const Trace& trace, RecordSource& source) override {
     Status st = out_.open(options_.output);
     if (!st.ok()) return st;
-    for (const ThreadStats& t : source.threads()) {
-      fmt::memory_buffer b;
-      fmt::format_to(std::back_inserter(b), ",\"tid\":{},\"thread\":", t.info.tid);
-      json_string(b, t.info.name);
-      threads_.emplace_back(b.data(), b.size());
-    }
-    const std::vector<EventInfo>& events = trace.events();
-    event_.assign(events.size() + 1, {});
-    keys_.assign(events.size() + 1, {});
-    for (const EventInfo& e : events) {
-      if (e.id == 0 || e.id > events.size()) continue;
-      fmt::memory_buffer b;
-      append(b, ",\"event\":");
-      json_string(b, e.full_name());
-      append(b, ",\"fields\":{");
-      event_[e.id].assign(b.data(), b.size());
-      for (size_t f = 0; f < e.fields.size(); ++f) {
-        fmt::memory_buffer k;
-        if (f > 0) k.push_back(',');
-        json_string(k, e.fields[f].name);
-        k.push_back(':');
-        keys_[e.id].emplace_back(k.data(), k.size());
-      }
-    }
+    encoder_.prepare(trace, source.threads());
     return Status::Ok();
   }
 
   void write(const Record& r) override {
-    fmt::memory_buffer& b = out_.buf();
-    append(b, "{\"time_ns\":");
-    put_uint(b, r.time_ns);
-    append(b, threads_[r.thread]);
-    append(b, ",\"seq\":");
-    put_uint(b, r.seq);
-    uint16_t id = r.event->id;
-    append(b, event_[id]);
-    for (uint32_t i = 0; i < r.field_count; ++i) {
-      append(b, keys_[id][i]);
-      json_value(b, r.values[i]);
-    }
-    append(b, "}}\n");
+    encoder_.encode(out_.buf(), r);
     out_.maybe_flush();
   }
 
  private:
-  std::vector<std::vector<std::string>> keys_;  // by event id and field: `"name":`
+  JsonLineEncoder encoder_;
 };
 
 class CsvWriter : public LineWriter {

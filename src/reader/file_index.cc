@@ -33,7 +33,7 @@ TraceFile::~TraceFile() {
 }
 
 bool TraceFile::has_magic(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO never blocks
   if (fd < 0) return false;
   char m[8] = {};
   bool yes = ::pread(fd, m, 8, 0) == 8 && std::memcmp(m, file::kFileMagic, 8) == 0;
@@ -65,7 +65,7 @@ Status TraceFile::read_extent(const Extent& e, ChunkBuffer* raw, ChunkBuffer* sc
 Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
   auto f = std::make_shared<TraceFile>();
   f->path = path;
-  f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // fstat refuses a FIFO
   if (f->fd < 0) {
     if (errno == ENOENT) return Status::NotFound("no such file: " + path);
     return Status::FromErrno(path, errno);

@@ -16,6 +16,7 @@
 #include "base/process.hpp"
 #include "nanotrace/reader.hpp"
 #include "reader/segment_checks.hpp"
+#include "reader/source_check.hpp"
 #include "reader/trace_file.hpp"
 #include "reader/trace_internals.hpp"
 
@@ -215,6 +216,7 @@ Status Trace::open_file(const std::string& path) {
 }
 
 Result<std::unique_ptr<Trace>> Trace::open_path(const std::string& path, bool writable) {
+  if (Status s = reader::check_source_path(path); !s.ok()) return s;
   std::unique_ptr<Trace> t(new Trace());
   if (reader::TraceFile::has_magic(path)) {
     Status s = t->open_file(path);

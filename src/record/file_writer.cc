@@ -13,6 +13,8 @@
 
 #include <cstring>
 
+#include "base/output_file.hpp"
+
 namespace nanotrace::rec {
 
 FileWriter::~FileWriter() {
@@ -46,11 +48,13 @@ Status FileWriter::fail(int err) {
   return error_;
 }
 
-Status FileWriter::open(const std::string& path, uint32_t pid, file::FileKind kind, bool compress) {
+Status FileWriter::open(const std::string& path, uint32_t pid, file::FileKind kind, bool compress,
+                        int source_fd) {
   path_ = path;
   compress_ = compress;
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) return Status::FromErrno("cannot create " + path, errno);
+  auto fd = create_output_file(path, source_fd);
+  if (!fd.ok()) return fd.status();
+  fd_ = *fd;
   if (compress_) {
     cctx_ = ZSTD_createCCtx();
     if (!cctx_) return Status::IoError("zstd: cannot create a compression context");

@@ -27,9 +27,10 @@ class FileWriter {
   FileWriter(const FileWriter&) = delete;
   FileWriter& operator=(const FileWriter&) = delete;
 
-  // Creates (truncates) path and writes the file header. compress: zstd-compress DATA
-  // and META payloads (level 1).
-  Status open(const std::string& path, uint32_t pid, file::FileKind kind, bool compress);
+  // Creates path (create_output_file: a new file, mode 0600, never source_fd's file) and
+  // writes the file header. compress: zstd-compress DATA and META payloads (level 1).
+  Status open(const std::string& path, uint32_t pid, file::FileKind kind, bool compress,
+              int source_fd = -1);
 
   // Appends one chunk whose payload is the concatenation of pieces. source_offsets (or
   // null): where each piece also lies in the copy source, the same bytes.

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <optional>
 
+#include "base/output_file.hpp"
 #include "base/process.hpp"
 #include "nanotrace/record.hpp"
 #include "nanotrace/trigger.hpp"
@@ -191,9 +192,13 @@ uint64_t RecordSummary::lost() const {
 }
 
 Result<RecordSummary> record(const std::string& source, const RecordOptions& options) {
+  if (!(options.duration_s >= 0)) {
+    return Status::Invalid("--duration must be a number of seconds >= 0 (0: until stopped)");
+  }
   auto opened = Trace::open(source, /*writable=*/true);
   if (!opened.ok()) return opened.status();
   Trace& trace = **opened;
+  if (Status same = check_not_source(options.output, trace.source_fd()); !same.ok()) return same;
   if (trace.is_file()) return Status::Invalid(source + " is a trace file, not a live process");
   const ProcessInfo& p = trace.process();
   if (!p.alive) {
@@ -220,7 +225,8 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
     if (!s.ok()) return s;
   }
   rec::FileWriter out;
-  s = out.open(options.output, p.pid, file::FileKind::kRecording, options.compress);
+  s = out.open(options.output, p.pid, file::FileKind::kRecording, options.compress,
+               trace.source_fd());
   if (!s.ok()) return s;
   rec::Drainer drainer(trace, out, /*consume=*/true, std::move(at_attach));
   s = drainer.write_meta(true);
@@ -342,8 +348,9 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
 Result<RecordSummary> write_snapshot(Trace& trace, const std::string& output, bool compress) {
   rec::FileWriter out;
   const ProcessInfo& p = trace.process();
-  Status s = out.open(output, p.pid,
-                      p.alive ? file::FileKind::kSnapshot : file::FileKind::kRecovered, compress);
+  Status s =
+      out.open(output, p.pid, p.alive ? file::FileKind::kSnapshot : file::FileKind::kRecovered,
+               compress, trace.source_fd());
   if (!s.ok()) return s;
   rec::Drainer drainer(trace, out, /*consume=*/false);
   uint64_t moved = 0;

@@ -125,7 +125,8 @@ TEST_F(ExportTest, BadInputGivesOneLineErrors) {
       {"export" + src + " -f xml -o " + path("x"), "unknown export format 'xml'"},
       {"export" + src + " -f ctf -o /proc/nanotrace/ctf",
        "cannot create directory /proc/nanotrace/ctf"},
-      {"export" + src + " -f ctf -o " + sim.path(), "exists and is not a directory"},
+      {"export" + src + " -f ctf -o " + sim.path(), "is the source being read"},
+      {"export" + src + " -f ctf -o " + path("plain"), "exists and is not a directory"},
       {"export" + src + " -f jsonl -o /nonexistent-dir/x.jsonl",
        "cannot create /nonexistent-dir/x.jsonl"},
       {"report" + src + " -o /nonexistent-dir/r.html", "cannot create /nonexistent-dir/r.html"},
@@ -133,6 +134,7 @@ TEST_F(ExportTest, BadInputGivesOneLineErrors) {
        "has no field 'zzz'"},
       {"export /dev/shm/nanotrace-0 -f csv -o -", "nanotrace-0"},
   };
+  std::ofstream(path("plain")) << "a file";
   for (const Case& c : cases) {
     Proc r = run(kCli + " " + c.args);
     EXPECT_NE(r.code, 0) << c.args;

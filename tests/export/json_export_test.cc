@@ -2,6 +2,7 @@
 // JSON parsed back with nlohmann-json (slices, thread names, the exact text of every kind of
 // value), Perfetto protobuf decoded by a small decoder written here.
 #include "export_fixture.hpp"
+#include "protobuf_decode.hpp"
 
 namespace nanotrace_export_test {
 namespace {
@@ -12,9 +13,9 @@ TEST_F(ExportTest, JsonlMatchesDumpAndCsvHasEveryRecord) {
   ASSERT_EQ(j.code, 0) << j.err;
   Proc d = run(kCli + " dump --json " + helper.path());
   ASSERT_EQ(d.code, 0);
-  std::vector<std::string> jl = lines(j.out), dl = lines(d.out);
-  ASSERT_EQ(jl.size(), dl.size());
-  for (size_t i = 0; i < jl.size(); ++i) EXPECT_EQ(json::parse(jl[i]), json::parse(dl[i]));
+  EXPECT_EQ(j.out, d.out);  // the same objects, byte for byte
+  std::vector<std::string> dl = lines(d.out);
+  for (const std::string& l : dl) EXPECT_TRUE(json::parse(l).is_object());
 
   std::string csv = path("t.csv");
   Proc c = run(kCli + " export " + helper.path() + " -f csv -o " + csv);
@@ -79,56 +80,6 @@ TEST_F(ExportTest, ChromeJsonParsesWithSlicesAndThreadNames) {
   EXPECT_EQ(unmatched_begins, 5);
   EXPECT_EQ(unmatched_ends, 2);
   EXPECT_TRUE(doc["otherData"]["lost"].is_object());
-}
-
-// --- A small protobuf decoder for the Perfetto test. ---
-struct Field {
-  uint32_t number;
-  uint32_t wire;
-  uint64_t varint = 0;
-  std::string bytes;
-};
-
-bool decode(const std::string& buf, std::vector<Field>* out) {
-  size_t i = 0;
-  auto varint = [&](uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (i >= buf.size()) return false;
-      auto b = static_cast<uint8_t>(buf[i++]);
-      *v |= uint64_t(b & 0x7f) << shift;
-      if (!(b & 0x80)) return true;
-    }
-    return false;
-  };
-  while (i < buf.size()) {
-    uint64_t key;
-    if (!varint(&key)) return false;
-    Field f{static_cast<uint32_t>(key >> 3), static_cast<uint32_t>(key & 7)};
-    if (f.wire == 0) {
-      if (!varint(&f.varint)) return false;
-    } else if (f.wire == 1) {
-      if (i + 8 > buf.size()) return false;
-      std::memcpy(&f.varint, buf.data() + i, 8);
-      i += 8;
-    } else if (f.wire == 2) {
-      uint64_t n;
-      if (!varint(&n) || i + n > buf.size()) return false;
-      f.bytes = buf.substr(i, n);
-      i += n;
-    } else {
-      return false;
-    }
-    out->push_back(std::move(f));
-  }
-  return true;
-}
-
-const Field* find(const std::vector<Field>& fs, uint32_t number) {
-  for (const Field& f : fs) {
-    if (f.number == number) return &f;
-  }
-  return nullptr;
 }
 
 TEST_F(ExportTest, PerfettoProtobufDecodes) {
@@ -211,7 +162,8 @@ TEST_F(ExportTest, PerfettoProtobufDecodes) {
 }
 
 // The exact text of every kind of value in Chrome JSON: escapes, invalid UTF-8 (U+FFFD), the
-// longest string, extreme integers, doubles (shortest round trip; non-finite ones quoted),
+// longest string, extreme integers, doubles (shortest round trip, always with a point or an
+// exponent; non-finite ones as "NaN", "Infinity", "-Infinity"),
 // pointers, and a string slice id. Traced by this process, exported from its own segment.
 TEST_F(ExportTest, ChromeJsonEncodesEveryValueExactly) {
   const std::string escapes(nanotrace::abi::kMaxStringBytes, '\x01');  // the most a record expands
@@ -247,9 +199,9 @@ TEST_F(ExportTest, ChromeJsonEncodesEveryValueExactly) {
            std::string(R"("cut":"x\ufffd","empty":"",)"),
            R"("i8":-128,"min":-9223372036854775808,"max":9223372036854775807,"neg":-1,)"
            R"("u64":18446744073709551615,"u8":255})",
-           R"("zero":0,"negzero":-0,"tenth":0.1,"small":1e-07,"big":1e+300,"half":12.5,)"
-           R"("milli":-0.001,"e15":1000000000000000,"most":999999999999.999,"nan":"nan",)"
-           R"("inf":"inf","ninf":"-inf","f32":0.10000000149011612,"tiny":5e-324,)"
+           R"("zero":0.0,"negzero":-0.0,"tenth":0.1,"small":1e-07,"big":1e+300,"half":12.5,)"
+           R"("milli":-0.001,"e15":1000000000000000.0,"most":999999999999.999,"nan":"NaN",)"
+           R"("inf":"Infinity","ninf":"-Infinity","f32":0.10000000149011612,"tiny":5e-324,)"
            R"("max":1.7976931348623157e+308})",
            R"("null":"0x0","ptr":"0xdeadbeef","maxptr":"0xffffffffffffffff","yes":true,)"
            R"("no":false})",

@@ -3,9 +3,10 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "base/utf8.hpp"
+#include "export/json_lines.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace::cli {
@@ -20,31 +21,12 @@ bool selected(const std::vector<std::string>& filters, const EventInfo& e) {
   return false;
 }
 
-nlohmann::json field_json(const FieldValue& v) {
-  using abi::FieldType;
-  switch (v.type) {
-    case FieldType::kI8:
-    case FieldType::kI16:
-    case FieldType::kI32:
-    case FieldType::kI64:
-      return static_cast<int64_t>(v.bits);
-    case FieldType::kF32:
-    case FieldType::kF64:
-      return v.as_double();
-    case FieldType::kBool:
-      return v.bits != 0;
-    case FieldType::kString:
-      return std::string(v.text);
-    case FieldType::kPointer:
-      return fmt::format("0x{:x}", v.bits);
-    default:
-      return v.bits;
-  }
-}
-
 }  // namespace
 
 int cmd_dump(const std::string& source, const DumpOptions& options) {
+  if (options.limit < 0) {
+    return fail(Status::Invalid("-n/--limit must be a number of records >= 0 (0: no limit)"));
+  }
   auto opened = open_source(source);
   if (!opened.ok()) return fail(opened.status());
   Trace& trace = **opened;
@@ -55,26 +37,27 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
   }
   auto records = trace.read_all();
   const std::vector<ThreadStats>& threads = records->threads();
+  // Text is data: JSON goes through the exporters' encoder (JSON lines are these objects),
+  // text through utf8::escape_text (a string field cannot forge a line).
+  exporter::JsonLineEncoder encoder;
+  if (options.json) encoder.prepare(trace, threads);
+  std::vector<std::string> thread_names;
+  for (const ThreadStats& s : threads) thread_names.push_back(utf8::escape_text(s.info.name));
   Record r;
   uint64_t printed = 0;
-  std::string line;
+  fmt::memory_buffer line;
   while (records->next(&r)) {
     if (!selected(options.events, *r.event)) continue;
-    const ThreadInfo& t = threads[r.thread].info;
     if (options.json) {
-      nlohmann::json fields = nlohmann::json::object();
-      for (uint32_t i = 0; i < r.field_count; ++i) {
-        fields[r.event->fields[i].name] = field_json(r.values[i]);
-      }
-      nlohmann::json j = {
-          {"time_ns", r.time_ns},          {"tid", t.tid},    {"thread", t.name}, {"seq", r.seq},
-          {"event", r.event->full_name()}, {"fields", fields}};
-      fmt::print("{}\n", j.dump());
+      line.clear();
+      encoder.encode(line, r);
+      std::fwrite(line.data(), 1, line.size(), stdout);
     } else {
-      fmt::print("{:>15} {:>7} {:<15} {:<28} {}\n", r.time_ns, t.tid, t.name, r.event->full_name(),
-                 format_fields(r));
+      fmt::print("{:>15} {:>7} {:<15} {:<28} {}\n", r.time_ns, threads[r.thread].info.tid,
+                 thread_names[r.thread], utf8::escape_text(r.event->full_name()),
+                 utf8::escape_text(format_fields(r)));
     }
-    if (options.limit && ++printed >= options.limit) break;
+    if (options.limit > 0 && ++printed >= static_cast<uint64_t>(options.limit)) break;
   }
   std::fflush(stdout);
   if (!options.json) {
@@ -82,7 +65,8 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
       if (s.lost() || s.corrupt_blocks) {
         std::fprintf(stderr,
                      "thread %u (%s): %llu records lost (%llu overwritten, %llu dropped)%s\n",
-                     s.info.tid, s.info.name.c_str(), static_cast<unsigned long long>(s.lost()),
+                     s.info.tid, utf8::escape_text(s.info.name).c_str(),
+                     static_cast<unsigned long long>(s.lost()),
                      static_cast<unsigned long long>(s.overwritten),
                      static_cast<unsigned long long>(s.dropped),
                      s.corrupt_blocks ? ", corrupt blocks skipped" : "");

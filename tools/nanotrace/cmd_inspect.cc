@@ -5,14 +5,21 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "base/utf8.hpp"
 #include "nanotrace/controller.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace::cli {
 
 int fail(const Status& status) {
-  std::fprintf(stderr, "nanotrace: %s\n", status.message().c_str());
+  std::fprintf(stderr, "nanotrace: %s\n", utf8::escape_text(status.message()).c_str());
   return 1;
+}
+
+std::string dump_json(const nlohmann::json& j) {
+  // Strings are made valid UTF-8 (utf8::valid) before they get here; replace is the backstop
+  // that keeps nlohmann from throwing on a string that was missed.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Result<std::unique_ptr<Trace>> open_source(const std::string& source, bool writable) {
@@ -28,12 +35,13 @@ int cmd_list(bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const ProcessEntry& e : all) {
-      nlohmann::json j = {{"pid", e.info.pid}, {"path", e.info.path}};
+      nlohmann::json j = {{"pid", e.info.pid}, {"path", utf8::valid(e.info.path)}};
       if (!e.error.empty()) {
-        j["error"] = e.error;
+        j["error"] = utf8::valid(e.error);
       } else {
-        j.update({{"name", e.info.user_name.empty() ? e.info.process_name : e.info.user_name},
-                  {"process", e.info.process_name},
+        j.update({{"name",
+                   utf8::valid(e.info.user_name.empty() ? e.info.process_name : e.info.user_name)},
+                  {"process", utf8::valid(e.info.process_name)},
                   {"alive", e.info.alive},
                   {"threads", e.threads},
                   {"mode", mode_name(e.info.mode)},
@@ -43,22 +51,23 @@ int cmd_list(bool json) {
       }
       out.push_back(j);
     }
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", dump_json(out));
     return 0;
   }
   fmt::print("{:>8}  {:<16} {:<6} {:>7}  {:<9} {:>10} {:>12} {:>10}\n", "PID", "NAME", "ALIVE",
              "THREADS", "MODE", "BYTES", "EVENTS", "LOST");
   for (const ProcessEntry& e : all) {
     if (!e.error.empty()) {
-      fmt::print("{:>8}  unreadable: {}\n", e.info.pid, e.error);
+      fmt::print("{:>8}  unreadable: {}\n", e.info.pid, utf8::escape_text(e.error));
       continue;
     }
-    std::string name = e.info.user_name.empty() ? e.info.process_name : e.info.user_name;
+    std::string name =
+        utf8::escape_text(e.info.user_name.empty() ? e.info.process_name : e.info.user_name);
     // A segment set aside after its pid was reused is named by its path (recover takes it).
     bool aside = e.info.path != "/dev/shm/nanotrace-" + std::to_string(e.info.pid);
     fmt::print("{:>8}  {:<16} {:<6} {:>7}  {:<9} {:>10} {:>12} {:>10}{}\n", e.info.pid, name,
                e.info.alive ? "yes" : "no", e.threads, mode_name(e.info.mode), e.resident_bytes,
-               e.events, e.lost, aside ? "  " + e.info.path : "");
+               e.events, e.lost, aside ? "  " + utf8::escape_text(e.info.path) : "");
   }
   return 0;
 }
@@ -76,26 +85,27 @@ int cmd_events(const std::string& source, bool json) {
     if (json) {
       nlohmann::json fields = nlohmann::json::array();
       for (const FieldInfo& f : e.fields) {
-        fields.push_back({{"name", f.name}, {"type", field_type_name(f.type)}});
+        fields.push_back({{"name", utf8::valid(f.name)}, {"type", field_type_name(f.type)}});
       }
       out.push_back({{"id", e.id},
-                     {"group", e.group},
-                     {"event", e.name},
+                     {"group", utf8::valid(e.group)},
+                     {"event", utf8::valid(e.name)},
                      {"enabled", on},
-                     {"format", e.format},
+                     {"format", utf8::valid(e.format)},
                      {"fields", fields},
-                     {"file", e.file},
+                     {"file", utf8::valid(e.file)},
                      {"line", e.line}});
       continue;
     }
     std::string fields;
     for (const FieldInfo& f : e.fields) {
-      fields += fmt::format("{}{}:{}", fields.empty() ? "" : " ", f.name, field_type_name(f.type));
+      fields += fmt::format("{}{}:{}", fields.empty() ? "" : " ", utf8::escape_text(f.name),
+                            field_type_name(f.type));
     }
-    fmt::print("{:>5}  {:<32} {:<4} {:<40} {}:{}\n", e.id, e.full_name(), on ? "yes" : "no", fields,
-               e.file, e.line);
+    fmt::print("{:>5}  {:<32} {:<4} {:<40} {}:{}\n", e.id, utf8::escape_text(e.full_name()),
+               on ? "yes" : "no", fields, utf8::escape_text(e.file), e.line);
   }
-  if (json) fmt::print("{}\n", out.dump(2));
+  if (json) fmt::print("{}\n", dump_json(out));
   return 0;
 }
 

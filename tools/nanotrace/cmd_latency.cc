@@ -7,6 +7,7 @@
 
 #include "analysis_commands.hpp"
 #include "commands.hpp"
+#include "base/utf8.hpp"
 #include "nanotrace/analysis.hpp"
 
 namespace nanotrace::cli {
@@ -60,10 +61,10 @@ int cmd_latency(const LatencyArgs& args) {
   if (!result.ok()) return fail(result.status());
   const LatencyReport& rep = *result;
   if (args.json) {
-    nlohmann::json j = {{"begin", rep.rule.begin},
-                        {"end", rep.rule.end},
-                        {"key", rep.rule.key},
-                        {"by", rep.by},
+    nlohmann::json j = {{"begin", utf8::valid(rep.rule.begin)},
+                        {"end", utf8::valid(rep.rule.end)},
+                        {"key", utf8::valid(rep.rule.key)},
+                        {"by", utf8::valid(rep.by)},
                         {"records", rep.records},
                         {"begins", rep.begins},
                         {"ends", rep.ends},
@@ -76,7 +77,7 @@ int cmd_latency(const LatencyArgs& args) {
     nlohmann::json groups = nlohmann::json::array();
     for (const LatencyStats& g : rep.groups) {
       nlohmann::json gj = stats_json(g);
-      gj["value"] = g.by_value;
+      gj["value"] = utf8::valid(g.by_value);
       groups.push_back(gj);
     }
     j["groups"] = groups;
@@ -86,17 +87,18 @@ int cmd_latency(const LatencyArgs& args) {
                      {"begin_ns", p.begin_ns},
                      {"begin_realtime_ns", p.begin_realtime_ns},
                      {"tid", p.tid},
-                     {"thread", p.thread},
-                     {"key", p.key},
-                     {"by", p.by_value}});
+                     {"thread", utf8::valid(p.thread)},
+                     {"key", utf8::valid(p.key)},
+                     {"by", utf8::valid(p.by_value)}});
     }
     j["top"] = top;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", dump_json(j));
     return 0;
   }
   fmt::print("{} -> {} matched on {}: {} pairs, {} unmatched begins, {} unmatched ends\n",
-             rep.rule.begin, rep.rule.end, rep.rule.key, rep.overall.count,
-             rep.overall.unmatched_begins, rep.unmatched_ends);
+             utf8::escape_text(rep.rule.begin), utf8::escape_text(rep.rule.end),
+             utf8::escape_text(rep.rule.key), rep.overall.count, rep.overall.unmatched_begins,
+             rep.unmatched_ends);
   if (rep.lost > 0 || rep.corrupt_blocks > 0) {
     fmt::print(
         "the trace lost {} records{}: unmatched records may have lost their partner\n", rep.lost,
@@ -110,19 +112,20 @@ int cmd_latency(const LatencyArgs& args) {
   }
   fmt::print("percentiles: nearest rank over all {} latencies (exact)\n\n", rep.overall.count);
   fmt::print("{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
-             rep.by.empty() ? "" : rep.by, "count", "min", "p50", "p90", "p99", "p99.9", "max",
-             "mean", "unmatched");
+             utf8::escape_text(rep.by), "count", "min", "p50", "p90", "p99", "p99.9", "max", "mean",
+             "unmatched");
   print_row("all", rep.overall);
-  for (const LatencyStats& g : rep.groups) print_row(g.by_value, g);
+  for (const LatencyStats& g : rep.groups) print_row(utf8::escape_text(g.by_value), g);
   fmt::print("\nhistogram (all, log2 buckets):\n");
   print_histogram(rep.overall);
   if (!rep.top.empty()) {
     fmt::print("\nslowest {} pairs (begin time as `nanotrace dump` prints it):\n", rep.top.size());
     fmt::print("  {:>10} {:>15} {:>7} {:<15} {:<20}{}\n", "latency", "begin_ns", "tid", "thread",
-               "key", rep.by.empty() ? "" : " " + rep.by);
+               "key", rep.by.empty() ? "" : " " + utf8::escape_text(rep.by));
     for (const SlowPair& p : rep.top) {
       fmt::print("  {:>10} {:>15} {:>7} {:<15} {:<20}{}\n", human(p.latency_ns), p.begin_ns, p.tid,
-                 p.thread, p.key, rep.by.empty() ? "" : " " + p.by_value);
+                 utf8::escape_text(p.thread), utf8::escape_text(p.key),
+                 rep.by.empty() ? "" : " " + utf8::escape_text(p.by_value));
     }
   }
   return 0;

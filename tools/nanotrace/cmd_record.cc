@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "base/utf8.hpp"
 #include "nanotrace/record.hpp"
 #include "record_commands.hpp"
 
@@ -22,10 +23,11 @@ void print_losses(const RecordSummary& s) {
   std::fprintf(stderr, "%-8s %-16s %12s %12s %12s %12s\n", "TID", "THREAD", "RECORDS",
                "OVERWRITTEN", "DROPPED", "RECLAIMED");
   for (const RecordedThread& t : s.threads) {
-    std::fprintf(
-        stderr, "%-8u %-16s %12llu %12llu %12llu %12llu\n", t.tid, t.name.c_str(),
-        static_cast<unsigned long long>(t.records), static_cast<unsigned long long>(t.overwritten),
-        static_cast<unsigned long long>(t.dropped), static_cast<unsigned long long>(t.reclaimed));
+    std::fprintf(stderr, "%-8u %-16s %12llu %12llu %12llu %12llu\n", t.tid,
+                 utf8::escape_text(t.name).c_str(), static_cast<unsigned long long>(t.records),
+                 static_cast<unsigned long long>(t.overwritten),
+                 static_cast<unsigned long long>(t.dropped),
+                 static_cast<unsigned long long>(t.reclaimed));
   }
   std::fprintf(stderr, "process: lost_no_slot %llu, lost_reclaimed %llu; total lost %llu\n",
                static_cast<unsigned long long>(s.lost_no_slot),
@@ -35,7 +37,8 @@ void print_losses(const RecordSummary& s) {
   // number says how many); say that it was damage.
   for (const RecordedThread& t : s.threads) {
     if (t.corrupt_blocks == 0) continue;
-    std::fprintf(stderr, "thread %u (%s): %llu corrupt blocks skipped\n", t.tid, t.name.c_str(),
+    std::fprintf(stderr, "thread %u (%s): %llu corrupt blocks skipped\n", t.tid,
+                 utf8::escape_text(t.name).c_str(),
                  static_cast<unsigned long long>(t.corrupt_blocks));
   }
 }
@@ -112,7 +115,9 @@ int cmd_record(const RecordCommands& c) {
   std::fprintf(stderr, "recorded %llu records (%.1f MB of rings, %.1f MB file) in %.2f s: %s\n",
                static_cast<unsigned long long>(s.records), double(s.data_bytes) / 1e6,
                double(s.file_bytes) / 1e6, s.seconds, s.reason.c_str());
-  if (!s.stop_match.empty()) std::fprintf(stderr, "stopped on %s\n", s.stop_match.c_str());
+  if (!s.stop_match.empty()) {
+    std::fprintf(stderr, "stopped on %s\n", utf8::escape_text(s.stop_match).c_str());
+  }
   for (const std::string& f : s.snapshots)
     std::fprintf(stderr, "snapshot written: %s\n", f.c_str());
   print_losses(s);
@@ -152,7 +157,7 @@ int cmd_clean(const RecordCommands& c) {
       continue;
     }
     fmt::print("{} {} (pid {}, {}, {} bytes)\n", c.dry_run ? "would remove" : "removed", s.path,
-               s.pid, s.name.empty() ? "unreadable" : s.name, s.bytes);
+               s.pid, s.name.empty() ? "unreadable" : utf8::escape_text(s.name), s.bytes);
   }
   return status;
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "base/utf8.hpp"
 #include "nanotrace/analysis.hpp"
 
 namespace nanotrace::cli {
@@ -23,14 +24,15 @@ int cmd_stats(const std::string& source, bool json) {
   if (json) {
     nlohmann::json events = nlohmann::json::array();
     for (const EventCount& e : st.events) {
-      events.push_back(
-          {{"event", e.event}, {"count", e.rate.count}, {"rate_per_s", e.rate.per_second()}});
+      events.push_back({{"event", utf8::valid(e.event)},
+                        {"count", e.rate.count},
+                        {"rate_per_s", e.rate.per_second()}});
     }
     nlohmann::json ths = nlohmann::json::array();
     for (size_t i = 0; i < threads.size(); ++i) {
       const ThreadStats& s = threads[i];
       ths.push_back({{"tid", s.info.tid},
-                     {"name", s.info.name},
+                     {"name", utf8::valid(s.info.name)},
                      {"state", s.info.state == abi::SlotState::kExited ? "exited" : "active"},
                      {"records", s.records},
                      {"written", s.info.written},
@@ -51,11 +53,11 @@ int cmd_stats(const std::string& source, bool json) {
                           {"lost_reclaimed", p.lost_reclaimed},
                           {"events", events},
                           {"threads", ths}};
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", dump_json(out));
     return 0;
   }
   fmt::print("process {} ({}), {}, mode {}: {} records over {:.3f} s ({:.0f}/s), {} lost\n", p.pid,
-             p.user_name.empty() ? p.process_name : p.user_name,
+             utf8::escape_text(p.user_name.empty() ? p.process_name : p.user_name),
              p.alive ? "running" : "not running", mode_name(p.mode), st.total.count, span_s,
              st.total.per_second(), lost);
   if (p.lost_no_slot || p.lost_reclaimed) {
@@ -64,15 +66,17 @@ int cmd_stats(const std::string& source, bool json) {
   }
   fmt::print("\n{:<32} {:>12} {:>14}\n", "EVENT", "COUNT", "RATE/s");
   for (const EventCount& e : st.events) {
-    fmt::print("{:<32} {:>12} {:>14.0f}\n", e.event, e.rate.count, e.rate.per_second());
+    fmt::print("{:<32} {:>12} {:>14.0f}\n", utf8::escape_text(e.event), e.rate.count,
+               e.rate.per_second());
   }
   fmt::print("\n{:>8} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "TID", "THREAD",
              "STATE", "RECORDS", "WRITTEN", "RATE/s", "LOST", "OVERWR", "DROPPED");
   for (size_t i = 0; i < threads.size(); ++i) {
     const ThreadStats& s = threads[i];
     fmt::print("{:>8} {:<16} {:<7} {:>12} {:>12} {:>14.0f} {:>12} {:>10} {:>10}\n", s.info.tid,
-               s.info.name, s.info.state == abi::SlotState::kExited ? "exited" : "active",
-               s.records, s.info.written, st.thread_rates[i].per_second(), s.lost(), s.overwritten,
+               utf8::escape_text(s.info.name),
+               s.info.state == abi::SlotState::kExited ? "exited" : "active", s.records,
+               s.info.written, st.thread_rates[i].per_second(), s.lost(), s.overwritten,
                s.dropped);
   }
   return 0;

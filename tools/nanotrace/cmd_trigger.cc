@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "commands.hpp"
+#include "base/utf8.hpp"
 #include "nanotrace/controller.hpp"
 #include "nanotrace/trigger.hpp"
 
@@ -68,8 +69,8 @@ int cmd_status(const std::string& source) {
                       : p.state == abi::ProcessState::kExited ? "exited"
                       : p.alive                               ? "running"
                                                               : "gone (no clean exit)";
-  fmt::print("process {} ({}): {}\n", p.pid, p.user_name.empty() ? p.process_name : p.user_name,
-             state);
+  fmt::print("process {} ({}): {}\n", p.pid,
+             utf8::escape_text(p.user_name.empty() ? p.process_name : p.user_name), state);
   if (p.state == abi::ProcessState::kCrashed) {
     fmt::print("  crashed on signal {} ({}) in thread {}\n", p.crash_signal,
                strsignal(static_cast<int>(p.crash_signal)), p.crash_tid);
@@ -78,11 +79,12 @@ int cmd_status(const std::string& source) {
              p.consumer_pid ? std::to_string(p.consumer_pid) : std::string("none"));
   const TriggerInfo& trig = p.trigger;
   fmt::print("  trigger: {}{}\n", trigger_state_name(trig.state),
-             trig.expression.empty() ? "" : " on " + trig.expression);
+             trig.expression.empty() ? "" : " on " + utf8::escape_text(trig.expression));
   if (trig.state == abi::TriggerState::kFired || trig.state == abi::TriggerState::kFrozen) {
     const EventInfo* e = t.event_by_id(trig.event);
-    fmt::print("  matched {} record #{} of thread {} at {} ns\n", e ? e->full_name() : "?",
-               trig.seq, trig.tid, t.ticks_to_ns(trig.ticks));
+    fmt::print("  matched {} record #{} of thread {} at {} ns\n",
+               e ? utf8::escape_text(e->full_name()) : "?", trig.seq, trig.tid,
+               t.ticks_to_ns(trig.ticks));
     if (trig.state == abi::TriggerState::kFrozen) {
       fmt::print("  frozen at {} ns ({} ns after the match)\n", t.ticks_to_ns(trig.frozen_ticks),
                  t.ticks_to_ns(trig.frozen_ticks) - t.ticks_to_ns(trig.ticks));

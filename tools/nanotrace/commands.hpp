@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 namespace nanotrace::cli {
 
 int fail(const Status& status);
+// j as indented JSON text that is valid UTF-8 whatever its strings hold.
+std::string dump_json(const nlohmann::json& j);
 // Trace::open, then one "nanotrace: warning: ..." line on stderr if part of a trace file had
 // to be ignored (a torn or damaged tail).
 Result<std::unique_ptr<Trace>> open_source(const std::string& source, bool writable = false);
@@ -22,7 +25,7 @@ int cmd_enable(const std::string& source, const std::vector<std::string>& groups
 
 struct DumpOptions {
   bool json = false;
-  uint64_t limit = 0;               // 0 = no limit
+  int64_t limit = 0;                // 0 = no limit; negative is refused
   std::vector<std::string> events;  // group:event or group filters; empty = all
 };
 int cmd_dump(const std::string& source, const DumpOptions& options);
