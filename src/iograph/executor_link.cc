@@ -70,8 +70,8 @@ class LinkExecutor final : public ExecutorBase {
  private:
   void on_completion(const Graph& graph, RunResult& result, uint32_t v, int res, uint64_t t) {
     const uint64_t gid = graph_id_;
-    NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={}", gid, v, backend_,
-              res);
+    NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={} lat_us={}", gid, v,
+              backend_, res, in_flight_us(result, v, t));
     NodeRecord& rec = result.nodes[v];
     const bool cancelled_link = res == -ECANCELED && rec.linked_after >= 0;
     if (cancelled_link) {

@@ -41,8 +41,8 @@ class ReadyExecutor final : public ExecutorBase {
       t = now();
       inflight -= reap([&](uint32_t v, int res) {
         const Outcome outcome = complete(result, v, graph.node(v), res, t);
-        NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={}", gid, v, backend_,
-                  res);
+        NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={} lat_us={}", gid, v,
+                  backend_, res, in_flight_us(result, v, t));
         if (outcome == Outcome::kPartial) {
           ready_.push_back(v);
         } else if (outcome == Outcome::kDone) {

@@ -28,8 +28,9 @@ class SyncExecutor final : public ExecutorBase {
         const int res = execute_blocking(id, node);
         outcome = complete(result, id, node, res, now());
       } while (outcome == Outcome::kPartial);
-      NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={}", gid, id, backend_,
-                result.nodes[id].result);
+      NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={} lat_us={}", gid, id,
+                backend_, result.nodes[id].result,
+                in_flight_us(result, id, result.nodes[id].complete_ns));
     }
     finish(graph, result);
     return Status::Ok();
