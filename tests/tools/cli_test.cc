@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -126,6 +127,44 @@ TEST_F(CliTest, DisableAndEnableAGroupFromOutside) {
   EXPECT_TRUE(debug_on());
 }
 
+// One grammar for a group list wherever one is accepted, with one error text.
+TEST_F(CliTest, GroupListsShareOneGrammarAndOneError) {
+  auto enabled = [&] {
+    std::map<std::string, bool> on;
+    for (const json& e : run_json("events --json " + pid_)) on[e["group"]] = e["enabled"];
+    return on;
+  };
+  int code = 0;
+  std::string out = run_command(kCli + " disable " + pid_ + " all,-io", &code);
+  ASSERT_EQ(code, 0) << out;
+  std::map<std::string, bool> on = enabled();
+  EXPECT_TRUE(on["io"]);
+  EXPECT_FALSE(on["debug"]);
+  EXPECT_FALSE(on["app"]);
+  out = run_command(kCli + " enable " + pid_ + " debug app", &code);  // two words, one list
+  ASSERT_EQ(code, 0) << out;
+  on = enabled();
+  EXPECT_TRUE(on["debug"] && on["app"] && on["io"]);
+
+  const std::string trace = "/tmp/cli-test-groups-" + pid_ + ".ntr";
+  const std::string iograph = std::string(NANOTRACE_BIN_DIR) + "/iograph";
+  const std::string expected = "no group named 'nosuch' (groups: ";
+  for (const std::string& command :
+       {kCli + " enable " + pid_ + " io,nosuch", kCli + " disable " + pid_ + " all,-nosuch",
+        kCli + " record " + pid_ + " --duration 1 --groups all,-nosuch -o " + trace,
+        iograph + " perf --time 0.2 --trace nosuch"}) {
+    out = run_command(command + " 2>&1", &code);
+    EXPECT_NE(code, 0) << command;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << command << ": " << out;
+    EXPECT_NE(out.find(expected), std::string::npos) << command << ": " << out;
+  }
+  unlink(trace.c_str());
+  EXPECT_TRUE(enabled()["debug"]) << "a refused list must change nothing";
+  // `all` is a group list for iograph too.
+  out = run_command(iograph + " perf --time 0.2 --slice-ms 10 --trace all 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+}
+
 TEST_F(CliTest, BadInputGivesOneLineAndNonZeroExit) {
   struct Case {
     std::string args;
@@ -134,7 +173,7 @@ TEST_F(CliTest, BadInputGivesOneLineAndNonZeroExit) {
   const Case cases[] = {
       {"dump 999999", "no process 999999"},
       {"stats notapid/../x", "no nanotrace segment"},
-      {"enable " + pid_ + " nosuchgroup", "no group 'nosuchgroup'"},
+      {"enable " + pid_ + " nosuchgroup", "no group named 'nosuchgroup'"},
       {"dump " + pid_ + " -e io:nosuch", "no event or group 'io:nosuch'"},
       {"events name:nobody-has-this-name", "no live traced process named"},
       {"arm " + pid_ + " 'io:nosuch'", "no event io:nosuch"},
