@@ -85,7 +85,7 @@ class JsonlWriter : public LineWriter {
     append(b, event_[id]);
     for (uint32_t i = 0; i < r.field_count; ++i) {
       append(b, keys_[id][i]);
-      json_value(b, r.values[i]);
+      json_value(b, display_value(r, i));
     }
     append(b, "}}\n");
     out_.maybe_flush();
@@ -165,7 +165,7 @@ class CsvWriter : public LineWriter {
     const std::vector<int>& map = field_of_column_[id];
     for (size_t c = 0; c < columns_; ++c) {
       b.push_back(',');
-      if (map[c] >= 0) csv_value(b, r.values[map[c]]);
+      if (map[c] >= 0) csv_value(b, display_value(r, static_cast<uint32_t>(map[c])));
     }
     b.push_back('\n');
     out_.maybe_flush();

@@ -64,7 +64,7 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
     if (options.json) {
       nlohmann::json fields = nlohmann::json::object();
       for (uint32_t i = 0; i < r.field_count; ++i) {
-        fields[r.event->fields[i].name] = field_json(r.values[i]);
+        fields[r.event->fields[i].name] = field_json(display_value(r, i));
       }
       nlohmann::json j = {
           {"time_ns", r.time_ns},          {"tid", t.tid},    {"thread", t.name}, {"seq", r.seq},
