@@ -6,7 +6,7 @@ PACKAGES := build-essential cmake pkg-config clang clang-format liburing-dev lib
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build build-asan test test-release test-asan demo bench format format-check install clean
+.PHONY: all setup build build-asan test test-release test-asan demo demo-check bench format format-check install clean
 
 all: build
 
@@ -34,10 +34,22 @@ test-release: build
 test-asan: build-asan
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j$(JOBS) -LE no-asan
 
-test: format-check test-release test-asan
+test: format-check test-release test-asan demo-check
 
 demo: build
 	./scripts/demo.sh
+
+# The demo must not fail by accident: three runs in a row, their output in
+# build/demo-check.log, printed only when a run fails.
+demo-check: build
+	@log=build/demo-check.log; : >$$log; \
+	for run in 1 2 3; do \
+	  echo "== demo run $$run ==" >>$$log; \
+	  if ! ./scripts/demo.sh >>$$log 2>&1; then \
+	    cat $$log; echo "demo-check: run $$run of 3 failed (log: $$log)"; exit 1; \
+	  fi; \
+	done; \
+	echo "demo: 3 runs ok"
 
 bench: build
 	./scripts/bench.sh

@@ -24,10 +24,14 @@
 
 #include "iograph/graph.hpp"
 #include "iograph/target.hpp"
+#include "nanotrace/enum.hpp"
 
 namespace iograph {
 
 enum class Backend : uint8_t { kSync, kUringReady, kUringLevel, kUringLink };
+// Traced backend fields print these names (nanotrace/enum.hpp); backend_name() gives the same.
+NANOTRACE_ENUM(Backend, {Backend::kSync, "sync"}, {Backend::kUringReady, "uring-ready"},
+               {Backend::kUringLevel, "uring-level"}, {Backend::kUringLink, "uring-link"});
 
 // "sync", "uring-ready", "uring-level", "uring-link".
 std::string_view backend_name(Backend backend);
@@ -46,6 +50,8 @@ struct ExecOptions {
 };
 
 enum class NodeState : uint8_t { kPending, kOk, kFailed, kSkipped };
+NANOTRACE_ENUM(NodeState, {NodeState::kPending, "pending"}, {NodeState::kOk, "ok"},
+               {NodeState::kFailed, "failed"}, {NodeState::kSkipped, "skipped"});
 
 struct NodeRecord {
   NodeState state = NodeState::kPending;

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nanotrace/enum.hpp"
 #include "nanotrace/status.hpp"
 
 namespace iograph {
@@ -23,6 +24,9 @@ using nanotrace::Result;
 using nanotrace::Status;
 
 enum class OpKind : uint8_t { kRead, kWrite, kFsync, kNop };
+// Traced op fields print these names (nanotrace/enum.hpp); op_name() gives the same.
+NANOTRACE_ENUM(OpKind, {OpKind::kRead, "read"}, {OpKind::kWrite, "write"},
+               {OpKind::kFsync, "fsync"}, {OpKind::kNop, "nop"});
 
 // "read", "write", "fsync", "nop".
 std::string_view op_name(OpKind op);

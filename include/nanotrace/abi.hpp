@@ -194,8 +194,10 @@ struct EventEntry {
   uint32_t line;
   uint8_t field_count;  // <= kMaxFields
   uint8_t reserved[3];
-  uint32_t field_names[kMaxFields];  // string pool offsets
-  uint8_t field_types[kMaxFields];   // FieldType
+  // String pool offsets: "name", or "name:0=label,1=label" for an enum field with value
+  // names (nanotrace/enum.hpp; docs/format.md, "Enum fields").
+  uint32_t field_names[kMaxFields];
+  uint8_t field_types[kMaxFields];  // FieldType
 };
 static_assert(sizeof(EventEntry) == 24 + 64 + 16);
 

@@ -23,9 +23,18 @@
 
 namespace nanotrace {
 
+// A name an enum field's value carries (nanotrace/enum.hpp).
+struct ValueName {
+  int64_t value = 0;
+  std::string name;
+};
+
 struct FieldInfo {
   std::string name;
   abi::FieldType type = abi::FieldType::kNone;
+  std::vector<ValueName> value_names;  // empty unless the field is an enum with names
+  // The name of an integer value, or null when it has none.
+  const std::string* name_of(uint64_t bits) const;
 };
 
 struct EventInfo {
@@ -264,6 +273,13 @@ std::vector<ProcessEntry> list_processes();
 
 // Text of a record's fields with the format's placeholders filled: "req=1 len=4096".
 std::string format_fields(const Record& record);
+// Field `i` of a record as it is shown: an enum value that has a name becomes that name (a
+// string value); any other value is returned as it is. REQUIRES: i < record.field_count.
+FieldValue named_value(const FieldInfo& field, const FieldValue& value);
+inline FieldValue display_value(const Record& record, uint32_t i) {
+  const FieldInfo& field = record.event->fields[i];
+  return field.value_names.empty() ? record.values[i] : named_value(field, record.values[i]);
+}
 // One field as text (integers in decimal, pointers in hex, strings as is).
 std::string format_value(const FieldValue& value);
 const char* field_type_name(abi::FieldType type);

@@ -43,6 +43,7 @@ struct RecordOptions {
   std::string output;
   double duration_s = 0;                    // 0: until stopped or the target exits
   std::vector<std::string> groups;          // enable exactly these groups while recording
+                                            // (items such as "all", "-debug" allowed)
   bool compress = false;                    // zstd per chunk
   std::string stop_on;                      // trigger expression: stop after the matching record
   std::string snapshot_on;                  // trigger expression: write OUTPUT.snapN when matched

@@ -136,7 +136,7 @@ void PairMatcher::add(const Record& r, const std::vector<ThreadStats>& threads) 
     if (m.replaced) ++d.groups[m.interval.tag].unmatched_begins;
     uint32_t g = 0;
     if (d.by_field[id] >= 0) {
-      d.scratch = format_value(r.values[d.by_field[id]]);
+      d.scratch = format_value(display_value(r, static_cast<uint32_t>(d.by_field[id])));
       auto [it, inserted] =
           d.group_index.try_emplace(d.scratch, static_cast<uint32_t>(d.groups.size()));
       if (inserted) d.groups.push_back({d.scratch, {}, 0});

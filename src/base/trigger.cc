@@ -173,8 +173,13 @@ Result<std::vector<uint32_t>> Trigger::bind(const std::vector<std::string>& name
                                             const std::vector<abi::FieldType>& types) const {
   std::vector<uint32_t> index;
   for (const TriggerCondition& c : conditions) {
+    // A stored name may carry value names after a colon ("backend:0=sync,..."): the field's
+    // name is what precedes it.
+    auto field_name = [&](uint32_t i) {
+      return std::string_view(names[i]).substr(0, names[i].find(':'));
+    };
     uint32_t i = 0;
-    while (i < names.size() && names[i] != c.field) ++i;
+    while (i < names.size() && field_name(i) != c.field) ++i;
     if (i == names.size()) {
       return Status::NotFound("event " + group + ":" + event + " has no field '" + c.field + "'");
     }

@@ -129,7 +129,7 @@ class ChromeWriter : public RecordWriter {
     uint32_t n = std::min(r.field_count, plan.fields);
     for (uint32_t i = 0; i < n; ++i) {
       if (i > 0) p = json::put(p, keys[i - 1]);
-      p = put_value(p, r.values[i]);
+      p = put_value(p, display_value(r, i));
     }
     std::memcpy(p, "}}", 2);
     sink_.commit(p + 2);
@@ -211,7 +211,10 @@ class ChromeWriter : public RecordWriter {
         } else {
           key_handles_.push_back(arena_.add(std::string_view(b.data(), b.size())));
         }
-        bytes += b.size() + max_value_bytes(e.fields[f].type);
+        // An enum value may print as its name: a string (clamped like any other).
+        bytes +=
+            b.size() + (e.fields[f].value_names.empty() ? max_value_bytes(e.fields[f].type)
+                                                        : max_value_bytes(abi::FieldType::kString));
         b.clear();
       }
       if (e.fields.empty()) {

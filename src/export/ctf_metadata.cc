@@ -180,6 +180,14 @@ std::string metadata(const Trace& trace, const uint8_t uuid[16]) {
         std::string length = field_identifier("_" + f.name + "_len", &used);
         fmt::format_to(out, "    uint8_t {0};\n    utf8_char_t {1}[{0}];\n", length,
                        field_identifier(f.name, &used));
+      } else if (!f.value_names.empty()) {
+        // An enum with value names (nanotrace/enum.hpp): a CTF enum over the same integer.
+        fmt::format_to(out, "    enum : {} {{", tsdl_type(f.type));
+        for (size_t i = 0; i < f.value_names.size(); ++i) {
+          fmt::format_to(out, "{} {} = {}", i ? "," : "", tsdl_string(f.value_names[i].name),
+                         f.value_names[i].value);
+        }
+        fmt::format_to(out, " }} {};\n", field_identifier(f.name, &used));
       } else {
         fmt::format_to(out, "    {} {};\n", tsdl_type(f.type), field_identifier(f.name, &used));
       }

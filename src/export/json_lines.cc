@@ -47,7 +47,7 @@ void JsonLineEncoder::encode(fmt::memory_buffer& b, const Record& r) const {
   append(b, events_[id]);
   for (uint32_t i = 0; i < r.field_count && i < keys_[id].size(); ++i) {
     append(b, keys_[id][i]);
-    json_value(b, r.values[i]);
+    json_value(b, display_value(r, i));
   }
   append(b, "}}\n");
 }

@@ -243,7 +243,7 @@ class PerfettoWriter : public RecordWriter {
     }
     if (with_fields) {
       for (uint32_t i = 0; i < r.field_count; ++i) {
-        const FieldValue& v = r.values[i];
+        const FieldValue v = display_value(r, i);
         size_t da = w.begin(4);
         w.bytes(10, r.event->fields[i].name);
         switch (v.type) {

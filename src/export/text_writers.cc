@@ -130,7 +130,7 @@ class CsvWriter : public LineWriter {
     const std::vector<int>& map = field_of_column_[id];
     for (size_t c = 0; c < columns_; ++c) {
       b.push_back(',');
-      if (map[c] >= 0) csv_value(b, r.values[map[c]]);
+      if (map[c] >= 0) csv_value(b, display_value(r, static_cast<uint32_t>(map[c])));
     }
     b.push_back('\n');
     out_.maybe_flush();

@@ -130,8 +130,7 @@ Status ExecutorBase::begin(const Graph& graph, RunResult& result) {
   seq_ = 0;
   enters_at_begin_ = ring_.enter_calls();
   start_ns_ = monotonic_ns();
-  NANOTRACE(iograph, graph_start, "graph={} backend={} nodes={}", graph_id_, backend_name(backend_),
-            n);
+  NANOTRACE(iograph, graph_start, "graph={} backend={} nodes={}", graph_id_, backend_, n);
   return Status::Ok();
 }
 
@@ -146,7 +145,7 @@ void ExecutorBase::finish(const Graph& graph, RunResult& result) {
   result.enter_calls = ring_.enter_calls() - enters_at_begin_;
   result.elapsed_ns = monotonic_ns() - start_ns_;
   NANOTRACE(iograph, graph_end, "graph={} backend={} ok={} failed={} skipped={}", graph_id_,
-            backend_name(backend_), result.ok_count, result.failed.size(), result.skipped.size());
+            backend_, result.ok_count, result.failed.size(), result.skipped.size());
 }
 
 void ExecutorBase::prep(io_uring_sqe* sqe, uint32_t id, const Node& node) const {

@@ -46,6 +46,12 @@ class ExecutorBase : public Executor {
   }
   // Nanoseconds since begin() (0 when options.record_times is off).
   uint64_t now() const;
+  // Microseconds node `id` has been in flight at `now_ns`, for its completion tracepoint (a
+  // trigger such as `iograph:node_complete lat_us>500` catches a slow I/O); 0 without times.
+  static uint64_t in_flight_us(const RunResult& result, uint32_t id, uint64_t now_ns) {
+    const uint64_t submitted = result.nodes[id].submit_ns;
+    return now_ns > submitted ? (now_ns - submitted) / 1000 : 0;
+  }
   // Takes every completion the ring holds, calling on_cqe(node id, result) for each in
   // order; returns how many there were.
   template <class OnCqe>

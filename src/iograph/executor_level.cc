@@ -35,7 +35,8 @@ class LevelExecutor final : public ExecutorBase {
           if (!sqe) return Status::IoError("io_uring: no submission queue entry available");
           prep(sqe, v, graph.node(v));
           record_submit(result, v, t);
-          NANOTRACE(iograph, node_submit, "graph={} node={} backend={}", gid, v, backend_);
+          NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={}", gid, v, backend_,
+                    graph.node(v).op);
           ++inflight;
         }
         // With nothing left to queue, wait for the whole remainder: that is the barrier.
@@ -44,8 +45,9 @@ class LevelExecutor final : public ExecutorBase {
         t = now();
         inflight -= reap([&](uint32_t v, int res) {
           const Outcome outcome = complete(result, v, graph.node(v), res, t);
-          NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={}", gid, v,
-                    backend_, res);
+          NANOTRACE(iograph, node_complete,
+                    "graph={} node={} backend={} result={} lat_us={} state={}", gid, v, backend_,
+                    res, in_flight_us(result, v, t), result.nodes[v].state);
           if (outcome == Outcome::kPartial) queue_.push_back(v);
         });
       }

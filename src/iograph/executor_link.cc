@@ -51,7 +51,8 @@ class LinkExecutor final : public ExecutorBase {
           if (i + 1 < end) sqe->flags |= IOSQE_IO_LINK;
           record_submit(result, v, t);
           result.nodes[v].linked_after = i > from ? members_[i - 1] : -1;
-          NANOTRACE(iograph, node_submit, "graph={} node={} backend={}", gid, v, backend_);
+          NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={}", gid, v, backend_,
+                    graph.node(v).op);
         }
         outstanding_[chain] = length;
         active_.push_back(chain);
@@ -70,8 +71,6 @@ class LinkExecutor final : public ExecutorBase {
  private:
   void on_completion(const Graph& graph, RunResult& result, uint32_t v, int res, uint64_t t) {
     const uint64_t gid = graph_id_;
-    NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={}", gid, v, backend_,
-              res);
     NodeRecord& rec = result.nodes[v];
     const bool cancelled_link = res == -ECANCELED && rec.linked_after >= 0;
     if (cancelled_link) {
@@ -91,6 +90,9 @@ class LinkExecutor final : public ExecutorBase {
         }
       }
     }
+    // After the bookkeeping, so that `state` says what became of the node.
+    NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={} lat_us={} state={}",
+              gid, v, backend_, res, in_flight_us(result, v, t), rec.state);
     const uint32_t chain = chain_of_[v];
     if (--outstanding_[chain] != 0) return;
     for (size_t i = 0; i < active_.size(); ++i) {

@@ -33,7 +33,8 @@ class ReadyExecutor final : public ExecutorBase {
         if (!sqe) return Status::IoError("io_uring: no submission queue entry available");
         prep(sqe, v, graph.node(v));
         record_submit(result, v, t);
-        NANOTRACE(iograph, node_submit, "graph={} node={} backend={}", gid, v, backend_);
+        NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={}", gid, v, backend_,
+                  graph.node(v).op);
         ++inflight;
       }
       if (inflight == 0) break;
@@ -41,8 +42,9 @@ class ReadyExecutor final : public ExecutorBase {
       t = now();
       inflight -= reap([&](uint32_t v, int res) {
         const Outcome outcome = complete(result, v, graph.node(v), res, t);
-        NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={}", gid, v, backend_,
-                  res);
+        NANOTRACE(iograph, node_complete,
+                  "graph={} node={} backend={} result={} lat_us={} state={}", gid, v, backend_, res,
+                  in_flight_us(result, v, t), result.nodes[v].state);
         if (outcome == Outcome::kPartial) {
           ready_.push_back(v);
         } else if (outcome == Outcome::kDone) {

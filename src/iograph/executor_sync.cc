@@ -24,12 +24,14 @@ class SyncExecutor final : public ExecutorBase {
       Outcome outcome;
       do {
         record_submit(result, id, now());
-        NANOTRACE(iograph, node_submit, "graph={} node={} backend={}", gid, id, backend_);
+        NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={}", gid, id, backend_,
+                  graph.node(id).op);
         const int res = execute_blocking(id, node);
         outcome = complete(result, id, node, res, now());
       } while (outcome == Outcome::kPartial);
-      NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={}", gid, id, backend_,
-                result.nodes[id].result);
+      NANOTRACE(iograph, node_complete, "graph={} node={} backend={} result={} lat_us={} state={}",
+                gid, id, backend_, result.nodes[id].result,
+                in_flight_us(result, id, result.nodes[id].complete_ns), result.nodes[id].state);
     }
     finish(graph, result);
     return Status::Ok();

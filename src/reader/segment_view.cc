@@ -15,6 +15,7 @@
 
 #include "base/process.hpp"
 #include "nanotrace/reader.hpp"
+#include "reader/field_names.hpp"
 #include "reader/segment_checks.hpp"
 #include "reader/source_check.hpp"
 #include "reader/trace_file.hpp"
@@ -195,7 +196,8 @@ Status Trace::load_tables() {
           e.field_types[f] > static_cast<uint8_t>(abi::FieldType::kPointer)) {
         return Status::Corrupt(path_ + ": event " + info.full_name() + " has a bad field type");
       }
-      info.fields.push_back({str(e.field_names[f]), static_cast<abi::FieldType>(e.field_types[f])});
+      info.fields.push_back(
+          reader::field_info(str(e.field_names[f]), static_cast<abi::FieldType>(e.field_types[f])));
     }
     events_.push_back(std::move(info));
   }

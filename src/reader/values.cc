@@ -31,13 +31,22 @@ std::string format_value(const FieldValue& v) {
   }
 }
 
+FieldValue named_value(const FieldInfo& field, const FieldValue& value) {
+  const std::string* name = field.name_of(value.bits);
+  if (name == nullptr) return value;
+  FieldValue named;
+  named.type = abi::FieldType::kString;
+  named.text = *name;
+  return named;
+}
+
 std::string format_fields(const Record& r) {
   std::string out;
   const std::string& f = r.event->format;
   uint32_t field = 0;
   for (size_t i = 0; i < f.size(); ++i) {
     if (f[i] == '{' && i + 1 < f.size() && f[i + 1] == '}') {
-      if (field < r.field_count) out += format_value(r.values[field]);
+      if (field < r.field_count) out += format_value(display_value(r, field));
       ++field;
       ++i;
     } else {

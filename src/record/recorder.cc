@@ -16,6 +16,7 @@
 #include <cstring>
 #include <optional>
 
+#include "base/group_spec.hpp"
 #include "base/output_file.hpp"
 #include "base/process.hpp"
 #include "nanotrace/record.hpp"
@@ -151,21 +152,21 @@ void fill_counts(const rec::Drainer& drainer, const rec::FileWriter& out, Record
   summary->threads = summarize(drainer.all_streams());
 }
 
-// Enables exactly `wanted` groups; remembers the previous state to restore it.
+// Enables exactly the groups `wanted` selects (items of the group grammar: `all,-debug`);
+// remembers the previous state to restore it.
 class GroupGuard {
  public:
   Status apply(Trace& trace, const std::vector<std::string>& wanted) {
     std::vector<GroupInfo> before = trace.groups();
-    for (const std::string& w : wanted) {
-      bool found = false;
-      for (const GroupInfo& g : before) found = found || g.name == w;
-      if (!found) return trace.set_group_enabled(w, true);  // reports the unknown group
-    }
+    std::string spec;
+    for (const std::string& w : wanted) spec += (spec.empty() ? "" : ",") + w;
+    std::vector<std::string> known;
+    for (const GroupInfo& g : before) known.push_back(g.name);
+    if (Status s = validate_group_spec(spec, known); !s.ok()) return s;
     trace_ = &trace;
     before_ = before;
     for (const GroupInfo& g : before) {
-      bool on = false;
-      for (const std::string& w : wanted) on = on || g.name == w;
+      const bool on = group_spec_enables(spec, g.name);
       if (on != g.enabled) {
         Status s = trace.set_group_enabled(g.name, on);
         if (!s.ok()) return s;

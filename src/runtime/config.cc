@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/group_spec.hpp"
 #include "runtime/runtime.hpp"
 
 namespace nanotrace::runtime {
@@ -79,18 +80,7 @@ bool parse_flag(std::string_view text, bool* value) {
 }  // namespace
 
 bool group_enabled_by_spec(const std::string& spec, const std::string& group) {
-  bool enabled = false;
-  std::string_view rest = spec;
-  while (!rest.empty()) {
-    size_t comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    bool negate = !item.empty() && item.front() == '-';
-    if (negate) item.remove_prefix(1);
-    if (item == "all" || item == "*" || item == group) enabled = !negate;
-    if (item == "none") enabled = false;
-  }
-  return enabled;
+  return group_spec_enables(spec, group);  // the grammar every tool shares
 }
 
 Config config_from_environment() {

@@ -16,6 +16,7 @@
 #include "base/process.hpp"
 #include "nanotrace/control.hpp"
 #include "nanotrace/nanotrace.hpp"
+#include "runtime/enum_fields.hpp"
 #include "runtime/runtime.hpp"
 
 namespace nanotrace::runtime {
@@ -175,6 +176,7 @@ void Runtime::publish_site_locked(detail::Site* site) {
     e->field_types[field] = static_cast<uint8_t>(site->types[field]);
     ++field;
   }
+  publish_enum_names_locked(segment, *site, e);
   site->id = static_cast<uint16_t>(index + 1);
   __atomic_store_n(&h->events_count, index + 1, __ATOMIC_RELEASE);
 }

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -126,6 +129,97 @@ TEST_F(CliTest, DisableAndEnableAGroupFromOutside) {
   EXPECT_TRUE(debug_on());
 }
 
+// One grammar for a group list wherever one is accepted, with one error text.
+TEST_F(CliTest, GroupListsShareOneGrammarAndOneError) {
+  auto enabled = [&] {
+    std::map<std::string, bool> on;
+    for (const json& e : run_json("events --json " + pid_)) on[e["group"]] = e["enabled"];
+    return on;
+  };
+  int code = 0;
+  std::string out = run_command(kCli + " disable " + pid_ + " all,-io", &code);
+  ASSERT_EQ(code, 0) << out;
+  std::map<std::string, bool> on = enabled();
+  EXPECT_TRUE(on["io"]);
+  EXPECT_FALSE(on["debug"]);
+  EXPECT_FALSE(on["app"]);
+  out = run_command(kCli + " enable " + pid_ + " debug app", &code);  // two words, one list
+  ASSERT_EQ(code, 0) << out;
+  on = enabled();
+  EXPECT_TRUE(on["debug"] && on["app"] && on["io"]);
+
+  const std::string trace = "/tmp/cli-test-groups-" + pid_ + ".ntr";
+  const std::string iograph = std::string(NANOTRACE_BIN_DIR) + "/iograph";
+  const std::string expected = "no group named 'nosuch' (groups: ";
+  for (const std::string& command :
+       {kCli + " enable " + pid_ + " io,nosuch", kCli + " disable " + pid_ + " all,-nosuch",
+        kCli + " record " + pid_ + " --duration 1 --groups all,-nosuch -o " + trace,
+        iograph + " perf --time 0.2 --trace nosuch"}) {
+    out = run_command(command + " 2>&1", &code);
+    EXPECT_NE(code, 0) << command;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << command << ": " << out;
+    EXPECT_NE(out.find(expected), std::string::npos) << command << ": " << out;
+  }
+  unlink(trace.c_str());
+  EXPECT_TRUE(enabled()["debug"]) << "a refused list must change nothing";
+  // `all` is a group list for iograph too (3 s: enough measured slices on a loaded machine).
+  out = run_command(iograph + " perf --time 3 --slice-ms 10 --trace all 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+}
+
+// Enum fields print their value names in dump and every export, and CTF declares an enum:
+// iograph's backend, op and state on a 4-node rope whose node 2 fails on the nop target.
+TEST(EnumFieldsTest, IographFieldsPrintNamesEverywhere) {
+  const std::string bin = std::string(NANOTRACE_BIN_DIR);
+  const std::string dir = "/tmp/cli-test-enums-" + std::to_string(getpid());
+  int code = 0;
+  run_command("rm -rf " + dir + " && mkdir -p " + dir, &code);
+  run_command(bin + "/iograph gen --shape rope --nodes 4 -o " + dir + "/rope.json 2>/dev/null",
+              &code);
+  ASSERT_EQ(code, 0);
+  std::string out =
+      run_command("sh -c 'echo $$; NANOTRACE_KEEP=1 exec " + bin + "/iograph run " + dir +
+                      "/rope.json --backend uring-link --target nop --fail 2' 2>&1",
+                  &code);
+  ASSERT_EQ(code, 3) << out;  // the graph ran, one node failed
+  const std::string segment = "/dev/shm/nanotrace-" + out.substr(0, out.find('\n'));
+
+  std::string dump = run_command(kCli + " dump " + segment, &code);
+  ASSERT_EQ(code, 0) << dump;
+  EXPECT_NE(dump.find("backend=uring-link op=read"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("result=-5 lat_us="), std::string::npos) << dump;
+  EXPECT_EQ(dump.find("backend=3"), std::string::npos) << dump;
+  std::set<std::string> states;
+  std::istringstream lines(
+      run_command(kCli + " dump --json -e iograph:node_complete " + segment, &code));
+  for (std::string line; std::getline(lines, line);) {
+    json j = json::parse(line);
+    EXPECT_EQ(j["fields"]["backend"], "uring-link") << line;
+    states.insert(j["fields"]["state"].get<std::string>());
+  }
+  EXPECT_TRUE(states.count("ok") && states.count("failed")) << dump;
+
+  for (const char* format : {"jsonl", "csv", "chrome", "perfetto"}) {
+    const std::string file = dir + "/trace." + format;
+    out =
+        run_command(kCli + " export " + segment + " -f " + format + " -o " + file + " 2>&1", &code);
+    ASSERT_EQ(code, 0) << format << ": " << out;
+    std::ifstream in(file, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(bytes.find("uring-link"), std::string::npos) << format;
+    EXPECT_NE(bytes.find("failed"), std::string::npos) << format;
+  }
+  out = run_command(kCli + " export " + segment + " -f ctf -o " + dir + "/ctf 2>&1", &code);
+  ASSERT_EQ(code, 0) << out;
+  std::string text = run_command("babeltrace2 " + dir + "/ctf 2>&1", &code);
+  ASSERT_EQ(code, 0) << text;
+  EXPECT_NE(text.find("backend = ( \"uring-link\" : container = 3 )"), std::string::npos) << text;
+  EXPECT_NE(text.find("state = ( \"failed\" : container = 2 )"), std::string::npos) << text;
+  EXPECT_NE(text.find("op = ( \"read\" : container = 0 )"), std::string::npos) << text;
+  unlink(segment.c_str());
+  run_command("rm -rf " + dir, &code);
+}
+
 TEST_F(CliTest, BadInputGivesOneLineAndNonZeroExit) {
   struct Case {
     std::string args;
@@ -134,7 +228,7 @@ TEST_F(CliTest, BadInputGivesOneLineAndNonZeroExit) {
   const Case cases[] = {
       {"dump 999999", "no process 999999"},
       {"stats notapid/../x", "no nanotrace segment"},
-      {"enable " + pid_ + " nosuchgroup", "no group 'nosuchgroup'"},
+      {"enable " + pid_ + " nosuchgroup", "no group named 'nosuchgroup'"},
       {"dump " + pid_ + " -e io:nosuch", "no event or group 'io:nosuch'"},
       {"events name:nobody-has-this-name", "no live traced process named"},
       {"arm " + pid_ + " 'io:nosuch'", "no event io:nosuch"},

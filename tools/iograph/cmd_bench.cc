@@ -89,7 +89,8 @@ Action add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   app.add_flag("--json", args->json, "Print JSON instead of a table");
-  app.add_flag("--trace", args->trace, "Keep the iograph tracepoints enabled (default: off)");
+  app.add_flag("--trace", args->trace,
+               "Keep the iograph tracepoints enabled, with per-node times (default: off)");
   add_ring_options(app, args->exec);
   return [args]() -> int {
     std::vector<ShapeSpec> shapes;
@@ -105,6 +106,8 @@ Action add_bench_command(CLI::App& app) {
       backends.push_back(*b);
     }
     if (shapes.empty() || backends.empty()) return fail("need at least one shape and backend");
+    // Traced runs read the clock per batch so that node_complete carries each I/O's latency.
+    args->exec.record_times = args->trace;
     if (!args->trace) {
       if (Status s = nanotrace::set_group_enabled("iograph", false);
           !s.ok() && s.code() != nanotrace::StatusCode::kNotFound) {

@@ -12,11 +12,13 @@
 #include <chrono>
 #include <nanotrace/control.hpp>
 #include <nanotrace/nanotrace.hpp>
+#include <nanotrace/reader.hpp>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli_common.hpp"
 #include "commands.hpp"
+#include "base/group_spec.hpp"
 #include "floor.hpp"  // bench/: the paired floor
 #include "iograph/target.hpp"
 
@@ -114,6 +116,16 @@ void worker(PerfShared& shared, WorkerCounters& counters, uint32_t thread_index)
   delete floor;
 }
 
+// The groups of this process that a group list (`all`, `iograph`, `all,-debug`) selects,
+// read from our own segment: the runtime registered every call site at start-up.
+Result<std::vector<std::string>> select_own_groups(const std::string& spec) {
+  auto self = nanotrace::Trace::open(nanotrace::segment_path());
+  if (!self.ok()) return self.status();
+  std::vector<std::string> known;
+  for (const nanotrace::GroupInfo& g : (*self)->groups()) known.push_back(g.name);
+  return nanotrace::groups_selected_by_spec(spec, known);
+}
+
 Status set_groups(const std::vector<std::string>& groups, bool enabled) {
   for (const std::string& g : groups) {
     if (Status s = nanotrace::set_group_enabled(g, enabled); !s.ok()) {
@@ -148,7 +160,7 @@ Action add_perf_command(CLI::App& app) {
   app.add_option("--slice-ms", args->slice_ms, "Milliseconds per slice")
       ->check(CLI::Range(1.0, 10000.0))
       ->capture_default_str();
-  app.add_option("--trace", args->trace, "Groups switched on in the 'on' slices")
+  app.add_option("--trace", args->trace, "Groups switched on in the 'on' slices (all, a,b, all,-b)")
       ->capture_default_str();
   app.add_option("--block-size", args->block_size, "Bytes per read (targets other than nop)")
       ->check(CLI::Range(512u, 1u << 20))
@@ -156,8 +168,10 @@ Action add_perf_command(CLI::App& app) {
   app.add_flag("--json", args->json, "Print JSON");
   add_ring_options(app, args->exec);
   return [args]() -> int {
-    const std::vector<std::string> groups = split_list(args->trace);
-    if (groups.empty()) return fail("--trace needs at least one group");
+    Result<std::vector<std::string>> selected = select_own_groups(args->trace);
+    if (!selected.ok()) return fail(selected.status());
+    const std::vector<std::string> groups = std::move(*selected);
+    if (groups.empty()) return fail(fmt::format("--trace {} selects no group", args->trace));
     Result<std::unique_ptr<Target>> target = open_target(args->target);
     if (!target.ok()) return fail(target.status());
     if (Status s = set_groups(groups, false); !s.ok()) return fail(s);

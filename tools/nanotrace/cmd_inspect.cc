@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "base/group_spec.hpp"
 #include "base/utf8.hpp"
 #include "nanotrace/controller.hpp"
 #include "nanotrace/reader.hpp"
@@ -113,19 +114,18 @@ int cmd_enable(const std::string& source, const std::vector<std::string>& names,
   auto control = Controller::attach(source);
   if (!control.ok()) return fail(control.status());
   Controller& c = **control;
-  std::vector<std::string> targets;
-  for (const std::string& n : names) {
-    if (n == "all") {
-      for (const GroupInfo& g : c.groups()) targets.push_back(g.name);
-    } else {
-      targets.push_back(n);
-    }
-  }
-  for (const std::string& g : targets) {
+  // Several arguments are one list: `enable PID io sched` is `enable PID io,sched`.
+  std::string spec;
+  for (const std::string& n : names) spec += (spec.empty() ? "" : ",") + n;
+  std::vector<std::string> known;
+  for (const GroupInfo& g : c.groups()) known.push_back(g.name);
+  auto targets = groups_selected_by_spec(spec, known);
+  if (!targets.ok()) return fail(targets.status());
+  for (const std::string& g : *targets) {
     Status s = c.set_group_enabled(g, enable);
     if (!s.ok()) return fail(s);
   }
-  for (const std::string& g : targets) fmt::print("{} {}\n", enable ? "enabled" : "disabled", g);
+  for (const std::string& g : *targets) fmt::print("{} {}\n", enable ? "enabled" : "disabled", g);
   return 0;
 }
 

@@ -62,7 +62,8 @@ void register_record_commands(CLI::App& app, RecordCommands* c) {
   c->record->add_option("SOURCE", c->source, "pid or name:NAME")->required();
   c->record->add_option("-o,--output", c->output, "trace file to write")->required();
   c->record->add_option("--duration", c->duration, "stop after S seconds");
-  c->record->add_option("--groups", c->groups, "enable exactly these groups (a,b,...)");
+  c->record->add_option("--groups", c->groups,
+                        "enable exactly these groups (all, io,sched, all,-debug)");
   c->record->add_flag("--compress", c->compress, "zstd-compress each chunk");
   c->record->add_option("--stop-on", c->stop_on, "stop right after a record matching EXPR");
   c->record->add_option("--snapshot-on", c->snapshot_on,

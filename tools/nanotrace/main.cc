@@ -26,10 +26,10 @@ int main(int argc, char** argv) {
 
   auto* enable = app.add_subcommand("enable", "Enable event groups in a live process");
   enable->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
-  enable->add_option("GROUP", groups, "group names, or 'all'")->required();
+  enable->add_option("GROUPS", groups, "e.g. all, io,sched or all,-debug")->required();
   auto* disable = app.add_subcommand("disable", "Disable event groups in a live process");
   disable->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
-  disable->add_option("GROUP", groups, "group names, or 'all'")->required();
+  disable->add_option("GROUPS", groups, "e.g. all, io,sched or all,-debug")->required();
 
   DumpOptions dump_options;
   auto* dump = app.add_subcommand("dump", "Print the records in the rings, merged by time");

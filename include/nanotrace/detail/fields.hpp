@@ -6,6 +6,7 @@
 // Site::enabled and Site::id, which the runtime writes and the hot path reads relaxed.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <type_traits>
 
 #include "nanotrace/abi.hpp"
+#include "nanotrace/enum.hpp"
 
 namespace nanotrace::detail {
 
@@ -32,6 +34,28 @@ struct Site {
   const char* format;
   const char* file;
   abi::FieldType types[abi::kMaxFields];
+  // Value names per field (count 0: none), or null when no field has any (nanotrace/enum.hpp).
+  const EnumNames* enums;
+};
+
+// The value names NANOTRACE_ENUM declared for T's type, found by argument-dependent lookup.
+template <class T>
+constexpr EnumNames enum_names_of() {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (std::is_enum_v<U>) {
+    if constexpr (requires(U u) {
+                    { nanotrace_enum_names(u) } -> std::same_as<EnumNames>;
+                  }) {
+      return nanotrace_enum_names(U{});
+    }
+  }
+  return EnumNames{};
+}
+
+template <class... A>
+struct EnumTable {
+  static constexpr bool kAny = ((enum_names_of<A>().count != 0) || ... || false);
+  static constexpr EnumNames kFields[sizeof...(A) + 1] = {enum_names_of<A>()..., EnumNames{}};
 };
 
 template <class T>
@@ -140,6 +164,7 @@ struct SiteBuilder<TypeList<A...>> {
     site.file = file;
     abi::FieldType types[] = {field_type_of<A>()..., abi::FieldType::kNone};
     for (std::size_t i = 0; i < sizeof...(A); ++i) site.types[i] = types[i];
+    site.enums = EnumTable<A...>::kAny ? EnumTable<A...>::kFields : nullptr;
     return site;
   }
 };
