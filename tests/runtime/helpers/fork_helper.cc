@@ -7,9 +7,11 @@
 //
 // Prints "pid <pid>" first. The parent keeps a second traced thread busy while it forks. For
 // each child it prints "child <pid>" when forked and "status <pid> <wait status>" when
-// reaped, then writes test:rec records 0..999 of thread 100 (for the test to check the
-// parent's records), prints "ready" and exits 0 when stdin closes.
+// reaped (with " hung" if it had not exited within 2 s and was killed), then writes test:rec
+// records 0..999 of thread 100 (for the test to check the parent's records), prints "ready" and
+// exits 0 when stdin closes.
 #include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,10 +39,19 @@ void rec(uint64_t thread, uint64_t seq) {
 void report_child(pid_t child) {
   std::printf("child %d\n", child);
   std::fflush(stdout);
+  // A child that does not exit within 2 s is killed and reported as hung.
   int status = 0;
-  while (waitpid(child, &status, 0) < 0) {
+  bool hung = false;
+  for (int i = 0; waitpid(child, &status, WNOHANG) != child; ++i) {
+    if (i == 400) {
+      hung = true;
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+      break;
+    }
+    usleep(5000);
   }
-  std::printf("status %d %d\n", child, status);
+  std::printf("status %d %d%s\n", child, status, hung ? " hung" : "");
   std::fflush(stdout);
 }
 
