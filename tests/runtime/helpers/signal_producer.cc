@@ -6,7 +6,8 @@
 //
 // The loop's records are thread 0, the handler's thread 1, each numbered from 0. Prints
 // "pid <pid>", then "attempted <loop records> <handler records>" and "ready" when done,
-// and exits 0 when stdin closes.
+// and exits 0 when stdin closes; prints "hung" and exits 3 if the loop has not finished
+// 10 s after its time.
 #include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
   std::printf("pid %d\n", getpid());
   std::fflush(stdout);
   uint64_t loop_records = 0;
+  std::atomic<bool> done{false};
   std::thread worker([&] {
     struct sigaction sa {};
     sa.sa_handler = on_timer;
@@ -82,7 +84,19 @@ int main(int argc, char** argv) {
     timespec zero{};
     while (sigtimedwait(&set, nullptr, &zero) > 0) on_timer(SIGRTMIN);
     loop_records = seq;
+    done = true;
   });
+  // A deadlocked worker (a tracepoint interrupted while it held a lock that the handler's
+  // tracepoint needs) is reported rather than left to hang the test.
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms + 10000);
+  while (!done.load()) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      std::printf("hung\n");
+      std::fflush(stdout);
+      _exit(3);
+    }
+    usleep(10000);
+  }
   worker.join();
   std::printf("attempted %llu %llu\nready\n", static_cast<unsigned long long>(loop_records),
               static_cast<unsigned long long>(g_handler_records));
