@@ -34,8 +34,9 @@ void descheduled_runs(const std::string& ring, int runs) {
     }
     ++seen;
     EXPECT_EQ(bound, kWindow + kThreads);
-    // Fewer than the window would mean the freeze came early or records were lost.
-    EXPECT_GE(after, static_cast<long long>(kWindow)) << "run " << run;
+    // Far fewer than the window would mean the freeze came early or records were lost (a
+    // thread may stamp a record just before the match and publish it, counted, just after).
+    EXPECT_GE(after, static_cast<long long>(kWindow - kThreads)) << "run " << run;
     if (after > static_cast<long long>(bound)) {
       ++over;
       ADD_FAILURE() << "run " << run << ": " << after << " records after the match, bound "
