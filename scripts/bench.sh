@@ -12,6 +12,12 @@ echo "== tracepoint cost, Google Benchmark (random interleaving, 10 repetitions)
   --benchmark_repetitions=10 --benchmark_min_time=0.05 --benchmark_report_aggregates_only=true \
   --benchmark_out=build/bench/tracepoint_gbench.json --benchmark_out_format=json
 
+echo "== hiccups: start-up, first event of a new thread, per-event tail, block starts =="
+./build/bin/hiccups --json build/bench/hiccups.json >/dev/null
+echo "== trigger lag: records after the match beyond the window, 200 runs, 32 threads =="
+NANOTRACE_BUFFER=1M NANOTRACE_THREADS=64 ./build/bin/nanotrace_trigger_lag --runs 200 \
+  --threads 32 --window 1000 --json build/bench/trigger.json | tail -1
+
 for extra in scripts/record-bench.sh scripts/iograph-bench.sh scripts/export-bench.sh \
     scripts/ctf-floor.sh; do
   if [ -x "$extra" ]; then

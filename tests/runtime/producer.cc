@@ -1,10 +1,13 @@
 // Test producer: a traced program whose records carry their own sequence number and a
 // checksum, so tests can prove the reader returns every record it claims intact.
 //
-//   producer --threads T --events N [--forever] [--churn K] [--hold] [--go]
+//   producer --threads T --events N [--forever] [--churn K] [--spawn K --alive A] [--hold] [--go]
 //
 // Each of T threads writes N records test:rec{thread, seq, value, check} (or until stdin
-// closes with --forever). --churn K: K short-lived threads write 3 records each instead.
+// closes with --forever, then prints "attempted <thread> <records>" per thread).
+// --churn K: K short-lived threads write 3 records each instead.
+// --spawn K: K short-lived threads, at most A (default 2) alive at a time, each writing N
+// test:rec records numbered by its index.
 // --hold: after producing, print "ready" and wait until stdin closes before exiting.
 // --crash: after producing, die of SIGSEGV.
 // --go: wait for a line on stdin before producing (lets a test attach as consumer first).
@@ -31,12 +34,14 @@ uint64_t checksum(uint64_t thread, uint64_t seq, uint64_t value) {
   return x * 0x94d049bb133111ebull;
 }
 
-void produce(uint64_t thread, uint64_t events, bool forever) {
-  for (uint64_t seq = 0; forever ? !g_stop.load(std::memory_order_relaxed) : seq < events; ++seq) {
+uint64_t produce(uint64_t thread, uint64_t events, bool forever) {
+  uint64_t seq = 0;
+  for (; forever ? !g_stop.load(std::memory_order_relaxed) : seq < events; ++seq) {
     uint64_t value = seq * 7 + thread;
     NANOTRACE(test, rec, "thread={} seq={} value={} check={}", thread, seq, value,
               checksum(thread, seq, value));
   }
+  return seq;
 }
 
 void wait_stdin_closed() {
@@ -48,7 +53,7 @@ void wait_stdin_closed() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  uint64_t threads = 1, events = 1000, churn = 0;
+  uint64_t threads = 1, events = 1000, churn = 0, spawn = 0, alive = 2;
   bool forever = false, hold = false, go = false, crash = false;
   for (int i = 1; i < argc; ++i) {
     auto arg = [&] { return i + 1 < argc ? std::strtoull(argv[++i], nullptr, 10) : 0ull; };
@@ -58,6 +63,10 @@ int main(int argc, char** argv) {
       events = arg();
     else if (!std::strcmp(argv[i], "--churn"))
       churn = arg();
+    else if (!std::strcmp(argv[i], "--spawn"))
+      spawn = arg();
+    else if (!std::strcmp(argv[i], "--alive"))
+      alive = arg();
     else if (!std::strcmp(argv[i], "--forever"))
       forever = true;
     else if (!std::strcmp(argv[i], "--hold"))
@@ -83,13 +92,34 @@ int main(int argc, char** argv) {
         for (uint64_t s = 0; s < 3; ++s) NANOTRACE(test, churn, "thread={} seq={}", k, s);
       }).join();
     }
+  } else if (spawn > 0) {
+    // A sliding window of `alive` threads: thread k starts once thread k - alive has ended.
+    std::vector<std::thread> window(alive > 0 ? alive : 1);
+    for (uint64_t k = 0; k < spawn; ++k) {
+      std::thread& t = window[k % window.size()];
+      if (t.joinable()) t.join();
+      t = std::thread([k, events] { produce(k, events, false); });
+    }
+    for (auto& t : window)
+      if (t.joinable()) t.join();
   } else {
-    for (uint64_t t = 0; t < threads; ++t) pool.emplace_back(produce, t, events, forever);
+    std::vector<uint64_t> attempted(threads);
+    for (uint64_t t = 0; t < threads; ++t) {
+      pool.emplace_back(
+          [t, events, forever, &attempted] { attempted[t] = produce(t, events, forever); });
+    }
     if (forever) {
       wait_stdin_closed();
       g_stop = true;
     }
     for (auto& t : pool) t.join();
+    if (forever) {
+      for (uint64_t t = 0; t < threads; ++t) {
+        std::printf("attempted %llu %llu\n", static_cast<unsigned long long>(t),
+                    static_cast<unsigned long long>(attempted[t]));
+      }
+      std::fflush(stdout);
+    }
   }
   if (crash) {
     std::printf("crashing\n");

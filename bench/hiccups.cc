@@ -1,0 +1,263 @@
+// Hiccups: what tracing adds outside the median event cost, each figure measured against
+// its own baseline in the same run.
+//
+//   hiccups [--quick] [--json FILE]
+//
+// - start-up: a trivial program with one tracepoint against its untraced twin, run in
+//   interleaved pairs (wall time from posix_spawn to its exit);
+// - first event of a new thread: rdtsc around the first tracepoint of each of many new
+//   threads, one at a time;
+// - per event: rdtsc around each call on a thread pinned to one CPU, in batches; a batch
+//   during which the thread was switched out (getrusage(RUSAGE_THREAD) counts) is discarded,
+//   and samples that started a new block (the slot's head crossed a block boundary) or
+//   touched the ring for the first time (first lap) are reported apart (block starts of the
+//   first lap also pay the page faults);
+// - block start: the cost of those block-start samples beyond the median sample.
+// --quick: a few samples of each, for a smoke test (no figure is meaningful then).
+#include <pthread.h>
+#include <sched.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nanotrace/nanotrace.hpp>
+#include <nanotrace/reader.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+inline uint64_t ticks() {
+  _mm_lfence();
+  uint64_t t = __rdtsc();
+  _mm_lfence();
+  return t;
+}
+
+template <class T>
+T percentile(std::vector<T> v, double p) {
+  if (v.empty()) return T{};
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// TSC ticks per nanosecond, measured over `ms` milliseconds.
+double ticks_per_ns(int ms) {
+  uint64_t t0 = ticks(), n0 = now_ns();
+  usleep(ms * 1000);
+  uint64_t t1 = ticks(), n1 = now_ns();
+  return static_cast<double>(t1 - t0) / static_cast<double>(n1 - n0);
+}
+
+uint64_t spawn_and_wait_ns(const std::string& path) {
+  char* argv[] = {const_cast<char*>(path.c_str()), nullptr};
+  char* envp[] = {nullptr};
+  uint64_t t0 = now_ns();
+  pid_t pid;
+  if (posix_spawn(&pid, path.c_str(), nullptr, nullptr, argv, envp) != 0) return 0;
+  int status;
+  waitpid(pid, &status, 0);
+  return now_ns() - t0;
+}
+
+nlohmann::json startup(const std::string& dir, int pairs) {
+  std::string traced = dir + "/nanotrace_startup_traced", plain = dir + "/nanotrace_startup_plain";
+  spawn_and_wait_ns(traced);  // warm the page cache
+  spawn_and_wait_ns(plain);
+  std::vector<double> a, b, diff;
+  for (int i = 0; i < pairs; ++i) {
+    // Alternate which goes first so that neither always runs on a warmer machine.
+    uint64_t ta, tb;
+    if (i % 2) {
+      ta = spawn_and_wait_ns(traced);
+      tb = spawn_and_wait_ns(plain);
+    } else {
+      tb = spawn_and_wait_ns(plain);
+      ta = spawn_and_wait_ns(traced);
+    }
+    a.push_back(ta / 1e3);
+    b.push_back(tb / 1e3);
+    diff.push_back((static_cast<double>(ta) - static_cast<double>(tb)) / 1e3);
+  }
+  auto stats = [](const std::vector<double>& v) {
+    return nlohmann::json{{"median_us", percentile(v, 50)},
+                          {"p10_us", percentile(v, 10)},
+                          {"p90_us", percentile(v, 90)},
+                          {"min_us", percentile(v, 0)},
+                          {"max_us", percentile(v, 100)}};
+  };
+  return {{"pairs", pairs},
+          {"traced", stats(a)},
+          {"untraced", stats(b)},
+          {"traced_minus_untraced", stats(diff)},
+          {"target_median_extra_us", 300}};
+}
+
+nlohmann::json first_events(int threads, double tpn) {
+  std::vector<uint64_t> cost;
+  cost.reserve(threads);
+  for (int i = 0; i < threads; ++i) {
+    uint64_t c = 0;
+    std::thread([&c, i] {
+      uint64_t t0 = ticks();
+      NANOTRACE(hiccup, first, "thread={}", static_cast<uint64_t>(i));
+      c = ticks() - t0;
+    }).join();
+    cost.push_back(c);
+  }
+  auto ns = [&](double p) { return static_cast<double>(percentile(cost, p)) / tpn; };
+  return {{"threads", threads},    {"median_ticks", percentile(cost, 50)},
+          {"median_ns", ns(50)},   {"p99_ns", ns(99)},
+          {"max_ns", ns(100)},     {"target_median_ns", 10000},
+          {"target_max_ns", 50000}};
+}
+
+void pin_to_last_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(std::max(0L, sysconf(_SC_NPROCESSORS_ONLN) - 1), &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+long switches() {
+  rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
+nlohmann::json per_event(uint64_t samples, double tpn) {
+  nlohmann::json out;
+  std::thread([&] {
+    pin_to_last_cpu();
+    NANOTRACE(hiccup, ev, "a={} b={}", uint64_t{0}, uint64_t{0});  // claim the ring first
+    auto trace = nanotrace::Trace::open_pid(getpid());
+    uint64_t block = trace.ok() ? (*trace)->process().block_size : 0;
+    uint64_t ring = trace.ok() ? (*trace)->process().ring_size : 0;
+    const nanotrace::abi::ThreadSlot* slot = nanotrace::detail::t_writer.slot;
+    const uint32_t kBatch = 1000;
+    std::vector<uint64_t> normal, block_start, block_start_first_lap, first_lap, floor;
+    normal.reserve(samples);
+    uint64_t discarded = 0, kept = 0;
+    std::vector<uint64_t> cost(kBatch), head_before(kBatch), head_after(kBatch);
+    while (kept < samples) {
+      long s0 = switches();
+      for (uint32_t i = 0; i < kBatch; ++i) {
+        head_before[i] = __atomic_load_n(&slot->head, __ATOMIC_RELAXED);
+        uint64_t t0 = ticks();
+        NANOTRACE(hiccup, ev, "a={} b={}", uint64_t{i}, kept);
+        uint64_t t1 = ticks();
+        cost[i] = t1 - t0;
+        head_after[i] = __atomic_load_n(&slot->head, __ATOMIC_RELAXED);
+      }
+      for (uint32_t i = 0; i < 64; ++i) {
+        uint64_t t0 = ticks();
+        uint64_t t1 = ticks();
+        floor.push_back(t1 - t0);
+      }
+      if (switches() != s0) {
+        discarded += kBatch;
+        continue;
+      }
+      for (uint32_t i = 0; i < kBatch; ++i) {
+        // The record landed in a new block when its end is in a later block than the head
+        // before it (or the head jumped past padding to the next block).
+        bool starts_block =
+            block && (head_after[i] - 1) / block !=
+                         (head_before[i] ? (head_before[i] - 1) / block : ~uint64_t{0});
+        bool in_first_lap = ring && head_after[i] <= ring;
+        if (starts_block) {
+          (in_first_lap ? block_start_first_lap : block_start).push_back(cost[i]);
+        } else if (in_first_lap) {
+          first_lap.push_back(cost[i]);
+        } else {
+          normal.push_back(cost[i]);
+        }
+      }
+      kept += kBatch;
+    }
+    auto ns = [&](const std::vector<uint64_t>& v, double p) {
+      return static_cast<double>(percentile(v, p)) / tpn;
+    };
+    out = {{"samples", kept},
+           {"discarded_preempted", discarded},
+           {"method",
+            "rdtsc (lfence) around each call, thread pinned to one CPU, batches of 1000 with a "
+            "context switch (getrusage RUSAGE_THREAD) discarded; block starts and first-lap "
+            "samples apart"},
+           {"rdtsc_pair_floor_ns", ns(floor, 50)},
+           {"normal",
+            {{"count", normal.size()},
+             {"p50_ns", ns(normal, 50)},
+             {"p99_ns", ns(normal, 99)},
+             {"p99_9_ns", ns(normal, 99.9)},
+             {"p99_99_ns", ns(normal, 99.99)},
+             {"p99_999_ns", ns(normal, 99.999)},
+             {"max_ns", ns(normal, 100)}}},
+           {"first_lap",
+            {{"count", first_lap.size()},
+             {"p50_ns", ns(first_lap, 50)},
+             {"p99_ns", ns(first_lap, 99)},
+             {"max_ns", ns(first_lap, 100)}}},
+           {"block_start",
+            {{"count", block_start.size()},
+             {"p50_ns", ns(block_start, 50)},
+             {"p99_ns", ns(block_start, 99)},
+             {"max_ns", ns(block_start, 100)},
+             {"slow_path_ns", ns(block_start, 50) - ns(normal, 50)},
+             {"target_slow_path_ns", 200}}},
+           {"block_start_first_lap",
+            {{"count", block_start_first_lap.size()},
+             {"p50_ns", ns(block_start_first_lap, 50)},
+             {"max_ns", ns(block_start_first_lap, 100)}}},
+           {"block_bytes", block},
+           {"ring_bytes", ring}};
+  }).join();
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string json;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) {
+      quick = true;
+    } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
+      json = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: hiccups [--quick] [--json FILE]\n");
+      return 2;
+    }
+  }
+  // The start-up twins are built beside this program.
+  std::string dir = std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+  double tpn = ticks_per_ns(quick ? 20 : 200);
+  nlohmann::json out = {{"ticks_per_ns", tpn}, {"quick", quick}};
+  out["startup"] = startup(dir, quick ? 3 : 100);
+  out["first_event"] = first_events(quick ? 20 : 1000, tpn);
+  out["per_event"] = per_event(quick ? 20000 : 10000000, tpn);
+  out["lttng_ust"] = "not measured here: LTTng-UST is not installed on this machine";
+  std::string text = out.dump(2);
+  std::printf("%s\n", text.c_str());
+  if (!json.empty()) std::ofstream(json) << text << "\n";
+  return 0;
+}
