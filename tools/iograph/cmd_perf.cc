@@ -16,9 +16,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/group_spec.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
-#include "base/group_spec.hpp"
 #include "floor.hpp"  // bench/: the paired floor
 #include "iograph/target.hpp"
 

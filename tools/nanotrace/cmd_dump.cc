@@ -4,8 +4,8 @@
 
 #include <cstdio>
 
-#include "commands.hpp"
 #include "base/utf8.hpp"
+#include "commands.hpp"
 #include "export/json_lines.hpp"
 #include "nanotrace/reader.hpp"
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
 #include "base/group_spec.hpp"
 #include "base/utf8.hpp"
+#include "commands.hpp"
 #include "nanotrace/controller.hpp"
 #include "nanotrace/reader.hpp"
 

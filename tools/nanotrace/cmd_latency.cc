@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis_commands.hpp"
-#include "commands.hpp"
 #include "base/utf8.hpp"
+#include "commands.hpp"
 #include "nanotrace/analysis.hpp"
 
 namespace nanotrace::cli {

@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
 #include "base/utf8.hpp"
+#include "commands.hpp"
 #include "nanotrace/analysis.hpp"
 
 namespace nanotrace::cli {
@@ -76,8 +76,7 @@ int cmd_stats(const std::string& source, bool json) {
     fmt::print("{:>8} {:<16} {:<7} {:>12} {:>12} {:>14.0f} {:>12} {:>10} {:>10}\n", s.info.tid,
                utf8::escape_text(s.info.name),
                s.info.state == abi::SlotState::kExited ? "exited" : "active", s.records,
-               s.info.written, st.thread_rates[i].per_second(), s.lost(), s.overwritten,
-               s.dropped);
+               s.info.written, st.thread_rates[i].per_second(), s.lost(), s.overwritten, s.dropped);
   }
   return 0;
 }

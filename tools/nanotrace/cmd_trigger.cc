@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "commands.hpp"
 #include "base/utf8.hpp"
+#include "commands.hpp"
 #include "nanotrace/controller.hpp"
 #include "nanotrace/trigger.hpp"
 

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "nanotrace/abi.hpp"
+#include "nanotrace/detail/utf8_cut.hpp"
 #include "nanotrace/enum.hpp"
 
 namespace nanotrace::detail {
@@ -175,9 +176,10 @@ struct __attribute__((visibility("hidden"))) SiteHolder {
   static inline constinit Site site = Tag{}();
 };
 
-// Bytes a string argument occupies in the record, and its text.
+// Bytes a string argument occupies in the record, and its text (for a C string, one byte
+// more than a record keeps, so the cut can see whether it falls inside a character).
 inline std::string_view string_of(const char* s) {
-  return s ? std::string_view(s, ::strnlen(s, abi::kMaxStringBytes)) : std::string_view();
+  return s ? std::string_view(s, ::strnlen(s, abi::kMaxStringBytes + 1)) : std::string_view();
 }
 inline std::string_view string_of(std::string_view s) { return s; }
 inline std::string_view string_of(const std::string& s) { return s; }
@@ -185,8 +187,8 @@ inline std::string_view string_of(const std::string& s) { return s; }
 template <class T>
 inline uint32_t payload_bytes(const T& v) {
   if constexpr (kIsString<std::remove_cvref_t<T>>) {
-    std::size_t n = string_of(v).size();
-    if (n > abi::kMaxStringBytes) n = abi::kMaxStringBytes;
+    std::string_view s = string_of(v);
+    std::size_t n = utf8_cut(s.data(), s.size(), abi::kMaxStringBytes);
     return abi::string_slot_bytes(static_cast<uint32_t>(n));
   } else {
     return 8;
@@ -199,7 +201,7 @@ template <class T>
   using U = std::remove_cvref_t<T>;
   if constexpr (kIsString<U>) {
     std::string_view s = string_of(v);
-    std::size_t n = s.size() > abi::kMaxStringBytes ? abi::kMaxStringBytes : s.size();
+    std::size_t n = utf8_cut(s.data(), s.size(), abi::kMaxStringBytes);  // never inside a character
     uint32_t slot = abi::string_slot_bytes(static_cast<uint32_t>(n));
     p[slot / 8 - 1] = 0;  // zero the padding of the last word
     auto* bytes = reinterpret_cast<unsigned char*>(p);
