@@ -219,6 +219,8 @@ class Trace {
   void detach_consumer();
 
   uint64_t size() const { return size_; }  // bytes mapped
+  // The open segment or trace file the data comes from (outputs must not be that file).
+  int source_fd() const;
 
  private:
   // The raw mapping, for this library's code on segment bytes (src/reader/trace_internals.hpp).
@@ -226,8 +228,6 @@ class Trace {
   const uint8_t* base() const { return base_; }
   uint8_t* writable_base() const { return writable_ ? base_ : nullptr; }
   int fd() const { return fd_; }  // the segment or trace file
-  // The open segment or trace file the data comes from (outputs must not be that file).
-  int source_fd() const;
 
   Trace() = default;
   Status map(const std::string& path, bool writable);

@@ -9,6 +9,7 @@
 // It must not keep the process alive: when every other thread has gone (the program's last
 // thread left through pthread_exit), it ends the process with status 0, as the exit of that
 // last thread would have.
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "base/process.hpp"
 #include "runtime/runtime.hpp"
@@ -55,6 +57,34 @@ int thread_count() {
   return p != nullptr ? std::atoi(p + 1) : 0;
 }
 
+// True when no thread of the program is left but this one. A main thread that left through
+// pthread_exit stays in the count as a zombie until the process ends, so with two threads
+// left the other one's state is read too.
+bool only_control_thread_left() {
+  int n = thread_count();
+  if (n == 1) return true;
+  if (n != 2) return false;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return false;
+  int live = 0;
+  const pid_t self = gettid();
+  while (dirent* d = readdir(dir)) {
+    if (d->d_name[0] < '0' || d->d_name[0] > '9' || std::atoi(d->d_name) == self) continue;
+    std::string path = std::string("/proc/self/task/") + d->d_name + "/stat";
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[512];
+    ssize_t len = ::read(fd, buf, sizeof(buf) - 1);
+    ::close(fd);
+    if (len <= 0) continue;
+    buf[len] = '\0';
+    const char* p = std::strrchr(buf, ')');
+    if (p != nullptr && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X') ++live;
+  }
+  closedir(dir);
+  return live == 0;
+}
+
 void* control_loop(void*) {
   pthread_setname_np(pthread_self(), "nanotrace-ctl");
   Runtime& rt = Runtime::instance();
@@ -76,7 +106,7 @@ void* control_loop(void*) {
       prepare_free_rings(rt);
       refresh_clock(h);
     }
-    if (thread_count() == 1) std::exit(0);  // the program's last thread is gone
+    if (only_control_thread_left()) std::exit(0);  // the program's last thread is gone
     // Frequent clock pairs early (the rate estimate converges), then ten times a second.
     long wait_ns = wakeups < 20 ? 10 * 1000 * 1000 : 100 * 1000 * 1000;
     sys::futex_wait(word, seen, wait_ns);

@@ -26,9 +26,10 @@ std::string times(const std::string& s, int n) {
 // What text_helper's strings become.
 const std::map<std::string, std::string>& expected_fields() {
   static const std::map<std::string, std::string> kFields = {
-      {"euro", std::string(61, 'a') + R},
-      {"emoji", std::string(60, 'b') + R},
-      {"e_acute", std::string(62, 'c') + R},
+      // The writer never cuts inside a character: the whole character goes.
+      {"euro", std::string(61, 'a')},
+      {"emoji", std::string(60, 'b')},
+      {"e_acute", std::string(62, 'c')},
       {"cont", R + "x" + R},
       {"overlong", times(R, 7)},
       {"surrogate", times(R, 3) + "!"},
@@ -144,7 +145,7 @@ TEST_F(TextOutputTest, TextDumpEscapesControlCharacters) {
   EXPECT_THAT(all, HasSubstr(R"(x\n999 1 forged test:forged ok\r\n)"));
   EXPECT_THAT(all, HasSubstr(R"(\x1b[31mred\x7f\t\x01)"));
   EXPECT_THAT(all, HasSubstr(R"(nel\u0085 ls\u2028)"));
-  EXPECT_THAT(all, HasSubstr(std::string(61, 'a') + R + " "));
+  EXPECT_THAT(all, HasSubstr(std::string(61, 'a') + " "));
   EXPECT_THAT(all, HasSubstr("thr" + R + R + "\\n" + R + "z"));
 }
 

@@ -49,9 +49,9 @@ void descheduled_runs(const std::string& ring, int runs) {
   EXPECT_EQ(over, 0) << summary;
 }
 
-TEST(TriggerSafetyTest, DescheduledFiringThreadSmallRings) { descheduled_runs("64K", 20); }
+TEST(TriggerSafetyTest, DescheduledFiringThreadSmallRings) { descheduled_runs("64K", 10); }
 
-TEST(TriggerSafetyTest, DescheduledFiringThreadLargeRings) { descheduled_runs("1M", 10); }
+TEST(TriggerSafetyTest, DescheduledFiringThreadLargeRings) { descheduled_runs("1M", 5); }
 
 void emit_big(uint64_t u, int64_t s) { NANOTRACE(test, big, "u={} s={}", u, s); }
 

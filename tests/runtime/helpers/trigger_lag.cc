@@ -95,8 +95,7 @@ RunResult one_run(uint64_t run, uint64_t window) {
     std::fprintf(stderr, "open: %s\n", trace.status().message().c_str());
     return out;
   }
-  const auto* h = reinterpret_cast<const nanotrace::abi::SegmentHeader*>((*trace)->base());
-  uint64_t match_ticks = __atomic_load_n(&h->trigger_ticks, __ATOMIC_ACQUIRE);
+  uint64_t match_ticks = (*trace)->process().trigger.ticks;
   auto source = (*trace)->read_all();
   nanotrace::Record r;
   int64_t after = 0;
