@@ -56,7 +56,6 @@ std::string format_fields(const Record& r) {
   return out;
 }
 
-
 const char* mode_name(abi::Mode m) {
   switch (m) {
     case abi::Mode::kOverwrite:
