@@ -32,7 +32,9 @@ constexpr size_t kStackBytes = 128u << 10;
 void prepare_free_rings(Runtime& rt) {
   abi::SegmentHeader* h = rt.segment.header();
   uint32_t ready = 0;
-  for (uint32_t i = 0; i < h->max_threads && ready < kPreparedRings; ++i) {
+  for (uint32_t i = 0; i < h->max_threads && ready < kPreparedRings &&
+                       !rt.control_stop.load(std::memory_order_acquire);
+       ++i) {
     abi::ThreadSlot* s = rt.segment.slot(i);
     if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) !=
         static_cast<uint32_t>(abi::SlotState::kFree)) {
@@ -103,7 +105,9 @@ void* control_loop(void*) {
       seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
       rt.process_trigger_request_locked();
       rt.apply_groups_locked();
-      prepare_free_rings(rt);
+      // Not in the first 10 ms: a short-lived program should not pay for rings it never uses
+      // (nor wait at exit for their allocation).
+      if (wakeups > 0) prepare_free_rings(rt);
       refresh_clock(h);
     }
     if (only_control_thread_left()) std::exit(0);  // the program's last thread is gone
