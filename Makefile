@@ -3,7 +3,7 @@
 # build-tsan/ (ThreadSanitizer: the runtime and reader tests only, ctest label tsan).
 PACKAGES := build-essential cmake pkg-config clang clang-format liburing-dev libcli11-dev \
             libfmt-dev nlohmann-json3-dev libzstd-dev zstd libgtest-dev libgmock-dev \
-            libbenchmark-dev babeltrace2 util-linux procps chromium
+            libbenchmark-dev babeltrace2 util-linux procps chromium python3
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
