@@ -159,8 +159,9 @@ match_tid=$(sed -n 's/.* record #\([0-9]*\) of thread \([0-9]*\) .*/\2/p' "$work
 # The text and JSON dumps of frozen rings list the same records in the same order.
 "$NT" dump "$pid" >"$work/frozen.txt"
 "$NT" dump "$pid" --json >"$work/frozen.jsonl"
-line=$(grep -n "\"seq\":$match_seq,\"thread\":\"[^\"]*\",\"tid\":$match_tid," \
-  "$work/frozen.jsonl" | cut -d: -f1) ||
+# (The keys' order is not part of the match: a record has one seq per thread.)
+line=$(grep -n "\"seq\":$match_seq," "$work/frozen.jsonl" | grep "\"tid\":$match_tid," |
+  cut -d: -f1) ||
   { echo "demo: record #$match_seq of thread $match_tid is not in the frozen rings" >&2; exit 1; }
 total=$(wc -l <"$work/frozen.jsonl")
 awk -v m="$line" 'NR >= m - 4 && NR <= m + 3 { print (NR == m ? ">> " : "   ") $0 }' \

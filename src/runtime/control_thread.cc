@@ -3,7 +3,7 @@
 // writes a trigger request, bumps control_seq and wakes it, and the thread applies the
 // change to the call sites, whose enable flags live in process memory so the disabled check
 // stays a single load. It also refreshes the clock pair the tick rate is measured from, and
-// keeps a few free rings allocated and mapped in ahead of need, so that a new thread's first
+// keeps a few free rings allocated ahead of need, so that a new thread's first
 // event finds its ring ready (a claimer wakes it after taking one). It records no events.
 //
 // It must not keep the process alive: when every other thread has gone (the program's last
@@ -28,21 +28,25 @@ namespace {
 constexpr uint32_t kPreparedRings = 2;  // free rings kept ready
 constexpr size_t kStackBytes = 128u << 10;
 
-// REQUIRES: mu held. Allocates free rings until kPreparedRings are ready (or none is free).
-void prepare_free_rings(Runtime& rt) {
+// REQUIRES: mu held. Allocates one more free ring if fewer than kPreparedRings are ready (or
+// none is free). One per pass, so that a request waits for one allocation at most. True if it
+// allocated one (there may be more to do).
+bool prepare_a_free_ring(Runtime& rt) {
   abi::SegmentHeader* h = rt.segment.header();
   uint32_t ready = 0;
-  for (uint32_t i = 0; i < h->max_threads && ready < kPreparedRings &&
-                       !rt.control_stop.load(std::memory_order_acquire);
-       ++i) {
+  for (uint32_t i = 0; i < h->max_threads; ++i) {
     abi::ThreadSlot* s = rt.segment.slot(i);
     if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) !=
         static_cast<uint32_t>(abi::SlotState::kFree)) {
       continue;
     }
-    if (!prepare_ring(rt.segment, i)) return;  // /dev/shm is full: claimers will see it too
-    ++ready;
+    if (__atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0) {
+      if (++ready >= kPreparedRings) return false;
+      continue;
+    }
+    return prepare_ring(rt.segment, i);  // false: /dev/shm is full; claimers will see it too
   }
+  return false;
 }
 
 // Threads of this process, from field 20 of /proc/self/stat (0 if unknown).
@@ -91,6 +95,7 @@ void* control_loop(void*) {
   pthread_setname_np(pthread_self(), "nanotrace-ctl");
   Runtime& rt = Runtime::instance();
   int wakeups = 0;
+  bool more = false;
   for (;;) {
     uint32_t* word;
     uint32_t seen;
@@ -107,13 +112,13 @@ void* control_loop(void*) {
       rt.apply_groups_locked();
       // Not in the first 10 ms: a short-lived program should not pay for rings it never uses
       // (nor wait at exit for their allocation).
-      if (wakeups > 0) prepare_free_rings(rt);
+      more = wakeups > 0 && prepare_a_free_ring(rt);
       refresh_clock(h);
     }
     if (only_control_thread_left()) std::exit(0);  // the program's last thread is gone
     // Frequent clock pairs early (the rate estimate converges), then ten times a second.
-    long wait_ns = wakeups < 20 ? 10 * 1000 * 1000 : 100 * 1000 * 1000;
-    sys::futex_wait(word, seen, wait_ns);
+    long wait_ns = more ? 0 : wakeups < 20 ? 10 * 1000 * 1000 : 100 * 1000 * 1000;
+    if (wait_ns != 0) sys::futex_wait(word, seen, wait_ns);
     ++wakeups;
   }
 }

@@ -85,7 +85,7 @@ void destroy_segment(Segment* segment, bool unlink);
 bool reserve_table_bytes(Segment* segment, uint64_t end);
 // Appends a string to the segment's pool; returns its offset (0 = the empty string).
 uint32_t intern_string(Segment& segment, const char* text);
-// Allocates slot i's ring (and maps its pages in) unless done before. False if /dev/shm is
+// Allocates slot i's ring unless done before. False if /dev/shm is
 // full.
 bool prepare_ring(const Segment& segment, uint32_t i);
 

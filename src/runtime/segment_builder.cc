@@ -244,8 +244,6 @@ bool prepare_ring(const Segment& seg, uint32_t i) {
   if (posix_fallocate(seg.fd, static_cast<off_t>(seg.ring_offset(i)), h->ring_size) != 0) {
     return false;
   }
-  // Map the pages in ahead of the writer (a no-op before Linux 5.14).
-  madvise(seg.ring(i), h->ring_size, 23 /* MADV_POPULATE_WRITE */);
   __atomic_store_n(&s->prepared, 1, __ATOMIC_RELEASE);
   return true;
 }
