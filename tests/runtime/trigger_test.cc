@@ -94,7 +94,10 @@ TEST(TriggerTest, TimeWindowAndBadExpressions) {
   EXPECT_EQ(trig.seq, 1000u);
   // Every published record lies within 200 us of the match.
   auto result = testing::read_test_records(**trace);
-  uint64_t window_ticks = (*trace)->process().ticks_per_second / 5000;
+  // The process set its deadline with the tick rate it knew when it fired (measured over a
+  // 1 ms baseline in a young process, to 1e-4); the rate read now is a later estimate, so
+  // allow their difference (1 %, far above it).
+  uint64_t window_ticks = (*trace)->process().ticks_per_second / 5000 * 101 / 100;
   for (const auto& r : result.records) EXPECT_LE(r.ticks, trig.ticks + window_ticks);
   EXPECT_LT(result.threads.at(0).info.written, 2000000u);
   child.close_stdin();
