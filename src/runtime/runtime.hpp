@@ -162,6 +162,8 @@ class Runtime {
     uint64_t after_ns = 0;
   };
   const ArmedTrigger* armed = nullptr;
+  // Triggers armed before: kept (reachable, never freed) for threads that may still read one.
+  std::vector<const ArmedTrigger*> retired_triggers;
   uint32_t trigger_requests_seen = 0;
 
  private:

@@ -160,6 +160,7 @@ bool trigger_active() noexcept {
 }
 
 void Runtime::reset_trigger_after_fork() {
+  if (armed != nullptr) retired_triggers.push_back(armed);
   armed = nullptr;
   trigger_requests_seen = 0;
   g_armed.store(nullptr, std::memory_order_relaxed);
@@ -203,6 +204,7 @@ Status Runtime::arm_locked(const std::string& expression, uint64_t after_events,
   }
   if (fields.empty()) return last_error;
   abi::SegmentHeader* h = segment.header();
+  if (armed != nullptr) retired_triggers.push_back(armed);
   armed = new ArmedTrigger{std::move(parsed.value()), std::move(fields), after_events, after_ns};
   g_armed.store(armed, std::memory_order_release);
   std::memset(h->trigger_expr, 0, sizeof(h->trigger_expr));
@@ -218,6 +220,7 @@ Status Runtime::arm_locked(const std::string& expression, uint64_t after_events,
 }
 
 void Runtime::disarm_locked() {
+  if (armed != nullptr) retired_triggers.push_back(armed);
   armed = nullptr;
   g_armed.store(nullptr, std::memory_order_release);
   g_phase.store(static_cast<uint32_t>(TriggerState::kNone), std::memory_order_release);
