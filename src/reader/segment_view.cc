@@ -327,11 +327,11 @@ std::vector<ThreadInfo> Trace::threads() const {
     t.state = static_cast<abi::SlotState>(state);
     t.tid = s.tid;
     t.name = bounded(s.name, sizeof(s.name));
-    // The counters before head: each record `written` counts is then a drop or published
-    // at or before `head` (the writer publishes head, then counts).
+    // Head, then the counters: the records up to head are then counted in `written`, but
+    // for the one the writer may be between publishing and counting.
+    t.head = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
     t.written = __atomic_load_n(&s.written, __ATOMIC_ACQUIRE);
     t.dropped = __atomic_load_n(&s.dropped, __ATOMIC_ACQUIRE);
-    t.head = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
     t.consumed_records = s.consumed_records;
     out.push_back(std::move(t));
   }

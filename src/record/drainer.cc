@@ -215,12 +215,12 @@ void Drainer::copy_out(uint8_t* dst, uint64_t offset, uint64_t n) const {
 Status Drainer::drain(StreamState& st, const RecordHook& hook, bool final, uint64_t* moved,
                       bool* stopped) {
   const abi::ThreadSlot& s = slots_[st.slot];
-  // State, then the counters, then head: every record `written` counts is then either a
-  // drop or published at or before `head` (the writer publishes head, then counts).
+  // State, head, then the counters: the records up to head are then counted in `written`,
+  // but for the one the writer may be between publishing and counting.
   st.state = __atomic_load_n(&s.state, __ATOMIC_ACQUIRE);
+  uint64_t head = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
   st.written = __atomic_load_n(&s.written, __ATOMIC_ACQUIRE);
   st.dropped = __atomic_load_n(&s.dropped, __ATOMIC_ACQUIRE);
-  uint64_t head = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
   if (head >= kMaxPosition) {
     ++st.corrupt_blocks;
     return Status::Ok();
