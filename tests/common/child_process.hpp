@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <glob.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,5 +90,17 @@ inline std::string run_command(const std::string& command, int* code) {
 }
 
 inline std::string segment_of(pid_t pid) { return "/dev/shm/nanotrace-" + std::to_string(pid); }
+
+// Every segment a process left under its name or an alternative one (nanotrace-<pid>.<n>).
+inline std::vector<std::string> segments_of(pid_t pid) {
+  std::vector<std::string> out;
+  glob_t g;
+  std::string pattern = segment_of(pid) + "*";
+  if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.push_back(g.gl_pathv[i]);
+  }
+  globfree(&g);
+  return out;
+}
 
 }  // namespace nanotrace::testing

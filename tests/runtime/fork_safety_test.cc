@@ -25,22 +25,11 @@ const std::string kBin = NANOTRACE_BIN_DIR;
 const std::string kCli = kBin + "/nanotrace";
 const std::string kHelper = kBin + "/nanotrace_fork_helper";
 
-std::vector<std::string> segments_of(pid_t pid) {
-  std::vector<std::string> out;
-  glob_t g;
-  std::string pattern = testing::segment_of(pid) + "*";
-  if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
-    for (size_t i = 0; i < g.gl_pathc; ++i) out.push_back(g.gl_pathv[i]);
-  }
-  globfree(&g);
-  return out;
-}
-
 struct SegmentCleanup {
   std::vector<pid_t> pids;
   ~SegmentCleanup() {
     for (pid_t pid : pids)
-      for (const std::string& s : segments_of(pid)) unlink(s.c_str());
+      for (const std::string& s : testing::segments_of(pid)) unlink(s.c_str());
   }
 };
 
@@ -162,7 +151,7 @@ void expect_not_live_nor_crashed(pid_t pid, const std::string& when) {
   for (const nlohmann::json& e : listed(pid)) {
     EXPECT_FALSE(e.value("alive", false)) << when << ": listed as live: " << e.dump();
   }
-  for (const std::string& path : segments_of(pid)) {
+  for (const std::string& path : testing::segments_of(pid)) {
     auto t = Trace::open_path(path);
     if (!t.ok()) continue;
     EXPECT_NE((*t)->process().state, abi::ProcessState::kCrashed)
@@ -185,8 +174,8 @@ void exec_untraced(bool trace_first) {
   expect_not_live_nor_crashed(child, "during sleep");
   if (!trace_first) {
     // The child never wrote a record: it never had a segment.
-    EXPECT_EQ(segments_of(child), std::vector<std::string>{}) << "segment of a fork child "
-                                                                 "that wrote nothing";
+    EXPECT_EQ(testing::segments_of(child), std::vector<std::string>{}) << "segment of a fork child "
+                                                                          "that wrote nothing";
   }
   auto [pid, status] = parse_status(helper.read_line());
   ASSERT_EQ(pid, child);
@@ -196,7 +185,7 @@ void exec_untraced(bool trace_first) {
   int code = 0;
   std::string out = testing::run_command(kCli + " clean 2>&1", &code);
   EXPECT_EQ(code, 0) << out;
-  EXPECT_EQ(segments_of(child), std::vector<std::string>{}) << "left after clean";
+  EXPECT_EQ(testing::segments_of(child), std::vector<std::string>{}) << "left after clean";
   expect_parent_intact(parent);
   helper.close_stdin();
   status = helper.wait();
@@ -220,7 +209,7 @@ void exec_traced(bool trace_first) {
   ASSERT_EQ(parse_prefixed_pid(helper.read_line(), "pid "), child);  // the producer
   ASSERT_EQ(helper.read_line(), "ready");
   // The exec'd program's segment is the only one of its pid, live, with its own records.
-  EXPECT_EQ(segments_of(child), std::vector<std::string>{testing::segment_of(child)});
+  EXPECT_EQ(testing::segments_of(child), std::vector<std::string>{testing::segment_of(child)});
   std::vector<nlohmann::json> entries = listed(child);
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_TRUE(entries[0].value("alive", false));
@@ -240,7 +229,7 @@ void exec_traced(bool trace_first) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   // A clean exit of the exec'd program removes its segment; nothing of the image before
   // the exec remains either.
-  EXPECT_EQ(segments_of(child), std::vector<std::string>{});
+  EXPECT_EQ(testing::segments_of(child), std::vector<std::string>{});
 }
 
 TEST(ForkSafetyTest, ExecOfTracedProgramGetsOneCleanSegment) { exec_traced(false); }

@@ -28,23 +28,12 @@ pid_t read_pid(ChildProcess& child) {
   return line.rfind("pid ", 0) == 0 ? static_cast<pid_t>(std::stol(line.substr(4))) : -1;
 }
 
-std::vector<std::string> segments_of(pid_t pid) {
-  std::vector<std::string> out;
-  glob_t g;
-  std::string pattern = testing::segment_of(pid) + "*";
-  if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
-    for (size_t i = 0; i < g.gl_pathc; ++i) out.push_back(g.gl_pathv[i]);
-  }
-  globfree(&g);
-  return out;
-}
-
 // Removes whatever segments a helper left, however the test ends.
 struct SegmentCleanup {
   pid_t pid = -1;
   ~SegmentCleanup() {
     if (pid > 0)
-      for (const std::string& s : segments_of(pid)) unlink(s.c_str());
+      for (const std::string& s : testing::segments_of(pid)) unlink(s.c_str());
   }
 };
 
@@ -132,7 +121,7 @@ TEST(ModuleSafetyTest, StaticPluginInHostWithoutRdynamicSharesOneRuntime) {
   ASSERT_EQ(host.read_line(), "loaded");
   ASSERT_EQ(host.read_line(), "ready");
   // One segment, under the live name: the host's was not set aside as a dead process's.
-  std::vector<std::string> segments = segments_of(pid);
+  std::vector<std::string> segments = testing::segments_of(pid);
   EXPECT_EQ(segments, std::vector<std::string>{testing::segment_of(pid)})
       << "the host's live segment was set aside by a second runtime";
   auto trace = Trace::open_pid(pid);
