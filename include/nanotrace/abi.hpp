@@ -163,7 +163,9 @@ struct SegmentHeader {
   // runtime in the same image (a static library linked twice) to forward to. Meaningful only
   // inside the traced process, and only while the writer lock is held.
   uint64_t runtime_api;
-  uint8_t reserved[4096 - 1072];
+  uint32_t trigger_done_seq;  // = trigger_request_seq once the process handled that request
+  uint32_t reserved1;
+  uint8_t reserved[4096 - 1080];
 };
 static_assert(sizeof(SegmentHeader) == 4096);
 static_assert(offsetof(SegmentHeader, version) == 8);
@@ -178,6 +180,7 @@ static_assert(offsetof(SegmentHeader, lost_no_slot) == 192);
 static_assert(offsetof(SegmentHeader, process_name) == 208);
 static_assert(offsetof(SegmentHeader, slot_epoch) == 1040);
 static_assert(offsetof(SegmentHeader, image_id) == 1056);
+static_assert(offsetof(SegmentHeader, trigger_done_seq) == 1072);
 
 struct GroupEntry {
   char name[kNameBytes];  // NUL-terminated

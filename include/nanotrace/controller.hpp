@@ -53,7 +53,7 @@ class Controller {
   // Arms the process's trigger on expression ("io:complete lat_us>1000"; see
   // nanotrace/trigger.hpp), replacing an armed one.
   // Errors: kInvalidArgument (the process refused it: the message says why), kIoError (the
-  // process did not answer within 3 s: its control thread is not running).
+  // process did not handle it within 3 s: its control thread is not running).
   Status arm(std::string_view expression, const RemoteTriggerWindow& window = {});
   // Disarms the trigger. Errors: kIoError as arm().
   Status disarm();
@@ -67,8 +67,7 @@ class Controller {
 
  private:
   explicit Controller(std::unique_ptr<Trace> trace);
-  using Done = bool (*)(const TriggerInfo& now, std::string_view request);
-  Status send(std::string_view request, const RemoteTriggerWindow& window, Done done);
+  Status send(std::string_view request, const RemoteTriggerWindow& window);
 
   std::unique_ptr<Trace> trace_;
 };

@@ -269,6 +269,7 @@ void Runtime::process_trigger_request_locked() {
     std::strncpy(h->trigger_error, s.message().c_str(), sizeof(h->trigger_error) - 1);
     __atomic_store_n(&h->trigger_error_seq, seq, __ATOMIC_RELEASE);
   }
+  __atomic_store_n(&h->trigger_done_seq, seq, __ATOMIC_RELEASE);
 }
 
 }  // namespace nanotrace::runtime
