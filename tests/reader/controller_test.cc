@@ -4,7 +4,9 @@
 #include "nanotrace/controller.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <memory>
 #include <string>
 
 #include "common/child_process.hpp"
@@ -77,6 +79,35 @@ TEST(ControllerTest, ReportsAFrozenTriggerAndResumesIt) {
   t = c.trigger();
   ASSERT_TRUE(t.ok());
   EXPECT_NE(t->state, abi::TriggerState::kFrozen);
+  child.close_stdin();
+  child.wait();
+}
+
+// A trigger that matches at once fires (and freezes) before a controller can see it armed:
+// arm() must still answer, since the process acknowledged the request.
+TEST(ControllerTest, ArmAnswersWhenTheTriggerFiresAtOnce) {
+  testing::ChildProcess child({kProducer, "--threads", "2", "--forever"}, {});
+  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
+  Result<std::unique_ptr<Controller>> control = Status::NotFound("not attached yet");
+  for (int i = 0; i < 500 && !control.ok(); ++i) {
+    control = Controller::attach(std::to_string(pid));
+    if (!control.ok()) usleep(10000);
+  }
+  ASSERT_TRUE(control.ok()) << control.status().message();
+  Controller& c = **control;
+  for (int round = 0; round < 10; ++round) {
+    Status armed = c.arm("test:rec value>=0", {.after_events = 10});
+    ASSERT_TRUE(armed.ok()) << "round " << round << ": " << armed.message();
+    abi::TriggerState state = abi::TriggerState::kArmed;
+    for (int i = 0; i < 1000 && state != abi::TriggerState::kFrozen; ++i) {
+      auto t = c.trigger();
+      ASSERT_TRUE(t.ok());
+      state = t->state;
+      if (state != abi::TriggerState::kFrozen) usleep(2000);
+    }
+    EXPECT_EQ(state, abi::TriggerState::kFrozen) << "round " << round;
+    ASSERT_TRUE(c.disarm().ok()) << "round " << round;
+  }
   child.close_stdin();
   child.wait();
 }

@@ -236,6 +236,14 @@ TEST(RecordTest, DiskFullGivesClearErrorAndReadablePrefix) {
     rmdir(dir.c_str());
     GTEST_SKIP() << "cannot mount a tmpfs (" << std::strerror(errno) << ")";
   }
+  // Unmounted however the test ends (a failed ASSERT returns early).
+  struct Unmount {
+    std::string dir;
+    ~Unmount() {
+      umount2(dir.c_str(), MNT_DETACH);
+      rmdir(dir.c_str());
+    }
+  } unmount{dir};
   ChildProcess producer({kProducer, "--threads", "1", "--events", "2000000", "--go"},
                         {"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=256K"});
   pid_t pid = testing::read_pid(producer);
@@ -263,8 +271,6 @@ TEST(RecordTest, DiskFullGivesClearErrorAndReadablePrefix) {
   EXPECT_EQ(c.gaps, 0u);
   EXPECT_EQ(c.first[0], 0u);
   unlink(file.c_str());
-  umount(dir.c_str());
-  rmdir(dir.c_str());
   unlink(testing::segment_of(pid).c_str());
 }
 
