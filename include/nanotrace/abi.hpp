@@ -224,7 +224,9 @@ struct alignas(64) ThreadSlot {
   // record goes through the slow path, which applies the trigger's window.
   uint64_t check;
   uint32_t prepared;  // 1 once the ring's memory is allocated (set before the slot is claimed)
-  uint32_t reserved0;
+  // A ring not prepared in advance is allocated a block at a time as writers first reach
+  // each block: the blocks from the ring's start allocated so far (kept across claims).
+  uint32_t allocated_blocks;
   // Reader line: written only by the attached consumer.
   alignas(64) uint64_t consumed;  // position up to which the consumer has read (block/discard)
   uint32_t consumer_seq;          // futex word the writer sleeps on in block mode
@@ -238,6 +240,7 @@ static_assert(sizeof(ThreadSlot) == 128);
 static_assert(offsetof(ThreadSlot, consumed) == 64);
 static_assert(offsetof(ThreadSlot, check) == 48);
 static_assert(offsetof(ThreadSlot, name) == 96);
+static_assert(offsetof(ThreadSlot, allocated_blocks) == 60);
 
 struct BlockHeader {
   uint64_t position;    // absolute position of this block: a stale block from an older lap

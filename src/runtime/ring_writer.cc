@@ -8,6 +8,7 @@
 // compare-and-swap on their state, so a thread's first event never waits for another's.
 // Every record dropped here is counted in its slot's `dropped` (one instruction, so a signal
 // handler on the same thread cannot lose an increment).
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -85,11 +86,8 @@ bool finish_claim(Runtime& rt, uint32_t i, uint32_t previous) {
   Segment& seg = rt.segment;
   abi::SegmentHeader* h = seg.header();
   abi::ThreadSlot* s = seg.slot(i);
+  // An unprepared ring is allocated a block at a time by block_memory_ready.
   bool was_prepared = __atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0;
-  if (!prepare_ring(seg, i)) {  // /dev/shm is full: better no ring than a SIGBUS later
-    __atomic_store_n(&s->state, previous, __ATOMIC_RELEASE);
-    return false;
-  }
   if (previous == state_of(SlotState::kExited)) {
     // Records of the previous thread nobody read, and drops nobody reported, are lost.
     uint64_t unread = s->written - __atomic_load_n(&s->consumed_records, __ATOMIC_ACQUIRE) +
@@ -244,6 +242,24 @@ bool room_for_block(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t blo
   return room;
 }
 
+// Makes sure the memory of the block at `next` is allocated before the writer touches it
+// (so /dev/shm running full costs counted drops, never a SIGBUS). Only a ring nobody
+// prepared in advance, on its first lap, has unallocated blocks: one fallocate per block.
+bool block_memory_ready(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t block) {
+  if (__atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0) return true;
+  const uint64_t ring = rt.segment.header()->ring_size;
+  if (next >= ring) return true;  // a later lap: every block was allocated on the first
+  uint64_t index = next / block;
+  if (index < s->allocated_blocks) return true;
+  uint64_t offset = static_cast<uint64_t>(t_writer.data - rt.segment.base) + next;
+  if (posix_fallocate(rt.segment.fd, static_cast<off_t>(offset), static_cast<off_t>(block)) != 0) {
+    return false;
+  }
+  s->allocated_blocks = static_cast<uint32_t>(index + 1);
+  if ((index + 1) * block >= ring) __atomic_store_n(&s->prepared, 1, __ATOMIC_RELEASE);
+  return true;
+}
+
 }  // namespace
 
 void Runtime::request_ring_preparation() {
@@ -309,7 +325,8 @@ uint64_t reserve_slow(uint32_t bytes, abi::ThreadSlot* slot) noexcept {
     block_end = head - in_block + block;
   } else {
     uint64_t next = in_block == 0 ? head : head - in_block + block;
-    if (!runtime::room_for_block(rt, s, next, block)) {
+    if (!runtime::room_for_block(rt, s, next, block) ||
+        !runtime::block_memory_ready(rt, s, next, block)) {
       asm volatile("addq $1, %0" : "+m"(s->dropped));
       __atomic_store_n(&s->check, 0, __ATOMIC_RELAXED);  // come back here for the next record
       return kNoSpace;
