@@ -140,7 +140,7 @@ void Runtime::start_control_thread() {
   pthread_attr_destroy(&attr);
 }
 
-void Runtime::stop_control_thread() {
+void Runtime::stop_control_thread(bool wait) {
   pthread_t thread;
   {
     std::lock_guard lock(mu);
@@ -154,7 +154,7 @@ void Runtime::stop_control_thread() {
       sys::futex_wake_all(&h->control_seq);
     }
   }
-  pthread_join(thread, nullptr);
+  if (wait) pthread_join(thread, nullptr);
 }
 
 }  // namespace nanotrace::runtime

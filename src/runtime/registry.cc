@@ -55,11 +55,15 @@ void warn_if_groups_name_nothing(const Runtime& rt) {
 }
 
 // Stops the control thread before the code it runs may be unmapped (this runtime being part
-// of a module that is unloaded) and at exit.
+// of a module that is unloaded) and at exit. A runtime that is never unloaded does not wait
+// for the thread to end: on a loaded machine that wait is a trip through the scheduler
+// (milliseconds added to every traced process's exit), and the process ends it anyway.
 std::atomic<Runtime*> g_runtime{nullptr};
 struct ControlThreadStopper {
   ~ControlThreadStopper() {
-    if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) rt->stop_control_thread();
+    if (Runtime* rt = g_runtime.load(std::memory_order_acquire)) {
+      rt->stop_control_thread(/*wait=*/!kRuntimeNeverUnloaded);
+    }
   }
 };
 ControlThreadStopper g_control_thread_stopper;

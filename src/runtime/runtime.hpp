@@ -132,7 +132,8 @@ class Runtime {
   // Control thread (control_thread.cc).
   void start_control_thread();
   // Stops and joins it (module unload); REQUIRES: mu not held.
-  void stop_control_thread();
+  // Stops the control thread; waits for it to end only if `wait` (its code may be unloaded).
+  void stop_control_thread(bool wait);
   // Wakes it to prepare more rings.
   void request_ring_preparation();
   pthread_t control_thread{};
@@ -195,6 +196,11 @@ uint64_t forward_reserve(const RuntimeApi& to, uint32_t bytes, abi::ThreadSlot* 
 
 // Installs the fatal-signal handler that marks the segment crashed (crash_handler.cc).
 void install_crash_handler();
+
+// True in the shared runtime, which is never unloaded (-z nodelete): at exit its control
+// thread may simply be left to the end of the process. False in the static library, which a
+// plugin may carry and dlclose. Defined by resident_shared.cc or resident_static.cc.
+extern const bool kRuntimeNeverUnloaded;
 
 // Thread-exit destructor of a claimed ring: marks the slot exited (readable until reused).
 void release_ring(void* slot);
