@@ -54,6 +54,10 @@ class ChildProcess {
     if (!s.empty() && s.back() == '\n') s.pop_back();
     return s;
   }
+  void write_line(const std::string& line) {
+    std::string text = line + "\n";
+    if (stdin_ >= 0 && ::write(stdin_, text.data(), text.size()) < 0) std::abort();
+  }
   void close_stdin() {
     if (stdin_ >= 0) close(stdin_);
     stdin_ = -1;
