@@ -1,8 +1,8 @@
 // libFuzzer target for the readers: the input is written to a file and opened with
-// Trace::open_path, then every table is listed and every record read. Built twice, with the
-// same code: FUZZ_SEGMENT=0 seeded with real trace files (the trace file parser), and
-// FUZZ_SEGMENT=1 seeded with a real segment (the segment parser). Any crash, out-of-bounds
-// access (ASan) or leak fails the run.
+// Trace::open_path, then every table is listed and every record read (merged, and as columns).
+// Built twice, with the same code: FUZZ_SEGMENT=0 seeded with real trace files (the trace file
+// parser), and FUZZ_SEGMENT=1 seeded with a real segment (the segment parser). Any crash,
+// out-of-bounds access (ASan) or leak fails the run.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "nanotrace/columns.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace {
@@ -47,5 +48,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ++n;
   }
   (void)source->threads();
+  // The columnar read walks the same spans its own way.
+  auto columns = nanotrace::read_columns(t);
+  if (columns.ok()) {
+    for (const nanotrace::EventTable& table : columns->tables) {
+      for (const nanotrace::FieldColumn& f : table.fields) {
+        for (size_t i = 0; i < table.rows(); ++i) (void)nanotrace::format_value(f.value_at(i));
+      }
+    }
+  }
   return 0;
 }

@@ -1,0 +1,157 @@
+// Reading records as columns: the records of a trace decoded straight into one table per
+// event layout, a column per value (time, thread, sequence number, each field), without a
+// Record per record. For bindings (the Python module hands these arrays to numpy without a
+// copy) and for analyses that want whole columns.
+//
+// The rows of all tables together are exactly the records Trace::read_all() returns, in the
+// same order (merged by time, ties by thread), with the same loss accounting; `order` can
+// give each row's position in that stream, to interleave tables again.
+//
+// Memory: everything selected is held at once (about 8 bytes per value, strings as their
+// bytes plus an 8-byte offset). Select events to read less. Each column lives in a mapping
+// of its own that does not move as it grows (address space is reserved, memory is used as
+// written), on huge pages where the kernel has them: on a VM a fresh 4 KiB page can cost more
+// to fault in than the values written to it.
+//
+// Thread safety: read_columns() uses the Trace, which belongs to one thread at a time; a
+// ColumnSet is a plain value.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "nanotrace/reader.hpp"
+#include "nanotrace/status.hpp"
+
+namespace nanotrace {
+
+namespace detail {
+// Bytes in an anonymous mapping of their own (see ColumnArray).
+class ColumnStorage {
+ public:
+  ColumnStorage() = default;
+  ~ColumnStorage();
+  ColumnStorage(ColumnStorage&& other) noexcept;
+  ColumnStorage& operator=(ColumnStorage&& other) noexcept;
+  ColumnStorage(const ColumnStorage&) = delete;
+  ColumnStorage& operator=(const ColumnStorage&) = delete;
+  void* data() const { return data_; }
+  // Bytes that may be written without calling reserve() again.
+  size_t capacity() const { return ready_; }
+  // Makes room for at least `bytes` (contents kept). Throws std::bad_alloc as a vector would.
+  void reserve(size_t bytes);
+
+ private:
+  void* data_ = nullptr;
+  void* base_ = nullptr;  // of the mapping (data_ lies inside it)
+  size_t mapped_ = 0;     // bytes of address space mapped from base_
+  size_t ready_ = 0;      // bytes from data_ usable now
+};
+}  // namespace detail
+
+// A growable array of trivially copyable values, like a vector of them, but in its own
+// mapping: growing does not copy, and memory is taken as it is written.
+template <class T>
+class ColumnArray {
+  static_assert(std::is_trivially_copyable_v<T>);
+
+ public:
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* data() { return static_cast<T*>(storage_.data()); }
+  const T* data() const { return static_cast<const T*>(storage_.data()); }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size_; }
+  void push_back(T value) {
+    if (size_ == capacity_) grow(size_ + 1);
+    data()[size_++] = value;
+  }
+  void append(const T* values, size_t n) {
+    if (size_ + n > capacity_) grow(size_ + n);
+    __builtin_memcpy(data() + size_, values, n * sizeof(T));
+    size_ += n;
+  }
+  // Sets the size; new elements are zero (fresh pages) or left as they were.
+  void resize(size_t n) {
+    if (n > capacity_) grow(n);
+    size_ = n;
+  }
+
+ private:
+  void grow(size_t n) {
+    storage_.reserve(n * sizeof(T));
+    capacity_ = storage_.capacity() / sizeof(T);
+  }
+  detail::ColumnStorage storage_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+// One field of an EventTable.
+struct FieldColumn {
+  FieldInfo info;  // name, type, enum value names
+  // Every type but kString: one word per row, as FieldValue::bits (signed integers
+  // sign-extended, floats as IEEE double bits, bools 0 or 1).
+  ColumnArray<uint64_t> bits;
+  // kString: row i is text[offsets[i], offsets[i + 1]) (rows + 1 offsets), the bytes as
+  // recorded: not necessarily valid UTF-8.
+  ColumnArray<uint64_t> offsets;
+  ColumnArray<char> text;
+
+  bool is_string() const { return info.type == abi::FieldType::kString; }
+  std::string_view string_at(size_t row) const {
+    return std::string_view(text.data() + offsets[row], offsets[row + 1] - offsets[row]);
+  }
+  // Row i as a FieldValue (its text, for a string, points into `text`).
+  FieldValue value_at(size_t row) const;
+};
+
+// The records of one event layout: the call sites of one full name that share field names
+// and types (a name whose call sites differ gets one table per layout).
+struct EventTable {
+  std::string name;           // "group:event"
+  std::vector<uint16_t> ids;  // the event ids (call sites) it holds
+  ColumnArray<uint64_t> time_ns;
+  ColumnArray<uint64_t> seq;     // per-thread record number
+  ColumnArray<uint32_t> thread;  // index into ColumnSet::threads
+  // Event id of each row: only when the table holds several ids (empty: ids[0]).
+  ColumnArray<uint16_t> event;
+  // With ColumnOptions::row_order: each row's position among all rows of the ColumnSet.
+  ColumnArray<uint64_t> order;
+  std::vector<FieldColumn> fields;
+  size_t rows() const { return time_ns.size(); }
+};
+
+struct ColumnSet {
+  std::vector<EventTable> tables;
+  std::vector<ThreadStats> threads;  // per thread stream, as RecordSource::threads()
+  std::vector<uint32_t> thread_pid;  // per thread stream: the process it belongs to
+  uint64_t rows = 0;                 // all tables
+  // Records lost, all causes (as TraceStats::lost): every thread's plus the process's.
+  uint64_t lost = 0;
+  uint64_t corrupt_blocks = 0;
+  // The table named `name` ("group:event"), or null. With several layouts: the first.
+  const EventTable* find(std::string_view name) const;
+};
+
+struct ColumnOptions {
+  // Events to read: "group:event" or "group"; empty: every event.
+  std::vector<std::string> events;
+  // Fill EventTable::order (to interleave the tables again).
+  bool row_order = false;
+};
+
+// read_columns - reads every record of trace selected by options (a live segment: the
+// records written so far, without consuming them).
+// Returns: one table per event layout selected, in event id order (tables of events without
+// records are present and empty).
+// Errors: kNotFound if an entry of options.events names no event or group of the trace.
+Result<ColumnSet> read_columns(Trace& trace, const ColumnOptions& options = {});
+
+}  // namespace nanotrace

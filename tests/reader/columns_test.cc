@@ -1,0 +1,166 @@
+// read_columns against read_all on real traced processes: every row is the record read_all
+// returns at the same position (time, thread, sequence number, event, every field value), for
+// a live segment of interleaved threads, the export helper's every field type and strings,
+// and a trace file of the same records; a selection keeps the others' order.
+#include "nanotrace/columns.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/child_process.hpp"
+#include "nanotrace/record.hpp"
+
+namespace nanotrace {
+namespace {
+
+const std::string kBin = NANOTRACE_BIN_DIR;
+
+struct Row {
+  uint64_t time_ns, seq;
+  uint32_t thread;
+  uint16_t event;
+  std::vector<uint64_t> bits;
+  std::vector<std::string> text;
+  bool operator==(const Row&) const = default;
+};
+
+Row row_of(const Record& r) {
+  Row row{r.time_ns, r.seq, r.thread, r.event->id, {}, {}};
+  for (uint32_t i = 0; i < r.field_count; ++i) {
+    bool s = r.values[i].type == abi::FieldType::kString;
+    row.bits.push_back(s ? 0 : r.values[i].bits);
+    row.text.emplace_back(s ? r.values[i].text : std::string_view());
+  }
+  return row;
+}
+
+// The rows of a ColumnSet in stream order.
+std::vector<Row> rows_of(const ColumnSet& set) {
+  std::vector<Row> out(set.rows);
+  for (const EventTable& t : set.tables) {
+    for (size_t i = 0; i < t.rows(); ++i) {
+      EXPECT_LT(t.order[i], set.rows);
+      Row& row = out[t.order[i]];
+      row = {t.time_ns[i], t.seq[i], t.thread[i], t.ids.size() > 1 ? t.event[i] : t.ids[0], {}, {}};
+      for (const FieldColumn& f : t.fields) {
+        row.bits.push_back(f.is_string() ? 0 : f.bits[i]);
+        row.text.emplace_back(f.is_string() ? f.string_at(i) : std::string_view());
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Row> read_rows(Trace& trace, const std::vector<std::string>& only = {},
+                           uint64_t* lost = nullptr) {
+  std::vector<Row> out;
+  auto source = trace.read_all();
+  Record r;
+  while (source->next(&r)) {
+    bool keep = only.empty();
+    for (const std::string& f : only)
+      keep = keep || f == r.event->full_name() || f == r.event->group;
+    if (keep) out.push_back(row_of(r));
+  }
+  if (lost) {
+    *lost = trace.process().lost_no_slot + trace.process().lost_reclaimed;
+    for (const ThreadStats& s : source->threads()) *lost += s.lost();
+  }
+  return out;
+}
+
+void expect_same(Trace& trace, const std::vector<std::string>& only = {}) {
+  uint64_t lost = 0;
+  std::vector<Row> expected = read_rows(trace, only, &lost);
+  auto set = read_columns(trace, {only, true});
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->rows, expected.size());
+  EXPECT_EQ(set->lost, lost);
+  EXPECT_EQ(set->threads.size(), trace.threads().size());
+  std::vector<Row> got = rows_of(*set);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i], expected[i]) << "row " << i;
+  }
+}
+
+// Runs a helper that prints "... segment PATH" to completion, keeping its segment.
+std::string run_helper(const std::string& command) {
+  int code = 0;
+  std::string out = testing::run_command("NANOTRACE_KEEP=1 " + command, &code);
+  EXPECT_EQ(code, 0) << out;
+  size_t at = out.find("segment ");
+  if (at == std::string::npos) return "";
+  std::string path = out.substr(at + 8);
+  return path.substr(0, path.find_first_of(" \n"));
+}
+
+TEST(ColumnsTest, LiveThreadsInterleavedMatchReadAll) {
+  testing::ChildProcess child(
+      {kBin + "/nanotrace_test_producer", "--threads", "4", "--events", "20000", "--hold"}, {});
+  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
+  ASSERT_EQ(child.read_line(), "ready");
+  auto trace = Trace::open(std::to_string(pid));
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  expect_same(**trace);
+  auto set = read_columns(**trace);
+  ASSERT_TRUE(set.ok());
+  const EventTable* rec = set->find("test:rec");
+  ASSERT_NE(rec, nullptr);
+  EXPECT_EQ(rec->rows(), 80000u);
+  ASSERT_EQ(rec->fields.size(), 4u);
+  EXPECT_EQ(rec->fields[2].info.name, "value");
+  child.close_stdin();
+  child.wait();
+}
+
+TEST(ColumnsTest, EveryFieldTypeAndStringsFromSegmentAndFile) {
+  std::string segment = run_helper(kBin + "/export_helper --pairs 300");
+  ASSERT_FALSE(segment.empty());
+  auto trace = Trace::open(segment);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  expect_same(**trace);
+  expect_same(**trace, {"test:begin"});
+  expect_same(**trace, {"test:end", "test:strings"});
+
+  auto set = read_columns(**trace, {{"test:types"}});
+  ASSERT_TRUE(set.ok());
+  ASSERT_EQ(set->tables.size(), 1u);
+  const EventTable& types = set->tables[0];
+  ASSERT_EQ(types.rows(), 1u);
+  EXPECT_EQ(types.fields[0].value_at(0).as_int(), -5);
+  EXPECT_EQ(types.fields[9].value_at(0).as_double(), -2.25);
+  EXPECT_EQ(types.fields[11].string_at(0), "hello world");
+  EXPECT_EQ(read_columns(**trace, {{"test:nosuch"}}).status().code(), StatusCode::kNotFound);
+
+  // The same records from a trace file.
+  std::string file = ::testing::TempDir() + "columns-" + std::to_string(getpid()) + ".ntr";
+  auto summary = write_snapshot(**trace, file, true);
+  ASSERT_TRUE(summary.ok()) << summary.status().message();
+  auto from_file = Trace::open(file);
+  ASSERT_TRUE(from_file.ok()) << from_file.status().message();
+  expect_same(**from_file);
+  expect_same(**from_file, {"test"});
+  std::filesystem::remove(file);
+  std::filesystem::remove(segment);
+}
+
+TEST(ColumnsTest, AnEventWithoutFields) {
+  std::string segment = run_helper(kBin + "/export_helper --pairs 8");
+  ASSERT_FALSE(segment.empty());
+  auto trace = Trace::open(segment);
+  ASSERT_TRUE(trace.ok());
+  auto set = read_columns(**trace, {{"test:empty"}});
+  ASSERT_TRUE(set.ok());
+  ASSERT_EQ(set->tables.size(), 1u);
+  EXPECT_EQ(set->tables[0].rows(), 1u);
+  EXPECT_TRUE(set->tables[0].fields.empty());
+  std::filesystem::remove(segment);
+}
+
+}  // namespace
+}  // namespace nanotrace
