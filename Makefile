@@ -3,7 +3,8 @@
 # build-tsan/ (ThreadSanitizer: the runtime and reader tests only, ctest label tsan).
 PACKAGES := build-essential cmake pkg-config clang clang-format liburing-dev libcli11-dev \
             libfmt-dev nlohmann-json3-dev libzstd-dev zstd libgtest-dev libgmock-dev \
-            libbenchmark-dev babeltrace2 util-linux procps chromium python3
+            libbenchmark-dev babeltrace2 util-linux procps chromium python3 \
+            python3-dev pybind11-dev python3-numpy python3-pandas python3-pytest
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 

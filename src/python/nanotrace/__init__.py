@@ -1,0 +1,223 @@
+"""nanotrace from Python: traces as numpy columns or pandas DataFrames, begin/end pairs,
+latency, statistics, and control of a live traced process.
+
+    import nanotrace
+    trace = nanotrace.open("trace.ntr")          # a trace file, a pid, "name:NAME" or a segment
+    io = trace.events("io:submit")               # {column: ndarray}
+    df = trace.to_pandas("io:submit")            # the same as a DataFrame
+    pairs = trace.pairs("io:submit", "io:complete", "req")
+    print(trace.latency("io:submit", "io:complete", "req")["overall"]["p99_ns"])
+    print(trace.stats()["lost"])
+
+    with nanotrace.control(1234) as process:     # a live process
+        process.enable("io")
+        process.arm("io:complete lat_us>1000", after_events=100)
+
+Values equal what `nanotrace dump --json` prints for the same records: columns time_ns,
+pid, tid, seq, event and one per field (a field named like one of those is "fields.NAME");
+thread names are in trace.threads(). pid and event hold one value per table: they are
+read-only arrays of that value repeated (no memory per row). Integers are int64 (signed) or uint64 (unsigned, pointers), floats float64
+(NaN and infinities as such), bools bool, strings str (bytes that are not valid UTF-8 become
+U+FFFD, as in the JSON), enum fields with value names the name where the value has one.
+Rows are in the merged time order of `nanotrace dump`.
+
+Errors (no such process or file, a corrupt file, an unknown event) raise nanotrace.Error.
+"""
+
+from . import _nanotrace
+from ._nanotrace import Error
+
+__all__ = ["Error", "Trace", "Control", "open", "control"]
+
+
+def _names(name):
+    if name is None:
+        return []
+    if isinstance(name, str):
+        return [name]
+    return list(name)
+
+
+class Trace:
+    """The records of one traced process: a trace file, or a segment (live or left behind).
+
+    A live segment is read as it is at each call (the records written so far), without
+    consuming them."""
+
+    def __init__(self, source):
+        self._trace = _nanotrace.open_trace(str(source))
+        self.source = str(source)
+
+    @property
+    def is_file(self):
+        return self._trace.is_file
+
+    @property
+    def warning(self):
+        """Why part of a trace file was ignored (a damaged tail), or ""."""
+        return self._trace.warning
+
+    @property
+    def process(self):
+        """The traced process: pid, names, clock, ring sizes, losses, trigger."""
+        return self._trace.process
+
+    def event_info(self):
+        """The events: id, name ("group:event"), format, fields [(name, type, value names)]."""
+        return self._trace.event_list()
+
+    def event_names(self):
+        return sorted({e["name"] for e in self._trace.event_list()})
+
+    def threads(self):
+        return self._trace.thread_list()
+
+    def groups(self):
+        """{group: enabled}."""
+        return self._trace.groups()
+
+    def refresh(self):
+        """Re-reads a live segment's tables (events registered since open)."""
+        self._trace.refresh()
+
+    def _tables(self, name, row_order=False):
+        return self._trace.read_tables(_names(name), row_order)
+
+    def events(self, name=None, pandas=False, structured=False):
+        """The records of an event as columns.
+
+        name: "group:event" gives that event's table: {column: ndarray}, or a DataFrame
+        (pandas=True), or a numpy structured array (structured=True, a copy). A group, a list
+        of names, or None (every event) gives {event name: table}. A name whose call sites
+        have different fields has one table per layout: "name", "name#2", ...
+        """
+        tables, _ = self._tables(name)
+        single = isinstance(name, str) and ":" in name
+        if pandas:
+            import pandas as pd
+
+            tables = {k: pd.DataFrame(v, copy=False) for k, v in tables.items()}
+        elif structured:
+            tables = {k: _structured(v) for k, v in tables.items()}
+        if single:
+            return tables[next(iter(tables))]
+        return tables
+
+    def to_pandas(self, name=None):
+        """A DataFrame: of one event ("group:event"), or of several (a group, a list, None for
+        all) in one frame in the merged time order, with the union of their field columns
+        (missing values NaN or None)."""
+        import pandas as pd
+
+        tables, orders = self._tables(name, row_order=True)
+        if isinstance(name, str) and ":" in name:
+            return pd.DataFrame(tables[next(iter(tables))], copy=False)
+        frames = []
+        for key, columns in tables.items():
+            frame = pd.DataFrame(columns, copy=False)
+            frame.index = orders[key]
+            frames.append(frame)
+        if not frames:
+            return pd.DataFrame()
+        frame = pd.concat(frames, copy=False).sort_index(kind="stable")
+        frame.index = range(len(frame))
+        return frame
+
+    def pairs(self, begin, end, key, by=None, pandas=False):
+        """Begin/end pairs matched by the value of field `key` (the analysis layer's interval
+        matcher, as `nanotrace latency` uses): columns kind ("pair", "unmatched_begin",
+        "unmatched_end"), begin_ns, end_ns, latency_ns, begin_tid, end_tid, key, by (when
+        given: that field of the begin record) and lost_adjacent (records were lost during the
+        pair, or next to the unmatched record)."""
+        columns = self._trace.pairs(begin, end, key, by or "")
+        if pandas:
+            import pandas as pd
+
+            return pd.DataFrame(columns, copy=False)
+        return columns
+
+    def latency(self, begin, end, key, by=None, top=0):
+        """The latency report of `nanotrace latency --json` as a dict: counts, exact
+        percentiles, log2 histogram, per-`by` groups, the `top` slowest pairs."""
+        return self._trace.latency(begin, end, key, by or "", top)
+
+    def stats(self):
+        """`nanotrace stats --json` as a dict: records, rates, and losses (total and per
+        thread: overwritten, dropped, corrupt blocks)."""
+        return self._trace.stats()
+
+    def control(self):
+        """A Control of this trace's live process."""
+        return Control(self.source)
+
+    def __repr__(self):
+        p = self.process
+        kind = "file" if self.is_file else "segment"
+        return f"<nanotrace.Trace {kind} pid {p['pid']} {p['path']!r}>"
+
+
+class Control:
+    """A live traced process's groups and trigger (the Controller behind `nanotrace
+    enable`, `trigger arm` ...). Each request waits for the process to answer."""
+
+    def __init__(self, source):
+        self._control = _nanotrace.attach(str(source))
+
+    @property
+    def process(self):
+        return self._control.process
+
+    def groups(self):
+        """{group: enabled}, as read now."""
+        return self._control.groups()
+
+    def enable(self, *groups):
+        for g in groups:
+            self._control.set_group_enabled(g, True)
+
+    def disable(self, *groups):
+        for g in groups:
+            self._control.set_group_enabled(g, False)
+
+    def arm(self, expression, after_events=0, after_ns=0):
+        """Arms the trigger ("io:complete lat_us>1000"): after the match, keep recording
+        after_events events or after_ns nanoseconds, then freeze the rings."""
+        self._control.arm(expression, after_events, after_ns)
+
+    def disarm(self):
+        self._control.disarm()
+
+    def resume(self):
+        """Unfreezes rings a trigger froze (the trigger stays armed)."""
+        self._control.resume()
+
+    def trigger(self):
+        """The trigger's state ("none", "armed", "fired", "frozen") and what matched."""
+        return self._control.trigger()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _structured(columns):
+    import numpy as np
+
+    names = list(columns)
+    arrays = [columns[n] for n in names]
+    out = np.empty(len(arrays[0]), dtype=[(n, a.dtype) for n, a in zip(names, arrays)])
+    for n, a in zip(names, arrays):
+        out[n] = a
+    return out
+
+
+def open(source):
+    """Opens a trace: a trace file path, a pid (int or str), "name:NAME" or a segment path."""
+    return Trace(source)
+
+
+def control(source):
+    """Attaches to a live process (pid, "name:NAME" or segment path) to control it."""
+    return Control(source)

@@ -1,0 +1,264 @@
+// Trace.stats(), Trace.latency() and Trace.pairs() of the Python module: the analysis layer's
+// results as dicts (the keys of `nanotrace stats --json` and `nanotrace latency --json`) and
+// the interval matcher's outcomes as numpy columns.
+#include "python/py_analysis.hpp"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "nanotrace/analysis.hpp"
+#include "nanotrace/intervals.hpp"
+#include "python/py_common.hpp"
+
+namespace nanotrace::python {
+namespace {
+
+py::dict latency_stats(const LatencyStats& s) {
+  py::list histogram;
+  for (const HistogramBucket& b : s.histogram) {
+    py::dict h;
+    h["lo_ns"] = b.lo_ns;
+    h["hi_ns"] = b.hi_ns;
+    h["count"] = b.count;
+    histogram.append(h);
+  }
+  py::dict d;
+  d["count"] = s.count;
+  d["unmatched_begins"] = s.unmatched_begins;
+  d["min_ns"] = s.min_ns;
+  d["p50_ns"] = s.p50_ns;
+  d["p90_ns"] = s.p90_ns;
+  d["p99_ns"] = s.p99_ns;
+  d["p999_ns"] = s.p999_ns;
+  d["max_ns"] = s.max_ns;
+  d["mean_ns"] = s.mean_ns;
+  d["histogram"] = histogram;
+  return d;
+}
+
+const char* const kKinds[] = {"pair", "unmatched_begin", "unmatched_end"};
+
+// The outcomes of one rule, as columns.
+struct PairColumns {
+  std::vector<uint64_t> begin_ns, end_ns, latency_ns;
+  std::vector<uint32_t> begin_tid, end_tid;
+  std::vector<uint8_t> kind, lost_adjacent;
+  py::list key, by;
+
+  void add(int k, const Interval& i, uint32_t begin_tid_, uint32_t end_tid_, bool lost,
+           const py::object& key_, const py::object& by_) {
+    begin_ns.push_back(i.begin_ns);
+    end_ns.push_back(i.end_ns);
+    latency_ns.push_back(k == 0 ? i.latency_ns() : 0);
+    begin_tid.push_back(begin_tid_);
+    end_tid.push_back(end_tid_);
+    kind.push_back(static_cast<uint8_t>(k));
+    lost_adjacent.push_back(lost);
+    key.append(key_);
+    by.append(by_);
+  }
+};
+
+// The key and --by value of an open interval, in slots reused once it closes.
+struct Opened {
+  py::object key, by;
+};
+
+}  // namespace
+
+py::dict trace_stats(Trace& trace) {
+  TraceStats st;
+  {
+    py::gil_scoped_release unlocked;
+    st = analyze_stats(trace);
+  }
+  const ProcessInfo& p = trace.process();
+  py::list events, threads;
+  for (const EventCount& e : st.events) {
+    py::dict d;
+    d["event"] = text(e.event);
+    d["count"] = e.rate.count;
+    d["rate_per_s"] = e.rate.per_second();
+    events.append(d);
+  }
+  uint64_t corrupt = 0;
+  for (size_t i = 0; i < st.threads.size(); ++i) {
+    const ThreadStats& s = st.threads[i];
+    corrupt += s.corrupt_blocks;
+    py::dict d;
+    d["tid"] = s.info.tid;
+    d["name"] = text(s.info.name);
+    d["state"] = s.info.state == abi::SlotState::kExited ? "exited" : "active";
+    d["records"] = s.records;
+    d["written"] = s.info.written;
+    d["rate_per_s"] = st.thread_rates[i].per_second();
+    d["lost"] = s.lost();
+    d["overwritten"] = s.overwritten;
+    d["dropped"] = s.dropped;
+    d["corrupt_blocks"] = s.corrupt_blocks;
+    threads.append(d);
+  }
+  py::dict out;
+  out["pid"] = p.pid;
+  out["alive"] = p.alive;
+  out["mode"] = mode_name(p.mode);
+  out["records"] = st.total.count;
+  out["span_s"] = st.span_s();
+  out["rate_per_s"] = st.total.per_second();
+  out["lost"] = st.lost;
+  out["lost_no_slot"] = p.lost_no_slot;
+  out["lost_reclaimed"] = p.lost_reclaimed;
+  out["corrupt_blocks"] = corrupt;
+  out["events"] = events;
+  out["threads"] = threads;
+  return out;
+}
+
+py::dict trace_latency(Trace& trace, const std::string& begin, const std::string& end,
+                       const std::string& key, const std::string& by, uint32_t top) {
+  LatencyOptions options;
+  options.rule = PairRule{begin, end, key};
+  options.by = by;
+  options.top = top;
+  Result<LatencyReport> result = [&] {
+    py::gil_scoped_release unlocked;
+    return analyze_latency(trace, options);
+  }();
+  const LatencyReport rep = take(std::move(result));
+  py::dict j;
+  j["begin"] = text(rep.rule.begin);
+  j["end"] = text(rep.rule.end);
+  j["key"] = text(rep.rule.key);
+  j["by"] = text(rep.by);
+  j["records"] = rep.records;
+  j["begins"] = rep.begins;
+  j["ends"] = rep.ends;
+  j["unmatched_ends"] = rep.unmatched_ends;
+  j["lost"] = rep.lost;
+  j["corrupt_blocks"] = rep.corrupt_blocks;
+  j["lost_adjacent_pairs"] = rep.lost_adjacent_pairs;
+  j["lost_adjacent_unmatched"] = rep.lost_adjacent_unmatched;
+  j["overall"] = latency_stats(rep.overall);
+  py::list groups, slowest;
+  for (const LatencyStats& g : rep.groups) {
+    py::dict d = latency_stats(g);
+    d["value"] = text(g.by_value);
+    groups.append(d);
+  }
+  for (const SlowPair& p : rep.top) {
+    py::dict d;
+    d["latency_ns"] = p.latency_ns;
+    d["begin_ns"] = p.begin_ns;
+    d["begin_realtime_ns"] = p.begin_realtime_ns;
+    d["tid"] = p.tid;
+    d["thread"] = text(p.thread);
+    d["key"] = text(p.key);
+    d["by"] = text(p.by_value);
+    slowest.append(d);
+  }
+  j["groups"] = groups;
+  j["top"] = slowest;
+  return j;
+}
+
+py::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& end,
+                     const std::string& key, const std::string& by) {
+  ResolvedPair rule = take(resolve_pair(trace, PairRule{begin, end, key}));
+  std::vector<int> by_field(rule.role.size(), -1);
+  if (!by.empty()) {
+    for (uint16_t id : rule.begin_ids) {
+      const EventInfo* e = trace.event_by_id(id);
+      for (size_t f = 0; f < e->fields.size(); ++f) {
+        if (e->fields[f].name == by) by_field[id] = static_cast<int>(f);
+      }
+      if (by_field[id] < 0) {
+        check(Status::NotFound("by: begin event " + e->full_name() + " has no field '" + by + "'"));
+      }
+    }
+  }
+  IntervalMatcher matcher({rule});
+  const ResolvedPair& r0 = matcher.rules()[0];
+  auto source = trace.read_all();
+  const std::vector<ThreadStats>& threads = source->threads();
+  auto tid = [&](uint32_t thread) {
+    return thread < threads.size() ? threads[thread].info.tid : 0;
+  };
+  PairColumns out;
+  std::vector<Opened> opened;
+  std::vector<uint64_t> free_slots;
+  auto release = [&](uint64_t slot) {
+    Opened o = std::move(opened[slot]);
+    opened[slot] = Opened{};
+    free_slots.push_back(slot);
+    return o;
+  };
+  Record r;
+  while (source->next(&r)) {
+    const std::vector<IntervalMatch>& matches = matcher.add(r);
+    if (matches.empty()) continue;
+    const IntervalMatch& m = matches.front();
+    const uint16_t id = r.event->id;
+    const uint32_t k = static_cast<uint32_t>(r0.key_field[id]);
+    if (m.kind == IntervalMatch::Kind::kBegin) {
+      if (m.replaced) {
+        Opened o = release(m.interval.tag);
+        out.add(1, m.interval, tid(m.interval.begin_thread), 0, m.interval.lost_adjacent, o.key,
+                o.by);
+      }
+      Opened o{value_object(r.event->fields[k], r.values[k]), py::none()};
+      if (by_field[id] >= 0) {
+        auto f = static_cast<uint32_t>(by_field[id]);
+        o.by = value_object(r.event->fields[f], r.values[f]);
+      }
+      uint64_t slot = opened.size();
+      if (!free_slots.empty()) {
+        slot = free_slots.back();
+        free_slots.pop_back();
+        opened[slot] = std::move(o);
+      } else {
+        opened.push_back(std::move(o));
+      }
+      *m.tag = slot;
+    } else if (m.kind == IntervalMatch::Kind::kEnd) {
+      Opened o = release(m.interval.tag);
+      out.add(0, m.interval, tid(m.interval.begin_thread), tid(m.interval.end_thread),
+              m.interval.lost_adjacent, o.key, o.by);
+    } else {
+      Interval i;
+      i.end_ns = r.time_ns;
+      out.add(2, i, 0, tid(r.thread), m.lost_adjacent,
+              value_object(r.event->fields[k], r.values[k]), py::none());
+    }
+  }
+  uint64_t lost = trace.process().lost_no_slot + trace.process().lost_reclaimed;
+  for (const ThreadStats& s : source->threads()) lost += s.lost();
+  for (const auto& [unused, i] : matcher.finish(lost)) {
+    Opened o = release(i.tag);
+    out.add(1, i, tid(i.begin_thread), 0, i.lost_adjacent, o.key, o.by);
+  }
+  // Losses the stream cannot place make every unmatched record lost-adjacent.
+  if (lost > matcher.lost_seen()) {
+    for (size_t i = 0; i < out.kind.size(); ++i) out.lost_adjacent[i] |= out.kind[i] != 0;
+  }
+  const auto n = static_cast<py::ssize_t>(out.kind.size());
+  py::array_t<bool> lost_adjacent(n);
+  py::list kinds;
+  for (py::ssize_t i = 0; i < n; ++i) {
+    lost_adjacent.mutable_data()[i] = out.lost_adjacent[i] != 0;
+    kinds.append(kKinds[out.kind[i]]);
+  }
+  py::module_ np = py::module_::import("numpy");
+  py::dict columns;
+  columns["kind"] = np.attr("array")(kinds, py::arg("dtype") = "object");
+  columns["begin_ns"] = py::array_t<uint64_t>(n, out.begin_ns.data());
+  columns["end_ns"] = py::array_t<uint64_t>(n, out.end_ns.data());
+  columns["latency_ns"] = py::array_t<uint64_t>(n, out.latency_ns.data());
+  columns["begin_tid"] = py::array_t<uint32_t>(n, out.begin_tid.data());
+  columns["end_tid"] = py::array_t<uint32_t>(n, out.end_tid.data());
+  columns["key"] = np.attr("array")(out.key, py::arg("dtype") = "object");
+  if (!by.empty()) columns["by"] = np.attr("array")(out.by, py::arg("dtype") = "object");
+  columns["lost_adjacent"] = lost_adjacent;
+  return columns;
+}
+
+}  // namespace nanotrace::python

@@ -1,0 +1,25 @@
+// Trace.stats(), Trace.latency() and Trace.pairs() of the Python module.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+
+#include "nanotrace/reader.hpp"
+
+namespace nanotrace::python {
+
+// Counts, rates and losses: the keys of `nanotrace stats --json`, plus corrupt_blocks.
+pybind11::dict trace_stats(Trace& trace);
+// The latency report: the keys of `nanotrace latency --json`. by: "" for no split.
+pybind11::dict trace_latency(Trace& trace, const std::string& begin, const std::string& end,
+                             const std::string& key, const std::string& by, uint32_t top);
+// Every outcome of the interval matcher for one rule, as columns: kind ("pair",
+// "unmatched_begin", "unmatched_end"), begin_ns, end_ns, latency_ns (0 unless a pair),
+// begin_tid, end_tid (0 where absent), key, by (with a by field), lost_adjacent. Rows in the
+// order the outcomes were known (a pair at its end; open intervals last).
+pybind11::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& end,
+                           const std::string& key, const std::string& by);
+
+}  // namespace nanotrace::python

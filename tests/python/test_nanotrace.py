@@ -1,0 +1,262 @@
+"""The Python module against the real CLI on real traces: every value equals `nanotrace dump
+--json`'s (every field type, hostile strings, NaN and infinities), stats and latency equal
+the CLI's JSON, pairs agree with a brute-force match of dump's records, losses are reported,
+bad input raises nanotrace.Error, and a live process is controlled."""
+
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nanotrace
+from conftest import BIN, cli, cli_json, dump_json
+
+FIXED = ("time_ns", "pid", "tid", "seq", "event")
+
+
+def json_equal(value, expected, ftype):
+    """value (from the module) is what dump --json printed as expected."""
+    if ftype in ("f32", "f64") and isinstance(expected, str):
+        return {"NaN": math.isnan, "Infinity": lambda v: v == math.inf,
+                "-Infinity": lambda v: v == -math.inf}[expected](value)
+    if ftype == "pointer":
+        return expected == f"0x{int(value):x}"
+    if ftype in ("f32", "f64"):
+        return float(value) == expected and math.copysign(1, value) == math.copysign(1, expected)
+    if ftype == "bool":
+        return bool(value) is expected
+    if isinstance(expected, str):
+        return isinstance(value, str) and value == expected
+    return type(expected) is int and int(value) == expected
+
+
+def check_against_dump(trace, source):
+    """Every row of every table equals the dump line of the same record, and every dump line
+    has a row: tables rows are keyed by (tid, seq)."""
+    lines = dump_json(source)
+    pid = trace.process["pid"]
+    by_key = {(j["tid"], j["seq"]): j for j in lines}
+    assert len(by_key) == len(lines)
+    types = {e["name"]: [(f[0], f[1]) for f in e["fields"]] for e in trace.event_info()}
+    names = {t["tid"]: t["name"] for t in trace.threads()}
+    seen = 0
+    for name, table in trace.events().items():
+        fields = types[name]
+        assert list(table)[: len(FIXED)] == list(FIXED)
+        assert len(table) == len(FIXED) + len(fields)
+        for i in range(len(table["time_ns"])):
+            j = by_key[(int(table["tid"][i]), int(table["seq"][i]))]
+            assert j["event"] == name == table["event"][i]
+            assert j["time_ns"] == int(table["time_ns"][i])
+            assert j["thread"] == names[j["tid"]]
+            assert int(table["pid"][i]) == pid
+            assert list(j["fields"]) == [f for f, _ in fields]
+            for (fname, ftype), column in zip(fields, list(table)[len(FIXED):]):
+                value = table[column][i]
+                assert json_equal(value, j["fields"][fname], ftype), (name, fname, value, j)
+            seen += 1
+    assert seen == len(lines)
+
+
+def test_values_equal_dump_json_from_segment_and_file(traced, recovered):
+    segment = traced("export_helper", "--pairs", 200)
+    check_against_dump(nanotrace.open(segment), segment)
+    path = recovered(segment)
+    trace = nanotrace.open(path)
+    assert trace.is_file
+    check_against_dump(trace, path)
+    types = trace.events("test:types")
+    assert types["i64"].dtype == np.int64 and types["i64"][0] == -5000000000
+    assert types["u64"].dtype == np.uint64 and types["u64"][0] == 18000000000000000000
+    assert types["f32"].dtype == np.float64 and types["f32"][0] == 1.5
+    assert types["flag"].dtype == np.bool_ and types["flag"][0]
+    assert types["name"][0] == "hello world"
+    assert types["ptr"][0] == 0x1234
+    assert types["fields.event"][0] == 7  # a field named like a fixed column
+    strings = trace.events("test:strings")
+    assert strings["first"][0] == "" and len(strings["second"][0]) == 63
+
+
+def test_hostile_strings_and_non_finite_numbers(traced, recovered):
+    segment = traced("text_helper")
+    for source in (segment, recovered(segment)):
+        trace = nanotrace.open(source)
+        check_against_dump(trace, source)
+        numbers = trace.events("text:numbers")
+        assert math.isnan(numbers["nan"][0])
+        assert numbers["inf"][0] == math.inf and numbers["ninf"][0] == -math.inf
+        assert math.copysign(1, numbers["negzero"][0]) == -1
+        bad = trace.events("text:bad")
+        assert bad["cont"][0] == "\ufffdx\ufffd"
+        for column in ("cont", "overlong", "surrogate", "high", "mixed"):
+            assert all(isinstance(s, str) for s in bad[column])
+            for s in bad[column]:
+                s.encode("utf-8")  # valid text: no lone surrogates
+        threads = {t["name"] for t in trace.threads()}
+        assert any("\ufffd" in name for name in threads)
+
+
+def test_stats_equal_cli_and_report_losses(traced):
+    # 64 KiB rings overwritten many times over: the reader sees the gaps.
+    overwrite = traced("nanotrace_test_producer", "--threads", 2, "--events", 50000,
+                       env={"NANOTRACE_BUFFER": "64K"})
+    # A discarding ring without a consumer drops what does not fit, and counts it.
+    discard = traced("nanotrace_test_producer", "--threads", 2, "--events", 50000,
+                     env={"NANOTRACE_BUFFER": "64K", "NANOTRACE_MODE": "discard"})
+    for segment, kind in ((overwrite, "overwritten"), (discard, "dropped")):
+        trace = nanotrace.open(segment)
+        stats = trace.stats()
+        expected = cli_json("stats", "--json", segment)
+        corrupt = stats.pop("corrupt_blocks")
+        assert corrupt == 0
+        for key in ("rate_per_s", "span_s"):
+            assert stats.pop(key) == pytest.approx(expected.pop(key))
+        for a, b in zip(stats["threads"], expected["threads"]):
+            assert a.pop("rate_per_s") == pytest.approx(b.pop("rate_per_s"))
+        for a, b in zip(stats["events"], expected["events"]):
+            assert a.pop("rate_per_s") == pytest.approx(b.pop("rate_per_s"))
+        assert stats == expected
+        assert stats["lost"] > 0
+        assert sum(t[kind] for t in stats["threads"]) > 0
+        rows = trace.events("test:rec")
+        assert len(rows["seq"]) + stats["lost"] == 100000
+        # The producer numbers its records: a row's own seq field is the reader's seq.
+        assert (rows["seq"] == rows["fields.seq"]).all()
+
+
+def test_latency_equals_cli_and_pairs_match_brute_force(traced):
+    segment = traced("export_helper", "--pairs", 300, "--unmatched-begins", 5,
+                     "--unmatched-ends", 4)
+    trace = nanotrace.open(segment)
+    got = trace.latency("test:begin", "test:end", "id", by="dev", top=5)
+    expected = cli_json("latency", segment, "--begin", "test:begin", "--end", "test:end",
+                        "--key", "id", "--by", "dev", "--top", 5, "--json")
+    assert got == expected
+
+    pairs = trace.pairs("test:begin", "test:end", "id", by="dev")
+    kinds = list(pairs["kind"])
+    assert kinds.count("pair") == got["overall"]["count"] == 300
+    assert kinds.count("unmatched_begin") == got["overall"]["unmatched_begins"] == 5
+    assert kinds.count("unmatched_end") == got["unmatched_ends"] == 4
+    # Brute force from dump's records: ids are unique, so each begin pairs with its end.
+    begins, latencies = {}, {}
+    for j in dump_json(segment):
+        if j["event"] == "test:begin":
+            begins[j["fields"]["id"]] = j
+        elif j["event"] == "test:end" and j["fields"]["id"] in begins:
+            b = begins[j["fields"]["id"]]
+            latencies[j["fields"]["id"]] = (j["time_ns"] - b["time_ns"], b["fields"]["dev"],
+                                            b["tid"], j["tid"])
+    matched = pairs["kind"] == "pair"
+    mine = {int(k): (int(lat), by, int(bt), int(et)) for k, lat, by, bt, et in zip(
+        pairs["key"][matched], pairs["latency_ns"][matched], pairs["by"][matched],
+        pairs["begin_tid"][matched], pairs["end_tid"][matched])}
+    assert mine == latencies
+    frame = trace.pairs("test:begin", "test:end", "id", pandas=True)
+    assert len(frame) == 309 and "by" not in frame
+
+
+def test_pandas_and_structured(traced):
+    pd = pytest.importorskip("pandas")  # python3-pandas is in the Makefile's PACKAGES
+    segment = traced("export_helper", "--pairs", 50)
+    trace = nanotrace.open(segment)
+    begin = trace.to_pandas("test:begin")
+    assert isinstance(begin, pd.DataFrame)
+    assert list(begin.columns) == list(FIXED) + ["id", "dev"]
+    assert len(begin) == 50 + 7
+    assert trace.events("test:begin", pandas=True).equals(begin)
+    # Every event in one frame, in dump's order.
+    everything = trace.to_pandas()
+    lines = dump_json(segment)
+    assert list(everything["event"]) == [j["event"] for j in lines]
+    assert list(everything["seq"]) == [j["seq"] for j in lines]
+    assert "status" in everything and "i8" in everything
+    group = trace.to_pandas("test")
+    assert len(group) == len(lines)
+    structured = trace.events("test:end", structured=True)
+    assert structured.dtype.names == FIXED + ("id", "status")
+    assert list(structured["id"]) == list(trace.events("test:end")["id"])
+
+
+def test_bad_input_raises_a_clear_error(tmp_path, traced, recovered):
+    with pytest.raises(nanotrace.Error, match="^nanotrace: "):
+        nanotrace.open(str(tmp_path / "missing.ntr"))
+    garbage = tmp_path / "garbage.ntr"
+    garbage.write_bytes(b"NOTATRACE" + bytes(range(256)) * 64)
+    with pytest.raises(nanotrace.Error, match="^nanotrace: "):
+        nanotrace.open(str(garbage))
+    with pytest.raises(nanotrace.Error, match="nosuch"):
+        nanotrace.open("name:nosuch-python-test")
+    # A real file with its header damaged, and one with its data damaged past the header.
+    path = recovered(traced("export_helper", "--pairs", 20))
+    data = bytearray(open(path, "rb").read())
+    header = bytearray(data)
+    header[:8] = b"NANOTRxx"
+    (tmp_path / "header.ntr").write_bytes(header)
+    with pytest.raises(nanotrace.Error, match="^nanotrace: "):
+        nanotrace.open(str(tmp_path / "header.ntr"))
+    for at in range(len(data) // 2, len(data), max(1, len(data) // 16)):
+        hurt = bytearray(data)
+        hurt[at] ^= 0xFF
+        (tmp_path / "hurt.ntr").write_bytes(hurt)
+        try:
+            trace = nanotrace.open(str(tmp_path / "hurt.ntr"))
+        except nanotrace.Error as e:
+            assert str(e).startswith("nanotrace: ")
+            continue
+        trace.events()  # whatever was kept reads without a crash
+        trace.stats()
+    trace = nanotrace.open(path)
+    with pytest.raises(nanotrace.Error, match="no event or group 'test:nosuch'"):
+        trace.events("test:nosuch")
+    with pytest.raises(nanotrace.Error, match="nosuch"):
+        trace.pairs("test:begin", "test:nosuch", "id")
+    with pytest.raises(nanotrace.Error, match="has no field"):
+        trace.latency("test:begin", "test:end", "nofield")
+    with pytest.raises(nanotrace.Error, match="trace file"):
+        nanotrace.control(path)
+
+
+def test_live_process_controlled():
+    env = dict(os.environ)
+    producer = subprocess.Popen(
+        [os.path.join(BIN, "nanotrace_test_producer"), "--events", "100", "--hold"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    try:
+        pid = int(producer.stdout.readline().split()[1])
+        assert producer.stdout.readline().strip() == b"ready"
+        trace = nanotrace.open(pid)
+        assert trace.process["alive"] and not trace.is_file
+        assert len(trace.events("test:rec")["seq"]) == 100
+        with trace.control() as process:
+            assert process.groups()["test"] is True
+            process.disable("test")
+            assert process.groups()["test"] is False
+            assert trace.groups()["test"] is False  # the process's own table says so
+            process.enable("test")
+            assert trace.groups()["test"] is True
+            with pytest.raises(nanotrace.Error, match="nosuchgroup"):
+                process.enable("nosuchgroup")
+            process.arm("test:rec value>=5", after_events=7)
+            state = process.trigger()
+            assert state["state"] == "armed"
+            assert state["expression"] == "test:rec value>=5" and state["after_events"] == 7
+            with pytest.raises(nanotrace.Error, match="nosuchfield"):
+                process.arm("test:rec nosuchfield>1")
+            process.disarm()
+            assert process.trigger()["state"] == "none"
+        with pytest.raises(nanotrace.Error):
+            nanotrace.control(f"/dev/shm/nanotrace-{pid}-nosuch")
+    finally:
+        producer.stdin.close()
+        producer.wait(timeout=60)
+
+
+def test_example_runs():
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "analyze.py")
+    r = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "io:submit" in r.stdout and "latency per device" in r.stdout
