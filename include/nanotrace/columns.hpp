@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -77,6 +78,8 @@ class ColumnArray {
     __builtin_memcpy(data() + size_, values, n * sizeof(T));
     size_ += n;
   }
+  // Empties the array, keeping its memory.
+  void clear() { size_ = 0; }
   // Sets the size; new elements are zero (fresh pages) or left as they were.
   void resize(size_t n) {
     if (n > capacity_) grow(n);
@@ -130,7 +133,7 @@ struct EventTable {
 
 struct ColumnSet {
   std::vector<EventTable> tables;
-  std::vector<ThreadStats> threads;  // per thread stream, as RecordSource::threads()
+  std::vector<ThreadStats> threads;  // per thread stream, as RecordSource::threads(), so far
   std::vector<uint32_t> thread_pid;  // per thread stream: the process it belongs to
   uint64_t rows = 0;                 // all tables
   // Records lost, all causes (as TraceStats::lost): every thread's plus the process's.
@@ -145,6 +148,29 @@ struct ColumnOptions {
   std::vector<std::string> events;
   // Fill EventTable::order (to interleave the tables again).
   bool row_order = false;
+};
+
+// Reads a trace's records as columns a batch at a time, in bounded memory: each batch is a
+// ColumnSet whose tables hold the next rows (the tables are the same from batch to batch;
+// their memory is reused).
+class ColumnReader {
+ public:
+  // open - starts reading trace (a live segment: the records written so far, not consumed).
+  // REQUIRES: trace outlives the reader, and is not refreshed while it reads.
+  // Errors: kNotFound if an entry of options.events names no event or group of the trace.
+  static Result<std::unique_ptr<ColumnReader>> open(Trace& trace, const ColumnOptions& options);
+  ~ColumnReader();
+  ColumnReader(const ColumnReader&) = delete;
+  ColumnReader& operator=(const ColumnReader&) = delete;
+  // Empties batch and fills it with up to max_rows more rows (all tables together); its
+  // thread statistics and losses are those so far. False once no record is left (batch
+  // empty; its statistics complete).
+  bool next(ColumnSet* batch, size_t max_rows);
+
+ private:
+  struct Impl;
+  explicit ColumnReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 // read_columns - reads every record of trace selected by options (a live segment: the

@@ -1,6 +1,7 @@
-// read_columns: the thread streams' raw record spans merged by time exactly as MergedSource
-// merges decoded records (smallest clock value first, ties by thread index), each record
-// decoded straight into its table's columns. No Record is filled: a row costs a few appends.
+// ColumnReader and read_columns: the thread streams' raw record spans merged by time exactly
+// as MergedSource merges decoded records (smallest clock value first, ties by thread index),
+// each record decoded straight into its table's columns. No Record is filled: a row costs a
+// few appends. The merge stops wherever a batch is full and goes on from there.
 //
 // The merge keeps taking records from one thread for as long as they come before every other
 // thread's next record, so it compares clock values once per record and rescans the threads
@@ -53,21 +54,21 @@ struct Cursor {
   }
 };
 
-class ColumnReader {
- public:
-  ColumnReader(Trace& trace, ColumnSet* out) : trace_(trace), sizer_(trace), out_(out) {}
+}  // namespace
+
+struct ColumnReader::Impl {
+  Impl(Trace& t, ColumnOptions o) : trace(t), sizer(t), options(std::move(o)) {}
 
   // Tables for the selected events: one per (full name, field names and types).
-  void make_tables(const ColumnOptions& options) {
-    row_order_ = options.row_order;
-    const std::vector<EventInfo>& events = trace_.events();
+  void make_tables() {
+    const std::vector<EventInfo>& events = trace.events();
     uint32_t max_id = 0;
     for (const EventInfo& e : events) max_id = e.id > max_id ? e.id : max_id;
-    table_of_.assign(max_id + 1, -1);
+    table_of.assign(max_id + 1, -1);
     using Layout = std::tuple<std::string, std::vector<std::string>, std::vector<uint8_t>>;
     std::map<Layout, int> index;
     for (const EventInfo& e : events) {
-      if (e.is_guard || e.id == 0 || trace_.event_by_id(e.id) != &e) continue;
+      if (e.is_guard || e.id == 0 || trace.event_by_id(e.id) != &e) continue;
       if (!selected(options.events, e)) continue;
       std::vector<std::string> names;
       std::vector<uint8_t> types;
@@ -76,88 +77,115 @@ class ColumnReader {
         types.push_back(static_cast<uint8_t>(f.type));
       }
       Layout layout(e.full_name(), std::move(names), std::move(types));
-      auto [it, inserted] =
-          index.try_emplace(std::move(layout), static_cast<int>(out_->tables.size()));
-      if (inserted) {
-        EventTable t;
-        t.name = e.full_name();
-        for (const FieldInfo& f : e.fields) {
-          FieldColumn c;
-          c.info = f;
-          if (c.is_string()) c.offsets.push_back(0);
-          t.fields.push_back(std::move(c));
-        }
-        out_->tables.push_back(std::move(t));
-      }
-      out_->tables[it->second].ids.push_back(e.id);
-      table_of_[e.id] = it->second;
+      auto [it, inserted] = index.try_emplace(std::move(layout), static_cast<int>(tables.size()));
+      if (inserted) tables.push_back({e.full_name(), {}, &e});
+      tables[static_cast<size_t>(it->second)].ids.push_back(e.id);
+      table_of[e.id] = it->second;
     }
   }
 
-  void read() {
-    std::vector<std::unique_ptr<SpanSource>> sources = trace_.read_spans();
-    cursors_.resize(sources.size());
-    std::vector<uint32_t> live;
+  void start() {
+    std::vector<std::unique_ptr<SpanSource>> sources = trace.read_spans();
+    cursors.resize(sources.size());
     for (uint32_t i = 0; i < sources.size(); ++i) {
-      cursors_[i].source = std::move(sources[i]);
-      if (cursors_[i].load()) live.push_back(i);
+      cursors[i].source = std::move(sources[i]);
+      if (cursors[i].load()) live.push_back(i);
     }
-    while (!live.empty()) {
+  }
+
+  // Empties batch's columns, keeping their memory; lays its tables out on first use.
+  void reset(ColumnSet* batch) {
+    if (batch->tables.size() != tables.size()) {
+      batch->tables.clear();
+      for (const Table& t : tables) {
+        EventTable out;
+        out.name = t.name;
+        out.ids = t.ids;
+        for (const FieldInfo& f : t.layout->fields) {
+          FieldColumn c;
+          c.info = f;
+          out.fields.push_back(std::move(c));
+        }
+        batch->tables.push_back(std::move(out));
+      }
+    }
+    for (EventTable& t : batch->tables) {
+      t.time_ns.clear();
+      t.seq.clear();
+      t.thread.clear();
+      t.event.clear();
+      t.order.clear();
+      for (FieldColumn& f : t.fields) {
+        f.bits.clear();
+        f.offsets.clear();
+        f.text.clear();
+        if (f.is_string()) f.offsets.push_back(0);
+      }
+    }
+    batch->rows = 0;
+  }
+
+  void read(ColumnSet* out, size_t max_rows) {
+    while (!live.empty() && out->rows < max_rows) {
       // The thread whose next record comes first, and the one after it.
       size_t best = 0;
       for (size_t j = 1; j < live.size(); ++j) {
-        if (cursors_[live[j]].ticks < cursors_[live[best]].ticks) best = j;  // ties: lower index
+        if (cursors[live[j]].ticks < cursors[live[best]].ticks) best = j;  // ties: lower index
       }
       const uint32_t b = live[best];
       uint64_t bound_ticks = ~uint64_t{0};
       uint32_t bound = ~uint32_t{0};
       for (uint32_t i : live) {
         if (i == b) continue;
-        const uint64_t t = cursors_[i].ticks;
+        const uint64_t t = cursors[i].ticks;
         if (t < bound_ticks || (t == bound_ticks && i < bound)) {
           bound_ticks = t;
           bound = i;
         }
       }
-      Cursor& c = cursors_[b];
+      Cursor& c = cursors[b];
       for (;;) {
-        take(c, b);
+        take(c, b, out);
         if (!c.load()) {
           live.erase(live.begin() + static_cast<ptrdiff_t>(best));
           break;
         }
+        if (out->rows >= max_rows) break;
         if (c.ticks > bound_ticks || (c.ticks == bound_ticks && b > bound)) break;
       }
     }
-    const ProcessInfo& p = trace_.process();
-    out_->lost = p.lost_no_slot + p.lost_reclaimed;
-    for (Cursor& cur : cursors_) {
+    const ProcessInfo& p = trace.process();
+    out->threads.clear();
+    out->thread_pid.clear();
+    out->lost = p.lost_no_slot + p.lost_reclaimed;
+    out->corrupt_blocks = 0;
+    for (Cursor& cur : cursors) {
       const ThreadStats& s = cur.source->stats();
-      out_->threads.push_back(s);
-      out_->thread_pid.push_back(p.pid);
-      out_->lost += s.lost();
-      out_->corrupt_blocks += s.corrupt_blocks;
+      out->threads.push_back(s);
+      out->thread_pid.push_back(p.pid);
+      out->lost += s.lost();
+      out->corrupt_blocks += s.corrupt_blocks;
     }
   }
 
- private:
   // Decodes (or, for an event not selected, steps over) the record under the cursor. The
   // walk that made the span checked every record in it (ids, string lengths, sizes).
-  void take(Cursor& c, uint32_t thread) {
+  void take(Cursor& c, uint32_t thread, ColumnSet* out) {
     const uint8_t* rec = c.span.data + c.offset;
     const uint16_t id = static_cast<uint16_t>(load_u64(rec) & 0xffff);
-    const int k = id < table_of_.size() ? table_of_[id] : -1;
+    const int k = id < table_of.size() ? table_of[id] : -1;
     if (k < 0) {
-      uint32_t size = sizer_.size(c.span.data, c.offset, c.span.bytes);
+      uint32_t size = sizer.size(c.span.data, c.offset, c.span.bytes);
       c.offset = size != 0 ? c.offset + size : c.span.bytes;  // 0 cannot happen: checked
     } else {
-      EventTable& t = out_->tables[static_cast<size_t>(k)];
-      t.time_ns.push_back(trace_.ticks_to_ns(c.ticks));
+      EventTable& t = out->tables[static_cast<size_t>(k)];
+      t.time_ns.push_back(trace.ticks_to_ns(c.ticks));
       t.seq.push_back(c.seq);
       t.thread.push_back(thread);
       if (t.ids.size() > 1) t.event.push_back(id);
-      if (row_order_) t.order.push_back(out_->rows);
-      ++out_->rows;
+      if (options.row_order) t.order.push_back(position);
+      ++position;
+      ++out->rows;
       const uint8_t* p = rec + 8;
       for (FieldColumn& f : t.fields) {
         if (f.info.type == abi::FieldType::kString) {
@@ -175,15 +203,45 @@ class ColumnReader {
     ++c.seq;
   }
 
-  Trace& trace_;
-  reader::RecordSizer sizer_;
-  ColumnSet* out_;
-  std::vector<int> table_of_;  // by event id: index into out_->tables, -1 if not read
-  bool row_order_ = false;
-  std::vector<Cursor> cursors_;
+  struct Table {
+    std::string name;
+    std::vector<uint16_t> ids;
+    const EventInfo* layout;
+  };
+
+  Trace& trace;
+  reader::RecordSizer sizer;
+  ColumnOptions options;
+  std::vector<Table> tables;
+  std::vector<int> table_of;  // by event id: index into tables, -1 if not read
+  std::vector<Cursor> cursors;
+  std::vector<uint32_t> live;  // cursors with a record left, in index order
+  uint64_t position = 0;       // rows handed out so far
 };
 
-}  // namespace
+ColumnReader::ColumnReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ColumnReader::~ColumnReader() = default;
+
+Result<std::unique_ptr<ColumnReader>> ColumnReader::open(Trace& trace,
+                                                         const ColumnOptions& options) {
+  for (const std::string& f : options.events) {
+    bool known = false;
+    for (const EventInfo& e : trace.events()) {
+      known = known || (!e.is_guard && (f == e.group || f == e.full_name()));
+    }
+    if (!known) return Status::NotFound(fmt::format("no event or group '{}' in this trace", f));
+  }
+  auto impl = std::make_unique<Impl>(trace, options);
+  impl->make_tables();
+  impl->start();
+  return std::unique_ptr<ColumnReader>(new ColumnReader(std::move(impl)));
+}
+
+bool ColumnReader::next(ColumnSet* batch, size_t max_rows) {
+  impl_->reset(batch);
+  impl_->read(batch, max_rows == 0 ? 1 : max_rows);
+  return batch->rows > 0;
+}
 
 FieldValue FieldColumn::value_at(size_t row) const {
   FieldValue v;
@@ -205,17 +263,10 @@ const EventTable* ColumnSet::find(std::string_view name) const {
 }
 
 Result<ColumnSet> read_columns(Trace& trace, const ColumnOptions& options) {
-  for (const std::string& f : options.events) {
-    bool known = false;
-    for (const EventInfo& e : trace.events()) {
-      known = known || (!e.is_guard && (f == e.group || f == e.full_name()));
-    }
-    if (!known) return Status::NotFound(fmt::format("no event or group '{}' in this trace", f));
-  }
+  auto reader = ColumnReader::open(trace, options);
+  if (!reader.ok()) return reader.status();
   ColumnSet out;
-  ColumnReader reader(trace, &out);
-  reader.make_tables(options);
-  reader.read();
+  (*reader)->next(&out, ~size_t{0});
   return out;
 }
 

@@ -100,4 +100,17 @@ g++ -Wall -Wextra -Werror "$work/consumer/reader.cc" -o "$work/pc_reader" \
 seg=$(NANOTRACE_KEEP=1 "$work/pc_app")
 test "$("$work/pc_reader" "$seg")" = 3
 rm -f "$seg"
+
+# The Python module (when the build has it), where the Debian python3 looks for that prefix.
+if [ -d "$build/python/nanotrace" ]; then
+  pydir=$(find "$prefix" -type d -path '*/dist-packages/nanotrace' | head -1)
+  test -n "$pydir"
+  seg=$(NANOTRACE_KEEP=1 "$work/consumer/b/app")
+  n=$(cd "$work" && PYTHONPATH=$(dirname "$pydir") /usr/bin/python3 -c \
+    "import nanotrace, sys; print(len(nanotrace.open(sys.argv[1]).events('app:tick')['time_ns']))" \
+    "$seg")
+  rm -f "$seg"
+  test "$n" = 3
+  echo "install test: the installed Python module read the segment"
+fi
 echo "install test: find_package and pkg-config consumers (shared, static, reader) ran"

@@ -1,7 +1,8 @@
-// read_columns against read_all on real traced processes: every row is the record read_all
-// returns at the same position (time, thread, sequence number, event, every field value), for
-// a live segment of interleaved threads, the export helper's every field type and strings,
-// and a trace file of the same records; a selection keeps the others' order.
+// read_columns and ColumnReader's batches against read_all on real traced processes: every
+// row is the record read_all returns at the same position (time, thread, sequence number,
+// event, every field value), for a live segment of interleaved threads, the export helper's
+// every field type and strings, and a trace file of the same records; a selection keeps the
+// others' order.
 #include "nanotrace/columns.hpp"
 
 #include <gtest/gtest.h>
@@ -86,6 +87,36 @@ void expect_same(Trace& trace, const std::vector<std::string>& only = {}) {
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i], expected[i]) << "row " << i;
   }
+  // The same rows in batches of 777 (the last one short), one ColumnSet reused.
+  auto reader = ColumnReader::open(trace, {only, true});
+  ASSERT_TRUE(reader.ok());
+  ColumnSet batch;
+  size_t at = 0;
+  while ((*reader)->next(&batch, 777)) {
+    ASSERT_LE(batch.rows, 777u);
+    std::vector<Row> part(batch.rows);
+    for (const EventTable& t : batch.tables) {
+      for (size_t i = 0; i < t.rows(); ++i) {
+        ASSERT_GE(t.order[i], at);
+        ASSERT_LT(t.order[i] - at, batch.rows);
+      }
+    }
+    for (const EventTable& t : batch.tables) {
+      for (size_t i = 0; i < t.rows(); ++i) {
+        Row& row = part[t.order[i] - at];
+        row = {t.time_ns[i], t.seq[i], t.thread[i], t.ids.size() > 1 ? t.event[i] : t.ids[0],
+               {},           {}};
+        for (const FieldColumn& f : t.fields) {
+          row.bits.push_back(f.is_string() ? 0 : f.bits[i]);
+          row.text.emplace_back(f.is_string() ? f.string_at(i) : std::string_view());
+        }
+      }
+    }
+    for (const Row& row : part) ASSERT_EQ(row, expected[at++]) << "batched row " << at - 1;
+  }
+  EXPECT_EQ(at, expected.size());
+  EXPECT_EQ(batch.rows, 0u);
+  EXPECT_EQ(batch.lost, lost);
 }
 
 // Runs a helper that prints "... segment PATH" to completion, keeping its segment.
