@@ -1,0 +1,129 @@
+"""Analysis benchmark driver (scripts/analysis-bench.sh): on one trace, in interleaved rounds,
+times the reader record by record, as reused batches of columns and as columns of the whole
+trace (bench/analysis_reader), `nanotrace latency`, and the Python module loading every
+event into numpy and into pandas; reports each one's median events/s and writes them as
+JSON.
+
+    analysis_bench.py --bin BUILD/bin --python-path BUILD/python --source SRC --json FILE
+                      [--rounds N] [--pair BEGIN,END,KEY]
+
+Each measurement runs in its own process, so that one's memory does not weigh on the next.
+The reader and Python figures time the read alone (after the trace is open and the module
+imported); `latency` is the whole command, as a user runs it. Each figure is given for wall
+time and for CPU time (user + system): on a shared machine the wall time also counts the
+waits for a CPU."""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+PY_LOAD = r"""
+import json, resource, sys, time
+import nanotrace
+mode, source = sys.argv[1], sys.argv[2]
+trace = nanotrace.open(source)
+if mode != "numpy":
+    import pandas
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+t0, c0 = time.perf_counter(), cpu()
+if mode == "numpy":
+    tables = trace.events()
+    rows = sum(len(t["time_ns"]) for t in tables.values())
+elif mode == "pandas":
+    tables = trace.events(pandas=True)
+    rows = sum(len(t) for t in tables.values())
+else:
+    rows = len(trace.to_pandas())
+print(json.dumps({"records": rows, "seconds": time.perf_counter() - t0,
+                  "cpu_seconds": cpu() - c0}))
+"""
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run(argv, env=None):
+    t0, c0 = time.perf_counter(), children_cpu()
+    r = subprocess.run(argv, capture_output=True, env=env, timeout=1800)
+    dt, cpu = time.perf_counter() - t0, children_cpu() - c0
+    if r.returncode != 0:
+        raise SystemExit(f"analysis_bench: {argv[0]} failed: {r.stderr.decode(errors='replace')}")
+    return r.stdout, dt, cpu
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--python-path", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--pair", default="io:submit,io:complete,req")
+    args = ap.parse_args()
+    env = dict(os.environ, PYTHONPATH=args.python_path)
+    begin, end, key = args.pair.split(",")
+
+    def timed(out):
+        j = json.loads(out)
+        return j["records"], j["seconds"], j["cpu_seconds"]
+
+    def reader(mode):
+        out, _, _ = run([os.path.join(args.bin, "analysis_reader"), "--source", args.source,
+                         "--mode", mode])
+        return timed(out)
+
+    def latency():
+        out, dt, cpu = run([os.path.join(args.bin, "nanotrace"), "latency", args.source,
+                            "--begin", begin, "--end", end, "--key", key, "--json"])
+        return json.loads(out)["records"], dt, cpu
+
+    def python(mode):
+        out, _, _ = run([sys.executable, "-c", PY_LOAD, mode, args.source], env)
+        return timed(out)
+
+    measures = {
+        "reader_records": lambda: reader("records"),
+        "reader_column_batches": lambda: reader("batches"),
+        "reader_columns": lambda: reader("columns"),
+        "latency": latency,
+        "python_numpy": lambda: python("numpy"),
+        "python_pandas": lambda: python("pandas"),
+        "python_pandas_one_frame": lambda: python("frame"),
+    }
+    runs = {name: [] for name in measures}
+    for round_ in range(args.rounds):
+        for name, measure in measures.items():
+            records, seconds, cpu = measure()
+            runs[name].append((records, seconds, cpu))
+            print(f"round {round_ + 1} {name:24} {records} records {seconds:.3f} s "
+                  f"({records / seconds / 1e6:.1f} M/s), CPU {cpu:.3f} s "
+                  f"({records / cpu / 1e6:.1f} M/s)", flush=True)
+    result = {"source": args.source, "rounds": args.rounds, "pair": args.pair,
+              "load_average": os.getloadavg(), "cpus": os.cpu_count()}
+    for name, rs in runs.items():
+        records = rs[0][0]
+        if any(r != records for r, _, _ in rs):
+            raise SystemExit(f"analysis_bench: {name} read different record counts: {rs}")
+        wall = statistics.median(s for _, s, _ in rs)
+        cpu = statistics.median(c for _, _, c in rs)
+        result[name] = {"records": records, "median_seconds": wall,
+                        "events_per_second": records / wall, "median_cpu_seconds": cpu,
+                        "events_per_cpu_second": records / cpu,
+                        "seconds": [s for _, s, _ in rs], "cpu_seconds": [c for _, _, c in rs]}
+        print(f"median {name:24} {records / wall / 1e6:6.1f} M events/s wall, "
+              f"{records / cpu / 1e6:6.1f} M events/s CPU")
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Analysis benchmark: generates the export benchmark's trace (EVENTS io:submit/io:complete
+# records on 4 threads, kept in /dev/shm), then times in interleaved rounds (medians) the
+# reader (record by record, and as columns), `nanotrace latency`, and the Python module
+# loading every event into numpy and into pandas. Writes BUILD/bench/analysis.json.
+#
+#   scripts/analysis-bench.sh [BUILD_DIR] [EVENTS] [ROUNDS]   (default: build, 10000000, 5)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+events=${2:-10000000}
+rounds=${3:-5}
+cmake --build "$build" --target nanotrace-cli gen_trace analysis_reader nanotrace_python \
+  -j"${JOBS:-2}" >/dev/null
+mkdir -p "$build/bench"
+# 256 MiB rings hold 10 M records on 4 threads (about 54 bytes each).
+line=$(NANOTRACE_KEEP=1 NANOTRACE_BUFFER=256M NANOTRACE_MODE=discard \
+       "$build/bin/gen_trace" --events "$events" --threads 4)
+segment=${line##* }
+trap 'rm -f "$segment"' EXIT
+echo "trace: $line"
+/usr/bin/python3 "$root/bench/analysis_bench.py" --bin "$build/bin" \
+  --python-path "$build/python" --source "$segment" --rounds "$rounds" \
+  --json "$build/bench/analysis.json"
+echo "wrote $build/bench/analysis.json"
