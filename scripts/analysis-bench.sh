@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Analysis benchmark: generates the export benchmark's trace (EVENTS io:submit/io:complete
-# records on 4 threads, kept in /dev/shm), then times in interleaved rounds (medians) the
-# reader (record by record, and as columns), `nanotrace latency`, and the Python module
-# loading every event into numpy and into pandas. Writes BUILD/bench/analysis.json.
+# records on 4 threads) and copies it into a trace file in /dev/shm (`nanotrace recover`:
+# what users open; a kept segment could be removed by any `nanotrace clean` meanwhile), then
+# times in interleaved rounds (medians) the reader (record by record, and as columns),
+# `nanotrace latency`, and the Python module loading every event into numpy and into pandas.
+# Writes BUILD/bench/analysis.json.
 #
 #   scripts/analysis-bench.sh [BUILD_DIR] [EVENTS] [ROUNDS]   (default: build, 10000000, 5)
 set -euo pipefail
@@ -17,9 +19,12 @@ mkdir -p "$build/bench"
 line=$(NANOTRACE_KEEP=1 NANOTRACE_BUFFER=256M NANOTRACE_MODE=discard \
        "$build/bin/gen_trace" --events "$events" --threads 4)
 segment=${line##* }
-trap 'rm -f "$segment"' EXIT
+out=$(mktemp -d /dev/shm/nt-analysis-bench.XXXXXX)
+trap 'rm -f "$segment"; rm -rf "$out"' EXIT
 echo "trace: $line"
+"$build/bin/nanotrace" recover "$segment" -o "$out/trace.ntr" >/dev/null
+rm -f "$segment"
 /usr/bin/python3 "$root/bench/analysis_bench.py" --bin "$build/bin" \
-  --python-path "$build/python" --source "$segment" --rounds "$rounds" \
+  --python-path "$build/python" --source "$out/trace.ntr" --rounds "$rounds" \
   --json "$build/bench/analysis.json"
 echo "wrote $build/bench/analysis.json"
