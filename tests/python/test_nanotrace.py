@@ -174,6 +174,10 @@ def test_pandas_and_structured(traced):
     assert list(everything["event"]) == [j["event"] for j in lines]
     assert list(everything["seq"]) == [j["seq"] for j in lines]
     assert "status" in everything and "i8" in everything
+    begins = everything[everything["event"] == "test:begin"]
+    assert begins["id"].astype("uint64").tolist() == begin["id"].tolist()
+    assert begins["dev"].tolist() == begin["dev"].tolist()
+    assert everything["dev"].isna().sum() == len(lines) - len(begin)  # None elsewhere
     group = trace.to_pandas("test")
     assert len(group) == len(lines)
     structured = trace.events("test:end", structured=True)

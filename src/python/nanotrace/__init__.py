@@ -24,6 +24,8 @@ Rows are in the merged time order of `nanotrace dump`.
 Errors (no such process or file, a corrupt file, an unknown event) raise nanotrace.Error.
 """
 
+import numpy as np  # the tables are numpy arrays: imported here, not within the first read
+
 from . import _nanotrace
 from ._nanotrace import Error
 
@@ -105,23 +107,34 @@ class Trace:
 
     def to_pandas(self, name=None):
         """A DataFrame: of one event ("group:event"), or of several (a group, a list, None for
-        all) in one frame in the merged time order, with the union of their field columns
-        (missing values NaN or None)."""
+        all) in one frame in the merged time order, with the union of their field columns (a
+        column some events lack holds NaN there, or None if it holds objects or bools, as
+        pandas.concat would give)."""
         import pandas as pd
 
         tables, orders = self._tables(name, row_order=True)
         if isinstance(name, str) and ":" in name:
             return pd.DataFrame(tables[next(iter(tables))], copy=False)
-        frames = []
-        for key, columns in tables.items():
-            frame = pd.DataFrame(columns, copy=False)
-            frame.index = orders[key]
-            frames.append(frame)
-        if not frames:
-            return pd.DataFrame()
-        frame = pd.concat(frames, copy=False).sort_index(kind="stable")
-        frame.index = range(len(frame))
-        return frame
+        rows = sum(len(o) for o in orders.values())
+        columns = []
+        for table in tables.values():
+            columns += [c for c in table if c not in columns]
+        data = {}
+        for column in columns:
+            # Each table's values go to its rows' places in the merged order.
+            parts = [(orders[k], t[column]) for k, t in tables.items() if column in t]
+            complete = sum(len(o) for o, _ in parts) == rows
+            kinds = {a.dtype.kind for _, a in parts}
+            if complete and len({a.dtype for _, a in parts}) == 1:
+                out = np.empty(rows, dtype=parts[0][1].dtype)
+            elif kinds <= set("iuf"):
+                out = np.full(rows, np.nan)
+            else:
+                out = np.full(rows, None, dtype=object)
+            for order, values in parts:
+                out[order] = values
+            data[column] = out
+        return pd.DataFrame(data, copy=False)
 
     def pairs(self, begin, end, key, by=None, pandas=False):
         """Begin/end pairs matched by the value of field `key` (the analysis layer's interval
@@ -203,8 +216,6 @@ class Control:
 
 
 def _structured(columns):
-    import numpy as np
-
     names = list(columns)
     arrays = [columns[n] for n in names]
     out = np.empty(len(arrays[0]), dtype=[(n, a.dtype) for n, a in zip(names, arrays)])
