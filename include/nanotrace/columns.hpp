@@ -74,6 +74,7 @@ class ColumnArray {
     data()[size_++] = value;
   }
   void append(const T* values, size_t n) {
+    if (n == 0) return;  // data() may be null yet
     if (size_ + n > capacity_) grow(size_ + n);
     __builtin_memcpy(data() + size_, values, n * sizeof(T));
     size_ += n;
