@@ -8,6 +8,7 @@
 
 #include "nanotrace/analysis.hpp"
 #include "nanotrace/intervals.hpp"
+#include "python/py_columns.hpp"
 #include "python/py_common.hpp"
 
 namespace nanotrace::python {
@@ -36,32 +37,83 @@ py::dict latency_stats(const LatencyStats& s) {
   return d;
 }
 
-const char* const kKinds[] = {"pair", "unmatched_begin", "unmatched_end"};
+// A value of the rule's records kept for a column: its bits, or its text.
+struct Kept {
+  uint64_t bits = 0;
+  std::string text;
+};
+
+// A field of the rule's records as a column: typed like the field when every event of the
+// rule has it with one type (and the same enum names), else as its text (format_value).
+struct ValueColumn {
+  FieldColumn column;
+  bool as_text = false;
+
+  // field_of(id): the field's index in event id's record.
+  void init(const Trace& trace, const std::vector<uint16_t>& ids,
+            const std::vector<int>& field_of) {
+    const FieldInfo* first = nullptr;
+    for (uint16_t id : ids) {
+      const FieldInfo& f = trace.event_by_id(id)->fields[static_cast<size_t>(field_of[id])];
+      if (first == nullptr) {
+        first = &f;
+        continue;
+      }
+      bool same = f.type == first->type && f.value_names.size() == first->value_names.size();
+      for (size_t i = 0; same && i < f.value_names.size(); ++i) {
+        same = f.value_names[i].value == first->value_names[i].value &&
+               f.value_names[i].name == first->value_names[i].name;
+      }
+      as_text = as_text || !same;
+    }
+    column.info = *first;
+    if (as_text) {
+      column.info.type = abi::FieldType::kString;
+      column.info.value_names.clear();
+    }
+    if (column.is_string()) column.offsets.push_back(0);
+  }
+  Kept keep(const FieldInfo& f, const FieldValue& v) const {
+    if (as_text) return {0, format_value(named_value(f, v))};
+    if (v.type == abi::FieldType::kString) return {0, std::string(v.text)};
+    return {v.bits, {}};
+  }
+  void put(const Kept& v) {
+    if (column.is_string()) {
+      column.text.append(v.text.data(), v.text.size());
+      column.offsets.push_back(column.text.size());
+    } else {
+      column.bits.push_back(v.bits);
+    }
+  }
+};
 
 // The outcomes of one rule, as columns.
 struct PairColumns {
   std::vector<uint64_t> begin_ns, end_ns, latency_ns;
   std::vector<uint32_t> begin_tid, end_tid;
-  std::vector<uint8_t> kind, lost_adjacent;
-  py::list key, by;
+  ColumnArray<uint8_t> kind;
+  std::vector<uint8_t> lost_adjacent;
+  ValueColumn key, by;
+  bool with_by = false;
 
-  void add(int k, const Interval& i, uint32_t begin_tid_, uint32_t end_tid_, bool lost,
-           const py::object& key_, const py::object& by_) {
+  void add(uint8_t k, const Interval& i, uint32_t begin_tid_, uint32_t end_tid_, bool lost,
+           const Kept& key_, const Kept& by_) {
     begin_ns.push_back(i.begin_ns);
     end_ns.push_back(i.end_ns);
     latency_ns.push_back(k == 0 ? i.latency_ns() : 0);
     begin_tid.push_back(begin_tid_);
     end_tid.push_back(end_tid_);
-    kind.push_back(static_cast<uint8_t>(k));
+    kind.push_back(k);
     lost_adjacent.push_back(lost);
-    key.append(key_);
-    by.append(by_);
+    key.put(key_);
+    if (with_by) by.put(by_);
   }
 };
 
-// The key and --by value of an open interval, in slots reused once it closes.
+// The key and by value of an open interval, in slots reused once it closes.
 struct Opened {
-  py::object key, by;
+  Kept key, by;
 };
 
 }  // namespace
@@ -176,6 +228,13 @@ py::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& 
       }
     }
   }
+  PairColumns out;
+  std::vector<uint16_t> ids = rule.begin_ids;
+  ids.insert(ids.end(), rule.end_ids.begin(), rule.end_ids.end());
+  out.key.init(trace, ids, rule.key_field);
+  out.with_by = !by.empty();
+  if (out.with_by) out.by.init(trace, rule.begin_ids, by_field);
+
   IntervalMatcher matcher({rule});
   const ResolvedPair& r0 = matcher.rules()[0];
   auto source = trace.read_all();
@@ -183,32 +242,31 @@ py::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& 
   auto tid = [&](uint32_t thread) {
     return thread < threads.size() ? threads[thread].info.tid : 0;
   };
-  PairColumns out;
   std::vector<Opened> opened;
   std::vector<uint64_t> free_slots;
   auto release = [&](uint64_t slot) {
     Opened o = std::move(opened[slot]);
-    opened[slot] = Opened{};
     free_slots.push_back(slot);
     return o;
   };
+  const Kept none;
   Record r;
   while (source->next(&r)) {
     const std::vector<IntervalMatch>& matches = matcher.add(r);
     if (matches.empty()) continue;
     const IntervalMatch& m = matches.front();
     const uint16_t id = r.event->id;
-    const uint32_t k = static_cast<uint32_t>(r0.key_field[id]);
+    const auto k = static_cast<uint32_t>(r0.key_field[id]);
     if (m.kind == IntervalMatch::Kind::kBegin) {
       if (m.replaced) {
         Opened o = release(m.interval.tag);
         out.add(1, m.interval, tid(m.interval.begin_thread), 0, m.interval.lost_adjacent, o.key,
                 o.by);
       }
-      Opened o{value_object(r.event->fields[k], r.values[k]), py::none()};
+      Opened o{out.key.keep(r.event->fields[k], r.values[k]), {}};
       if (by_field[id] >= 0) {
         auto f = static_cast<uint32_t>(by_field[id]);
-        o.by = value_object(r.event->fields[f], r.values[f]);
+        o.by = out.by.keep(r.event->fields[f], r.values[f]);
       }
       uint64_t slot = opened.size();
       if (!free_slots.empty()) {
@@ -227,7 +285,7 @@ py::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& 
       Interval i;
       i.end_ns = r.time_ns;
       out.add(2, i, 0, tid(r.thread), m.lost_adjacent,
-              value_object(r.event->fields[k], r.values[k]), py::none());
+              out.key.keep(r.event->fields[k], r.values[k]), none);
     }
   }
   uint64_t lost = trace.process().lost_no_slot + trace.process().lost_reclaimed;
@@ -242,21 +300,18 @@ py::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& 
   }
   const auto n = static_cast<py::ssize_t>(out.kind.size());
   py::array_t<bool> lost_adjacent(n);
-  py::list kinds;
-  for (py::ssize_t i = 0; i < n; ++i) {
-    lost_adjacent.mutable_data()[i] = out.lost_adjacent[i] != 0;
-    kinds.append(kKinds[out.kind[i]]);
-  }
-  py::module_ np = py::module_::import("numpy");
+  for (py::ssize_t i = 0; i < n; ++i) lost_adjacent.mutable_data()[i] = out.lost_adjacent[i] != 0;
+  std::vector<py::object> kinds{py::str("pair"), py::str("unmatched_begin"),
+                                py::str("unmatched_end")};
   py::dict columns;
-  columns["kind"] = np.attr("array")(kinds, py::arg("dtype") = "object");
+  columns["kind"] = repeated_objects(kinds, out.kind);
   columns["begin_ns"] = py::array_t<uint64_t>(n, out.begin_ns.data());
   columns["end_ns"] = py::array_t<uint64_t>(n, out.end_ns.data());
   columns["latency_ns"] = py::array_t<uint64_t>(n, out.latency_ns.data());
   columns["begin_tid"] = py::array_t<uint32_t>(n, out.begin_tid.data());
   columns["end_tid"] = py::array_t<uint32_t>(n, out.end_tid.data());
-  columns["key"] = np.attr("array")(out.key, py::arg("dtype") = "object");
-  if (!by.empty()) columns["by"] = np.attr("array")(out.by, py::arg("dtype") = "object");
+  columns["key"] = column_array(out.key.column, out.kind.size());
+  if (out.with_by) columns["by"] = column_array(out.by.column, out.kind.size());
   columns["lost_adjacent"] = lost_adjacent;
   return columns;
 }

@@ -17,8 +17,10 @@ pybind11::dict trace_latency(Trace& trace, const std::string& begin, const std::
                              const std::string& key, const std::string& by, uint32_t top);
 // Every outcome of the interval matcher for one rule, as columns: kind ("pair",
 // "unmatched_begin", "unmatched_end"), begin_ns, end_ns, latency_ns (0 unless a pair),
-// begin_tid, end_tid (0 where absent), key, by (with a by field), lost_adjacent. Rows in the
-// order the outcomes were known (a pair at its end; open intervals last).
+// begin_tid, end_tid (0 where absent), key, by (with a by field: the begin record's; an
+// unmatched end's is 0 or "", for the package to replace with None), lost_adjacent. Key and
+// by are typed like their field (its text if the rule's events disagree on its type). Rows
+// in the order the outcomes were known (a pair at its end; open intervals last).
 pybind11::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& end,
                            const std::string& key, const std::string& by);
 

@@ -178,6 +178,15 @@ py::dict table_columns(EventTable& t, const ColumnSet& set, const py::str& name)
 
 }  // namespace
 
+py::array column_array(FieldColumn& column, size_t rows) { return field_column(column, rows); }
+
+py::array repeated_objects(const std::vector<py::object>& values,
+                           const ColumnArray<uint8_t>& index) {
+  ObjectColumn out(index.size());
+  for (size_t i = 0; i < index.size(); ++i) out.set(i, values[index[i]].inc_ref().ptr());
+  return std::move(out).finish();
+}
+
 py::tuple read_tables(Trace& trace, const std::vector<std::string>& events, bool row_order) {
   Result<ColumnSet> read = [&] {
     py::gil_scoped_release unlocked;

@@ -95,6 +95,10 @@ def test_hostile_strings_and_non_finite_numbers(traced, recovered):
             assert all(isinstance(s, str) for s in bad[column])
             for s in bad[column]:
                 s.encode("utf-8")  # valid text: no lone surrogates
+        # A pair keyed and split by invalid text.
+        pairs = trace.pairs("text:begin", "text:end", "key", by="dev")
+        assert list(pairs["kind"]) == ["pair"]
+        assert pairs["key"][0] == "k\ufffd" and pairs["by"][0] == "d\ufffd"
         threads = {t["name"] for t in trace.threads()}
         assert any("\ufffd" in name for name in threads)
 
@@ -160,7 +164,7 @@ def test_latency_equals_cli_and_pairs_match_brute_force(traced):
 
 
 def test_pandas_and_structured(traced):
-    pd = pytest.importorskip("pandas")  # python3-pandas is in the Makefile's PACKAGES
+    import pandas as pd  # python3-pandas is in the Makefile's PACKAGES: no skip
     segment = traced("export_helper", "--pairs", 50)
     trace = nanotrace.open(segment)
     begin = trace.to_pandas("test:begin")

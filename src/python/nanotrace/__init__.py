@@ -143,6 +143,11 @@ class Trace:
         given: that field of the begin record) and lost_adjacent (records were lost during the
         pair, or next to the unmatched record)."""
         columns = self._trace.pairs(begin, end, key, by or "")
+        if by:
+            no_begin = columns["kind"] == "unmatched_end"
+            if no_begin.any():
+                columns["by"] = columns["by"].astype(object)
+                columns["by"][no_begin] = None
         if pandas:
             import pandas as pd
 
