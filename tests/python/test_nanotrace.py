@@ -184,6 +184,9 @@ def test_pandas_and_structured(traced):
     assert everything["dev"].isna().sum() == len(lines) - len(begin)  # None elsewhere
     group = trace.to_pandas("test")
     assert len(group) == len(lines)
+    with nanotrace.open(segment) as again:
+        ends = again.events("test:end")
+    assert len(ends["id"]) == 50 + 3 and again._trace is None  # the arrays outlive the trace
     structured = trace.events("test:end", structured=True)
     assert structured.dtype.names == FIXED + ("id", "status")
     assert list(structured["id"]) == list(trace.events("test:end")["id"])

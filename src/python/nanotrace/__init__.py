@@ -168,6 +168,18 @@ class Trace:
         """A Control of this trace's live process."""
         return Control(self.source)
 
+    def close(self):
+        """Releases the trace (its mapping and file) now rather than when collected; the
+        arrays already read stay valid."""
+        self._trace = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
     def __repr__(self):
         p = self.process
         kind = "file" if self.is_file else "segment"
