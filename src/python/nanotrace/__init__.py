@@ -22,6 +22,7 @@ U+FFFD, as in the JSON), enum fields with value names the name where the value h
 Rows are in the merged time order of `nanotrace dump`.
 
 Errors (no such process or file, a corrupt file, an unknown event) raise nanotrace.Error.
+Reads release the GIL; a Trace (or Control) is used by one thread at a time.
 """
 
 import numpy as np  # the tables are numpy arrays: imported here, not within the first read
