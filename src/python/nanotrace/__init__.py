@@ -86,16 +86,25 @@ class Trace:
     def _tables(self, name, row_order=False):
         return self._trace.read_tables(_names(name), row_order)
 
+    def _single(self, name, tables):
+        if len(tables) != 1:  # call sites of one name with different fields
+            raise Error(f"nanotrace: {name} has {len(tables)} field layouts "
+                        f"({', '.join(tables)}): read them with events([{name!r}])")
+        return next(iter(tables.values()))
+
     def events(self, name=None, pandas=False, structured=False):
         """The records of an event as columns.
 
         name: "group:event" gives that event's table: {column: ndarray}, or a DataFrame
         (pandas=True), or a numpy structured array (structured=True, a copy). A group, a list
         of names, or None (every event) gives {event name: table}. A name whose call sites
-        have different fields has one table per layout: "name", "name#2", ...
+        have different fields has one table per layout: "name", "name#2", ... (read it as a
+        list: events(["group:event"])).
         """
         tables, _ = self._tables(name)
         single = isinstance(name, str) and ":" in name
+        if single:
+            tables = {name: self._single(name, tables)}
         if pandas:
             import pandas as pd
 
@@ -103,7 +112,7 @@ class Trace:
         elif structured:
             tables = {k: _structured(v) for k, v in tables.items()}
         if single:
-            return tables[next(iter(tables))]
+            return tables[name]
         return tables
 
     def to_pandas(self, name=None):
@@ -113,9 +122,9 @@ class Trace:
         pandas.concat would give)."""
         import pandas as pd
 
-        tables, orders = self._tables(name, row_order=True)
         if isinstance(name, str) and ":" in name:
-            return pd.DataFrame(tables[next(iter(tables))], copy=False)
+            return pd.DataFrame(self._single(name, self._tables(name)[0]), copy=False)
+        tables, orders = self._tables(name, row_order=True)
         rows = sum(len(o) for o in orders.values())
         columns = []
         for table in tables.values():
