@@ -154,6 +154,13 @@ LatencyStats compute_latency_stats(std::vector<uint64_t>* latencies);
 // event that the end event also has. Pairs without a common field are left out.
 std::vector<PairRule> infer_pairs(const Trace& trace);
 
+// pairs_that_occur - the rules whose begin event and end event both have records, so that a
+// default set of rules (infer_pairs) holds no pair that never fired. records_per_event: the
+// records of each event id (index = EventInfo::id), as a pass over the trace counted them.
+// Rules that do not resolve against trace are left out.
+std::vector<PairRule> pairs_that_occur(const Trace& trace, const std::vector<PairRule>& rules,
+                                       const std::vector<uint64_t>& records_per_event);
+
 // Counts and rates of a trace: what `nanotrace stats` prints.
 struct Rate {
   uint64_t count = 0;

@@ -88,4 +88,22 @@ Result<ResolvedPair> resolve_pair(const Trace& trace, const PairRule& rule) {
   return out;
 }
 
+std::vector<PairRule> pairs_that_occur(const Trace& trace, const std::vector<PairRule>& rules,
+                                       const std::vector<uint64_t>& records_per_event) {
+  auto any_record = [&](const std::vector<uint16_t>& ids) {
+    for (uint16_t id : ids) {
+      if (id < records_per_event.size() && records_per_event[id] > 0) return true;
+    }
+    return false;
+  };
+  std::vector<PairRule> out;
+  for (const PairRule& rule : rules) {
+    auto resolved = resolve_pair(trace, rule);
+    if (resolved.ok() && any_record(resolved->begin_ids) && any_record(resolved->end_ids)) {
+      out.push_back(rule);
+    }
+  }
+  return out;
+}
+
 }  // namespace nanotrace

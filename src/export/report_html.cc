@@ -1,193 +1,142 @@
 // `nanotrace report`: one self-contained HTML page (inline CSS and SVG, no script, no
 // external resource) summarising a trace: totals and rates, losses per thread, counts per
-// event, a latency table and log2 histogram per begin/end pair rule, and a timeline of the
-// busiest window (records per thread as ticks, pairs as slices).
+// event, a latency table and histogram per begin/end pair rule, and two timelines that
+// account for every record: the whole trace, and its busiest window (report_timeline.hpp).
 //
-// Two streamed passes: the first counts (and finds the busiest window with a sliding sum
-// over time bins, at most 1 Mi bins, coarsened as the trace grows), the second draws the
-// window (at most kMaxMarks marks). Memory: the latencies of the pair rules (8 bytes per
-// pair), the bins, and the marks of the window.
+// Two streamed passes. The first counts records per event and per thread, and finds the
+// busiest window with a sliding sum over time bins (at most 1 Mi bins, coarsened as the
+// trace grows); the default pair rules are then chosen among the events that occurred. The
+// second pass matches pairs (one IntervalMatcher over every rule) and fills the timelines.
+// Memory: the latencies of the pairs (8 bytes each), the bins, and the timelines' cells.
+// Output: bounded by the timelines' cells (rows x columns), not by the records.
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <unordered_map>
+#include <map>
 
 #include "base/output_file.hpp"
-#include "base/utf8.hpp"
 #include "export/output.hpp"
+#include "export/report_charts.hpp"
+#include "export/report_text.hpp"
+#include "export/report_timeline.hpp"
 #include "nanotrace/intervals.hpp"
 #include "nanotrace/report.hpp"
 
 namespace nanotrace {
 namespace {
 
+using report::duration;
+using report::html;
+
 constexpr size_t kMaxBins = 1 << 20;
-constexpr size_t kMaxMarks = 20000;
-constexpr double kChartX = 150, kChartW = 1050;
 
-// Text from the trace as HTML text: valid UTF-8, control characters shown as escapes
-// (utf8::escape_text, as `nanotrace dump` prints them), markup characters as entities.
-std::string html(std::string_view raw) {
-  std::string s = utf8::escape_text(raw);
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string duration(uint64_t ns) {
-  if (ns < 1000) return fmt::format("{} ns", ns);
-  if (ns < 1000000) return fmt::format("{:.1f} us", ns / 1e3);
-  if (ns < 1000000000) return fmt::format("{:.1f} ms", ns / 1e6);
-  return fmt::format("{:.2f} s", ns / 1e9);
-}
-
-const char* color(size_t i) {
-  static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-  return kColors[i % 10];
-}
-
-struct Mark {
-  uint64_t t0, t1;
-  uint32_t thread;
-  uint16_t event;
-  bool slice;
+// What the first pass finds.
+struct FirstPass {
+  std::vector<uint64_t> per_event;   // by event id
+  std::vector<uint64_t> per_thread;  // by reader thread index
+  std::vector<ThreadStats> threads;
+  std::vector<uint64_t> bins;  // records per bin_ns
+  uint64_t bin_ns = 1;
+  uint64_t first_ns = 0, last_ns = 0, records = 0;
 };
 
-}  // namespace
-
-Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& options) {
-  if (options.output.empty()) return Status::Invalid("no output file given (-o)");
-  if (options.output != "-") {
-    Status same = check_not_source(options.output, trace.source_fd());
-    if (!same.ok()) return same;
-  }
-  uint64_t window = std::max<uint64_t>(options.window_ns, 1000);
-  std::vector<PairRule> rules = options.pairs.empty() ? infer_pairs(trace) : options.pairs;
-  std::vector<std::unique_ptr<PairMatcher>> matchers;
-  std::vector<ResolvedPair> resolved;
-  for (const PairRule& rule : rules) {
-    auto m = PairMatcher::create(trace, rule, "", 5);
-    if (!m.ok()) return m.status();
-    matchers.push_back(std::move(*m));
-    auto rp = resolve_pair(trace, rule);
-    resolved.push_back(std::move(rp).value());
-  }
-
-  // Pass 1: counts, latencies, busiest window.
-  const size_t nev = trace.events().size() + 1;
-  std::vector<uint64_t> per_event(nev, 0);
-  std::vector<uint64_t> bins;
-  uint64_t bin_ns = std::max<uint64_t>(window / 10, 1);
-  uint64_t first_ns = 0, last_ns = 0, records = 0;
+FirstPass count_records(Trace& trace, uint64_t window) {
+  FirstPass p;
+  p.per_event.assign(trace.events().size() + 1, 0);
+  p.bin_ns = std::max<uint64_t>(window / 10, 1);
   auto source = trace.read_all();
-  std::vector<ThreadStats> threads = source->threads();
   Record r;
   while (source->next(&r)) {
-    if (records == 0) first_ns = r.time_ns;
-    last_ns = std::max(last_ns, r.time_ns);
-    ++records;
-    ++per_event[r.event->id];
-    uint64_t b = r.time_ns / bin_ns;
+    if (p.records == 0) p.first_ns = r.time_ns;
+    p.last_ns = std::max(p.last_ns, r.time_ns);
+    ++p.records;
+    ++p.per_event[r.event->id];
+    if (r.thread >= p.per_thread.size()) p.per_thread.resize(r.thread + 1, 0);
+    ++p.per_thread[r.thread];
+    uint64_t b = r.time_ns / p.bin_ns;
     while (b >= kMaxBins) {
-      for (size_t i = 0; i < bins.size(); ++i) {
-        bins[i / 2] = (i % 2 ? bins[i / 2] : 0) + bins[i];
+      for (size_t i = 0; i < p.bins.size(); ++i) {
+        p.bins[i / 2] = (i % 2 ? p.bins[i / 2] : 0) + p.bins[i];
       }
-      bins.resize((bins.size() + 1) / 2);
-      bin_ns *= 2;
-      b = r.time_ns / bin_ns;
+      p.bins.resize((p.bins.size() + 1) / 2);
+      p.bin_ns *= 2;
+      b = r.time_ns / p.bin_ns;
     }
-    if (b >= bins.size()) bins.resize(b + 1, 0);
-    ++bins[b];
-    for (auto& m : matchers) m->add(r, threads);
+    if (b >= p.bins.size()) p.bins.resize(b + 1, 0);
+    ++p.bins[b];
   }
-  threads = source->threads();
-  if (records == 0) {
-    return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
-                                        trace.process().pid, trace.process().path));
-  }
-  size_t span = std::max<uint64_t>(1, (window + bin_ns - 1) / bin_ns);
+  p.threads = source->threads();
+  return p;
+}
+
+// Start of the window of `window` ns holding the most records.
+uint64_t busiest_window(const FirstPass& p, uint64_t window) {
+  size_t span = std::max<uint64_t>(1, (window + p.bin_ns - 1) / p.bin_ns);
   uint64_t best = 0, sum = 0;
   size_t best_at = 0;
-  for (size_t i = 0; i < bins.size(); ++i) {
-    sum += bins[i];
-    if (i >= span) sum -= bins[i - span];
+  for (size_t i = 0; i < p.bins.size(); ++i) {
+    sum += p.bins[i];
+    if (i >= span) sum -= p.bins[i - span];
     if (sum > best) {
       best = sum;
       best_at = i + 1 >= span ? i + 1 - span : 0;
     }
   }
-  uint64_t w0 = std::max<uint64_t>(best_at * bin_ns, first_ns);
-  uint64_t w1 = w0 + window;
+  return std::max<uint64_t>(best_at * p.bin_ns, p.first_ns);
+}
 
-  // Pass 2: marks of the window; pairs from one IntervalMatcher over every rule.
-  std::vector<Mark> marks;
-  uint64_t window_records = 0, dropped_marks = 0;
-  IntervalMatcher intervals(resolved);
-  auto source2 = trace.read_all();
-  while (source2->next(&r)) {
-    if (r.time_ns >= w0 && r.time_ns < w1) ++window_records;
-    const std::vector<IntervalMatch>& matches = intervals.add(r);
-    for (const IntervalMatch& m : matches) {
-      if (m.kind != IntervalMatch::Kind::kEnd) continue;
-      const Interval& i = m.interval;
-      if (i.begin_ns >= w1 || i.end_ns < w0) continue;
-      if (marks.size() < kMaxMarks) {
-        marks.push_back({std::max(i.begin_ns, w0), std::min(i.end_ns, w1), i.begin_thread,
-                         static_cast<uint16_t>(m.rule), true});
-      } else {
-        ++dropped_marks;
-      }
-    }
-    if (!matches.empty() || r.time_ns < w0 || r.time_ns >= w1) continue;
-    if (marks.size() < kMaxMarks) {
-      marks.push_back({r.time_ns, r.time_ns, r.thread, r.event->id, false});
-    } else {
-      ++dropped_marks;
-    }
+// Records per event name (one name may cover several call sites), most first.
+std::vector<std::pair<std::string, uint64_t>> counts_by_name(const Trace& trace,
+                                                             const std::vector<uint64_t>& per_id) {
+  std::map<std::string, uint64_t> by_name;
+  for (const EventInfo& e : trace.events()) {
+    if (e.id < per_id.size() && per_id[e.id] > 0) by_name[e.full_name()] += per_id[e.id];
   }
+  std::vector<std::pair<std::string, uint64_t>> counts(by_name.begin(), by_name.end());
+  std::stable_sort(counts.begin(), counts.end(),
+                   [](const auto& a, const auto& c) { return a.second > c.second; });
+  return counts;
+}
 
-  const ProcessInfo& proc = trace.process();
-  uint64_t lost = 0;
-  for (const ThreadStats& t : threads) lost += t.lost();
-  uint64_t dur = last_ns - first_ns;
-  double rate = dur > 0 ? records * 1e9 / dur : 0;
+// The events' colours: the busiest names get the palette, the others share kOtherEvent.
+void choose_event_colors(const Trace& trace,
+                         const std::vector<std::pair<std::string, uint64_t>>& counts,
+                         report::TimelineContext* ctx, std::vector<report::LegendEntry>* legend) {
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < counts.size() && i < report::kEventColors; ++i) {
+    index[counts[i].first] = static_cast<int>(i);
+    legend->push_back({report::event_color(static_cast<int>(i)), counts[i].first});
+  }
+  if (counts.size() > report::kEventColors) {
+    size_t others = counts.size() - report::kEventColors;
+    legend->push_back(
+        {report::kOtherEvent, fmt::format("{} other event{}", others, others == 1 ? "" : "s")});
+  }
+  ctx->event_color.assign(trace.events().size() + 1, -1);
+  ctx->event_name.assign(trace.events().size() + 1, "?");
+  for (const EventInfo& e : trace.events()) {
+    if (e.id >= ctx->event_color.size()) continue;
+    auto it = index.find(e.full_name());
+    if (it != index.end()) ctx->event_color[e.id] = it->second;
+    ctx->event_name[e.id] = html(e.full_name(), 64);
+  }
+}
 
-  exporter::OutFile out;
-  Status st = out.open(options.output);
-  if (!st.ok()) return st;
-  fmt::memory_buffer& b = out.buf();
+struct PageData {
+  const FirstPass* first = nullptr;
+  std::vector<ThreadStats> threads;  // second pass
+  std::vector<uint64_t> per_event;   // second pass
+  uint64_t records = 0, late_records = 0, lost = 0;
+  std::vector<ResolvedPair> rules;
+  std::vector<IntervalCounts> counts;
+  std::vector<LatencyStats> latency;
+};
+
+void write_summary(fmt::memory_buffer& b, const Trace& trace, const PageData& d,
+                   uint64_t duration_ns) {
   auto it = std::back_inserter(b);
-  std::string title = fmt::format("nanotrace report: {} (pid {})", proc.process_name, proc.pid);
-  fmt::format_to(
-      it,
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n"
-      "<style>body{{font-family:sans-serif;margin:20px;color:#222}}"
-      "table{{border-collapse:collapse;margin:8px 0}}td,th{{border:1px solid #ccc;"
-      "padding:3px 8px;text-align:right}}th{{background:#eee}}td.l,th.l{{text-align:left}}"
-      "h2{{margin-top:28px}}svg text{{font-size:11px;font-family:sans-serif}}"
-      ".bar{{fill:#4a7bd0}}</style></head><body>\n<h1>{}</h1>\n",
-      html(title), html(title));
+  const ProcessInfo& proc = trace.process();
+  double rate = duration_ns > 0 ? static_cast<double>(d.records) * 1e9 / duration_ns : 0;
   fmt::format_to(it,
                  "<h2>Summary</h2>\n<table id=\"summary\">"
                  "<tr><th class=\"l\">segment</th><td class=\"l\">{}</td></tr>"
@@ -197,14 +146,19 @@ Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& optio
                  "<tr><th class=\"l\">rate</th><td id=\"rate\">{:.0f} records/s</td></tr>"
                  "<tr><th class=\"l\">lost</th><td id=\"lost\">{}</td></tr>"
                  "<tr><th class=\"l\">threads</th><td id=\"threads\">{}</td></tr></table>\n",
-                 html(proc.path), mode_name(proc.mode), dur, duration(dur), records, rate, lost,
-                 threads.size());
-
+                 html(proc.path), mode_name(proc.mode), duration_ns, duration(duration_ns),
+                 d.records, rate, d.lost, d.threads.size());
+  if (d.late_records > 0) {
+    fmt::format_to(it,
+                   "<p id=\"late\">{} records written while the report was read (the process "
+                   "is live) are left out.</p>\n",
+                   d.late_records);
+  }
   b.append(
       std::string_view("<h2>Threads</h2>\n<table id=\"thread-table\"><tr><th>tid</th>"
                        "<th class=\"l\">name</th><th>records</th><th>overwritten</th>"
                        "<th>dropped</th></tr>"));
-  for (const ThreadStats& t : threads) {
+  for (const ThreadStats& t : d.threads) {
     fmt::format_to(it,
                    "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                    t.info.tid, html(t.info.name), t.records, t.overwritten, t.dropped);
@@ -212,116 +166,180 @@ Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& optio
   b.append(
       std::string_view("</table>\n<h2>Events</h2>\n<table id=\"event-table\"><tr>"
                        "<th class=\"l\">event</th><th>records</th><th>share</th></tr>"));
-  std::unordered_map<std::string, uint64_t> by_name;
-  for (const EventInfo& e : trace.events()) by_name[e.full_name()] += per_event[e.id];
-  std::vector<std::pair<std::string, uint64_t>> counts(by_name.begin(), by_name.end());
-  std::sort(counts.begin(), counts.end(), [](const auto& a, const auto& c) {
-    return a.second != c.second ? a.second > c.second : a.first < c.first;
-  });
-  for (const auto& [name, n] : counts) {
-    if (n == 0) continue;
-    double share = 100.0 * n / records;
+  for (const auto& [name, n] : counts_by_name(trace, d.per_event)) {
+    double share = 100.0 * static_cast<double>(n) / static_cast<double>(d.records);
     fmt::format_to(it,
                    "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\"><svg width=\"204\" "
                    "height=\"12\"><rect class=\"bar\" x=\"0\" y=\"1\" width=\"{:.1f}\" "
                    "height=\"10\"/></svg> {:.1f}%</td></tr>",
                    html(name), n, share * 2, share);
   }
-  b.append(std::string_view("</table>\n<h2>Latency</h2>\n"));
-  if (matchers.empty()) {
+  b.append(std::string_view("</table>\n"));
+}
+
+void write_latency(fmt::memory_buffer& b, const PageData& d, bool inferred) {
+  auto it = std::back_inserter(b);
+  b.append(std::string_view("<h2>Latency</h2>\n"));
+  if (d.rules.empty()) {
     b.append(std::string_view(
-        "<p>No begin/end pairs given (--pair) or inferred from event names.</p>\n"));
+        "<p id=\"no-pairs\">No begin/end pairs given (--pair), and no pair of events "
+        "inferred from their names has records of both its begin and its end.</p>\n"));
+  } else if (inferred) {
+    b.append(std::string_view(
+        "<p>Pairs inferred from event names, among the events that have records (give "
+        "others with --pair BEGIN,END,KEY).</p>\n"));
   }
-  for (size_t p = 0; p < matchers.size(); ++p) {
-    LatencyReport rep = matchers[p]->finish();
-    const LatencyStats& s = rep.overall;
+  for (size_t p = 0; p < d.rules.size(); ++p) {
+    const LatencyStats& s = d.latency[p];
+    const IntervalCounts& c = d.counts[p];
     fmt::format_to(it,
-                   "<h3>{}</h3>\n<table class=\"latency\"><tr><th>pairs</th><th>unmatched "
-                   "begins</th><th>unmatched ends</th><th>min</th><th>p50</th><th>p90</th>"
-                   "<th>p99</th><th>p99.9</th><th>max</th></tr><tr><td>{}</td><td>{}</td>"
-                   "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                   "</tr></table>\n",
-                   html(rep.rule.label()), s.count, s.unmatched_begins, rep.unmatched_ends,
-                   duration(s.min_ns), duration(s.p50_ns), duration(s.p90_ns), duration(s.p99_ns),
-                   duration(s.p999_ns), duration(s.max_ns));
-    if (s.histogram.empty()) continue;
-    uint64_t peak = 1;
-    for (const HistogramBucket& h : s.histogram) peak = std::max(peak, h.count);
-    double bw = std::min(60.0, kChartW / s.histogram.size());
-    int hh = 160;
-    fmt::format_to(it, "<svg class=\"histogram\" width=\"{:.0f}\" height=\"{}\">",
-                   kChartX + bw * s.histogram.size() + 20, hh + 40);
-    for (size_t i = 0; i < s.histogram.size(); ++i) {
-      const HistogramBucket& h = s.histogram[i];
-      double barh = h.count ? std::max(1.0, double(hh) * h.count / peak) : 0;
-      double x = kChartX + i * bw;
+                   "<h3><span class=\"swatch\" style=\"background:{}\"></span>{}</h3>\n"
+                   "<table class=\"latency\"><tr><th>pairs</th><th>unmatched begins</th>"
+                   "<th>unmatched ends</th><th>next to a loss</th>",
+                   report::rule_color(p), html(d.rules[p].rule.label()));
+    if (s.count == 0) {
       fmt::format_to(it,
-                     "<rect class=\"bar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
-                     "height=\"{:.1f}\"><title>[{}, {}): {}</title></rect>"
-                     "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                     x + 1, 10 + hh - barh, bw - 2, barh, duration(h.lo_ns), duration(h.hi_ns),
-                     h.count, x + bw / 2, hh + 25, i % 2 ? "" : duration(h.lo_ns));
+                     "<th class=\"l\">latency</th></tr><tr><td>0</td><td>{}</td><td>{}</td>"
+                     "<td>{}</td><td class=\"l\">no pair matched ({} begin records, {} end "
+                     "records)</td></tr></table>\n",
+                     c.unmatched_begins, c.unmatched_ends,
+                     c.lost_adjacent_pairs + c.lost_adjacent_unmatched, c.begins, c.ends);
+      continue;
     }
     fmt::format_to(it,
-                   "<text x=\"0\" y=\"20\">pairs per log2 bucket</text><text x=\"0\" y=\"36\">"
-                   "peak {}</text></svg>\n",
-                   peak);
+                   "<th>min</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>"
+                   "</tr><tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                   "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>\n",
+                   s.count, c.unmatched_begins, c.unmatched_ends,
+                   c.lost_adjacent_pairs + c.lost_adjacent_unmatched, duration(s.min_ns),
+                   duration(s.p50_ns), duration(s.p90_ns), duration(s.p99_ns), duration(s.p999_ns),
+                   duration(s.max_ns));
+    report::render_histogram(b, s, p);
+  }
+}
+
+}  // namespace
+
+Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& options) {
+  if (options.output.empty()) return Status::Invalid("no output file given (-o)");
+  if (options.output != "-") {
+    Status same = check_not_source(options.output, trace.source_fd());
+    if (!same.ok()) return same;
+  }
+  for (const PairRule& rule : options.pairs) {
+    auto resolved = resolve_pair(trace, rule);
+    if (!resolved.ok()) return resolved.status();
+  }
+  const uint64_t window = std::max<uint64_t>(options.window_ns, 1000);
+
+  const FirstPass first = count_records(trace, window);
+  if (first.records == 0) {
+    return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
+                                        trace.process().pid, trace.process().path));
+  }
+  const bool inferred = options.pairs.empty();
+  std::vector<PairRule> rules =
+      inferred ? pairs_that_occur(trace, infer_pairs(trace), first.per_event) : options.pairs;
+  PageData d;
+  d.first = &first;
+  for (const PairRule& rule : rules)
+    d.rules.push_back(std::move(resolve_pair(trace, rule)).value());
+  const uint64_t w0 = busiest_window(first, window), w1 = w0 + window;
+
+  report::TimelineContext ctx;
+  std::vector<report::LegendEntry> event_legend, rule_legend;
+  choose_event_colors(trace, counts_by_name(trace, first.per_event), &ctx, &event_legend);
+  for (size_t p = 0; p < d.rules.size(); ++p) {
+    rule_legend.push_back({report::rule_color(p), d.rules[p].rule.label()});
+  }
+  ctx.rules = &d.rules;
+  const report::RowSet rows =
+      report::RowSet::by_thread(first.threads, first.per_thread, report::kMaxRows);
+  const bool pairs_lane = !d.rules.empty();
+  report::Timeline overview("overview", first.first_ns, first.last_ns + 1, rows.size(), pairs_lane);
+  report::Timeline busiest("window", w0, w1, rows.size(), pairs_lane);
+
+  // Pass 2: pairs and timelines. A live process keeps writing: records after the first
+  // pass's last one are left out, so both passes describe the same records.
+  IntervalMatcher intervals(d.rules);
+  std::vector<std::vector<uint64_t>> latencies(d.rules.size());
+  d.per_event.assign(trace.events().size() + 1, 0);
+  auto source = trace.read_all();
+  ctx.threads = &source->threads();
+  Record r;
+  while (source->next(&r)) {
+    if (r.time_ns > first.last_ns) {
+      ++d.late_records;
+      continue;
+    }
+    ++d.records;
+    ++d.per_event[r.event->id];
+    const uint32_t row = rows.row_of(r);
+    overview.add_record(row, r, ctx);
+    if (busiest.covers(r.time_ns)) busiest.add_record(row, r, ctx);
+    for (const IntervalMatch& m : intervals.add(r)) {
+      if (m.kind != IntervalMatch::Kind::kEnd) continue;
+      latencies[m.rule].push_back(m.interval.latency_ns());
+      const uint32_t begin_row = rows.row_of_thread(m.interval.begin_thread);
+      overview.add_pair(begin_row, m.rule, m.interval, r, ctx);
+      busiest.add_pair(begin_row, m.rule, m.interval, r, ctx);
+    }
+  }
+  d.threads = source->threads();
+  for (const ThreadStats& t : d.threads) d.lost += t.lost();
+  intervals.finish(d.lost);
+  for (size_t p = 0; p < d.rules.size(); ++p) {
+    d.counts.push_back(intervals.counts(static_cast<uint32_t>(p)));
+    d.latency.push_back(compute_latency_stats(&latencies[p]));
   }
 
-  // Timeline.
-  fmt::format_to(it,
-                 "<h2>Timeline of the busiest window</h2>\n<p id=\"window\">{} from {} "
-                 "after the start: {} records{}</p>\n",
-                 duration(window), duration(w0), window_records,
-                 dropped_marks ? fmt::format(" ({} marks not drawn)", dropped_marks) : "");
-  int row = 28;
-  int height = static_cast<int>(threads.size()) * row + 40;
-  fmt::format_to(it, "<svg id=\"timeline\" width=\"{:.0f}\" height=\"{}\">", kChartX + kChartW + 10,
-                 height);
-  for (size_t t = 0; t < threads.size(); ++t) {
-    fmt::format_to(it,
-                   "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>"
-                   "<text x=\"4\" y=\"{}\">{} {}</text>",
-                   kChartX, t * row + 2, kChartW, row - 4, t % 2 ? "#f4f4f4" : "#fafafa",
-                   t * row + row / 2 + 4, threads[t].info.tid, html(threads[t].info.name));
-  }
-  for (int i = 0; i <= 10; ++i) {
-    double x = kChartX + kChartW * i / 10;
-    fmt::format_to(it,
-                   "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"0\" y2=\"{1}\" stroke=\"#ddd\"/>"
-                   "<text x=\"{0:.1f}\" y=\"{2}\" text-anchor=\"middle\">+{3}</text>",
-                   x, height - 25, height - 8, duration(window * i / 10));
-  }
-  for (const Mark& m : marks) {
-    double x0 = kChartX + kChartW * double(m.t0 - w0) / window;
-    double y = m.thread * row + 4;
-    if (m.slice) {
-      double x1 = kChartX + kChartW * double(m.t1 - w0) / window;
-      fmt::format_to(it,
-                     "<rect class=\"slice\" x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" "
-                     "fill=\"{}\" fill-opacity=\"0.6\"/>",
-                     x0, y + 8, std::max(0.5, x1 - x0), row - 16, color(m.event));
-    } else {
-      fmt::format_to(it,
-                     "<line class=\"tick\" x1=\"{0:.2f}\" x2=\"{0:.2f}\" y1=\"{1}\" y2=\"{2}\" "
-                     "stroke=\"{3}\"/>",
-                     x0, y, y + row - 8, color(m.event + 3));
-    }
-  }
-  b.append(std::string_view("</svg>\n<p>"));
-  for (size_t p = 0; p < resolved.size(); ++p) {
-    fmt::format_to(it, "<span style=\"color:{}\">&#9632; {}</span> ", color(p),
-                   html(resolved[p].rule.label()));
-  }
-  b.append(std::string_view("(slices); other records are drawn as ticks.</p>\n</body></html>\n"));
+  exporter::OutFile out;
+  Status st = out.open(options.output);
+  if (!st.ok()) return st;
+  fmt::memory_buffer& b = out.buf();
+  auto it = std::back_inserter(b);
+  const ProcessInfo& proc = trace.process();
+  std::string title = fmt::format("nanotrace report: {} (pid {})", proc.process_name, proc.pid);
+  fmt::format_to(
+      it,
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n"
+      "<style>body{{font-family:sans-serif;margin:20px;color:#222}}"
+      "table{{border-collapse:collapse;margin:8px 0}}td,th{{border:1px solid #ccc;"
+      "padding:3px 8px;text-align:right}}th{{background:#eee}}td.l,th.l{{text-align:left}}"
+      "h2{{margin-top:28px}}svg text{{font-size:11px;font-family:sans-serif}}"
+      ".bar{{fill:#4a7bd0}}.swatch{{display:inline-block;width:12px;height:12px;"
+      "margin-right:6px;vertical-align:middle}}.legend ul{{list-style:none;padding:0;"
+      "display:flex;flex-wrap:wrap;gap:4px 18px}}.legend p{{margin:6px 0;max-width:1100px}}"
+      "</style></head><body>\n<h1>{}</h1>\n",
+      html(title), html(title));
+  write_summary(b, trace, d, first.last_ns - first.first_ns);
+  write_latency(b, d, inferred);
+
+  b.append(std::string_view("<h2>Timelines</h2>\n"));
+  report::render_legend(b, event_legend, rule_legend);
+  fmt::format_to(
+      it,
+      "<h3>The whole trace</h3>\n<p id=\"overview-caption\">{} records over {}, "
+      "{} per pixel column; the busiest window is outlined.</p>\n",
+      overview.records(), duration(first.last_ns + 1 - first.first_ns),
+      duration(std::max<uint64_t>(1, (first.last_ns + 1 - first.first_ns) / report::kColumns)));
+  overview.render(b, rows, ctx, w0, w1);
+  fmt::format_to(
+      it,
+      "<h3>The busiest window</h3>\n<p id=\"window-caption\">{} from {} after the start: {} "
+      "records, {} pairs, {} per pixel column.</p>\n",
+      duration(window), duration(w0 - first.first_ns), busiest.records(), busiest.pairs(),
+      duration(std::max<uint64_t>(1, window / report::kColumns)));
+  busiest.render(b, rows, ctx);
+  b.append(std::string_view("</body></html>\n"));
   st = out.close();
   if (!st.ok()) return st;
   ReportSummary summary;
-  summary.records = records;
-  summary.lost = lost;
-  summary.pairs = static_cast<uint32_t>(matchers.size());
+  summary.records = d.records;
+  summary.lost = d.lost;
+  summary.pairs = static_cast<uint32_t>(d.rules.size());
   summary.window_begin_ns = w0;
-  summary.window_records = window_records;
+  summary.window_records = busiest.records();
   return summary;
 }
 
