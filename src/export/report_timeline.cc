@@ -143,7 +143,9 @@ void Timeline::render_records(fmt::memory_buffer& out, size_t row, double y, dou
                    cell.records == 1 ? "" : "s", column_begin(c), column_begin(c + 1));
     const char* sep = "";
     for (size_t k = 0; k < cell.event.size() && cell.event_records[k] > 0; ++k) {
-      fmt::format_to(it, "{}{} {}", sep, ctx.event_name[cell.event[k]], cell.event_records[k]);
+      const uint16_t id = cell.event[k];
+      fmt::format_to(it, "{}{} {}", sep, id < ctx.event_name.size() ? ctx.event_name[id] : "?",
+                     cell.event_records[k]);
       sep = ", ";
     }
     if (cell.other_records > 0) fmt::format_to(it, "{}other events {}", sep, cell.other_records);
