@@ -123,7 +123,6 @@ void choose_event_colors(const Trace& trace,
 }
 
 struct PageData {
-  const FirstPass* first = nullptr;
   std::vector<ThreadStats> threads;  // second pass
   std::vector<uint64_t> per_event;   // second pass
   uint64_t records = 0, late_records = 0, lost = 0;
@@ -241,7 +240,6 @@ Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& optio
   std::vector<PairRule> rules =
       inferred ? pairs_that_occur(trace, infer_pairs(trace), first.per_event) : options.pairs;
   PageData d;
-  d.first = &first;
   for (const PairRule& rule : rules)
     d.rules.push_back(std::move(resolve_pair(trace, rule)).value());
   const uint64_t w0 = busiest_window(first, window), w1 = w0 + window;
