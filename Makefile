@@ -4,7 +4,8 @@
 PACKAGES := build-essential cmake pkg-config clang clang-format liburing-dev libcli11-dev \
             libfmt-dev nlohmann-json3-dev libzstd-dev zstd libgtest-dev libgmock-dev \
             libbenchmark-dev babeltrace2 util-linux procps chromium python3 \
-            python3-dev pybind11-dev python3-numpy python3-pandas python3-pytest
+            python3-dev pybind11-dev python3-numpy python3-pandas python3-pytest \
+            libtracefs-dev libtraceevent-dev trace-cmd
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 

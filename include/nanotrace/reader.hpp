@@ -46,6 +46,10 @@ struct EventInfo {
   std::string file;
   uint32_t line = 0;
   bool is_guard = false;  // a NANOTRACE_ENABLED() guard, not an event
+  // A kernel (ftrace) event recorded with `record --kernel`: group is its system (block),
+  // name its event (block_rq_issue), fields the event's own (not the common_* ones), and id
+  // its index in Trace::kernel_events() (not a user-space event id).
+  bool is_kernel = false;
   std::vector<FieldInfo> fields;
   std::string full_name() const { return group + ":" + name; }
 };
@@ -122,6 +126,8 @@ struct Record {
   uint64_t seq = 0;      // per-thread record number, from 0
   uint32_t thread = 0;   // index into the reader's thread list (ThreadStats)
   const EventInfo* event = nullptr;
+  uint32_t cpu = 0;   // kernel records (event->is_kernel): the CPU that logged it
+  uint32_t task = 0;  // kernel records: the thread it ran in (0: idle or interrupt)
   uint32_t field_count = 0;
   FieldValue values[abi::kMaxFields];
 };
@@ -163,6 +169,7 @@ class RecordSource;
 namespace reader {
 struct TraceFile;
 struct TraceInternals;
+class KernelTables;
 }  // namespace reader
 
 class Trace {
@@ -206,6 +213,18 @@ class Trace {
   }
   uint64_t ticks_to_realtime_ns(uint64_t ticks) const;
 
+  // Kernel events stored in a trace file recorded with `record --kernel` (EventInfo::is_kernel;
+  // id = index here); empty for a segment or a file without them.
+  const std::vector<EventInfo>& kernel_events() const;
+  // The clock value when kernel capture began: earlier user records have no kernel events
+  // (0 without kernel events).
+  uint64_t kernel_start_ticks() const;
+  // read_all, with the kernel records of a trace file merged in by time (the same clock:
+  // Record::ticks compare directly). A kernel record's Record::thread indexes one entry per
+  // recorded CPU after the user-space threads (tid 0, name "cpuN", its losses: ftrace's
+  // overruns and drops); Record::cpu and Record::task are set.
+  std::unique_ptr<RecordSource> read_all_with_kernel();
+
   // Reads every thread's ring as it is now (records written before this call), merged by
   // time. consume: also advance the consumer positions (REQUIRES: writable and
   // attach_consumer()).
@@ -233,6 +252,7 @@ class Trace {
   Status map(const std::string& path, bool writable);
   Status open_file(const std::string& path);
   Status load_tables();
+  void load_kernel_tables();
   void compute_clock_scale();
 
   std::string path_;
@@ -245,7 +265,8 @@ class Trace {
   std::vector<EventInfo> events_;
   std::vector<std::string> group_names_;
   double ns_per_tick_ = 1.0;
-  std::shared_ptr<reader::TraceFile> file_;  // set when reading a trace file
+  std::shared_ptr<reader::TraceFile> file_;             // set when reading a trace file
+  std::shared_ptr<const reader::KernelTables> kernel_;  // its kernel events, if any
   std::string warning_;
 };
 

@@ -41,12 +41,17 @@ struct RecordProgress {
 
 struct RecordOptions {
   std::string output;
-  double duration_s = 0;                    // 0: until stopped or the target exits
-  std::vector<std::string> groups;          // enable exactly these groups while recording
-                                            // (items such as "all", "-debug" allowed)
-  bool compress = false;                    // zstd per chunk
-  std::string stop_on;                      // trigger expression: stop after the matching record
-  std::string snapshot_on;                  // trigger expression: write OUTPUT.snapN when matched
+  double duration_s = 0;            // 0: until stopped or the target exits
+  std::vector<std::string> groups;  // enable exactly these groups while recording
+                                    // (items such as "all", "-debug" allowed)
+  bool compress = false;            // zstd per chunk
+  std::string stop_on;              // trigger expression: stop after the matching record
+  std::string snapshot_on;          // trigger expression: write OUTPUT.snapN when matched
+  // Kernel events to record alongside (root, tracefs): block, io_uring, sched, syscalls, any
+  // ftrace system, or system:event. A malformed item is an error; a capture that cannot be
+  // set up (not root, no tracefs, an event this kernel lacks) is a warning in the summary
+  // and the user-space recording goes on.
+  std::vector<std::string> kernel;
   const std::atomic<bool>* stop = nullptr;  // set to stop (e.g. from a SIGINT handler)
   // Called about 4 times a second while recording (e.g. to print progress).
   std::function<void(const RecordProgress&)> progress;
@@ -63,6 +68,9 @@ struct RecordSummary {
   std::vector<RecordedThread> threads;
   std::string stop_match;              // with stop_on: which record matched
   std::vector<std::string> snapshots;  // with snapshot_on: files written
+  std::vector<std::string> warnings;   // e.g. why kernel events were not recorded
+  uint64_t kernel_pages = 0;           // ftrace sub-buffers stored (with kernel)
+  uint64_t kernel_lost = 0;            // kernel events overwritten or dropped by ftrace
   uint64_t lost() const;
 };
 
@@ -91,5 +99,14 @@ struct StaleSegment {
 // belongs to another process (start time differs). A live process's segment is never
 // touched; an unreadable segment is removed only if its pid is dead.
 std::vector<StaleSegment> clean_segments(bool dry_run);
+
+// A tracefs instance a recorder with --kernel left behind (it was killed).
+struct StaleKernelInstance {
+  std::string name;   // under /sys/kernel/tracing/instances
+  uint32_t pid = 0;   // the recorder's
+  std::string error;  // non-empty if it could not be removed
+};
+// Finds (and unless dry_run removes) tracefs instances of recorders that are gone.
+std::vector<StaleKernelInstance> clean_kernel_instances(bool dry_run);
 
 }  // namespace nanotrace

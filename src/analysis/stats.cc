@@ -25,11 +25,12 @@ double TraceStats::span_s() const {
 
 TraceStats analyze_stats(Trace& trace) {
   TraceStats out;
-  auto records = trace.read_all();
+  auto records = trace.read_all_with_kernel();
   std::vector<Rate> per_event(trace.events().size() + 1);
+  std::vector<Rate> per_kernel_event(trace.kernel_events().size());
   Record r;
   while (records->next(&r)) {
-    count(&per_event[r.event->id], r.time_ns);
+    count(r.event->is_kernel ? &per_kernel_event[r.event->id] : &per_event[r.event->id], r.time_ns);
     if (out.thread_rates.size() <= r.thread) out.thread_rates.resize(r.thread + 1);
     count(&out.thread_rates[r.thread], r.time_ns);
     count(&out.total, r.time_ns);
@@ -43,6 +44,9 @@ TraceStats analyze_stats(Trace& trace) {
     if (y.count == 0 || x.first_ns < y.first_ns) y.first_ns = x.first_ns;
     if (x.last_ns > y.last_ns) y.last_ns = x.last_ns;
     y.count += x.count;
+  }
+  for (const EventInfo& e : trace.kernel_events()) {
+    if (per_kernel_event[e.id].count != 0) by_name[e.full_name()] = per_kernel_event[e.id];
   }
   for (auto& [name, rate] : by_name) out.events.push_back({name, rate});
   out.threads = records->threads();

@@ -15,7 +15,8 @@
 namespace nanotrace::file {
 
 inline constexpr char kFileMagic[8] = {'N', 'A', 'N', 'O', 'T', 'R', 'C', 'F'};
-inline constexpr uint32_t kFileVersion = 1;
+inline constexpr uint32_t kFileVersion = 2;          // written
+inline constexpr uint32_t kMinFileVersion = 1;       // read: 1 has no kernel chunks
 inline constexpr uint32_t kChunkMagic = 0x4b43544e;  // "NTCK"
 // Bounds a reader enforces before allocating anything.
 inline constexpr uint32_t kMaxChunkBytes = 16u << 20;   // stored and raw payload sizes
@@ -23,11 +24,13 @@ inline constexpr uint32_t kMaxDataChunkRaw = 1u << 20;  // what the writer emits
 inline constexpr uint32_t kMaxBlockBytes = 1u << 20;    // block_size accepted from a file
 
 enum class ChunkType : uint16_t {
-  kMeta = 1,    // process, clock, groups, events, strings (a compacted segment table region)
-  kThread = 2,  // a thread generation begins: identity and where its stream starts
-  kData = 3,    // raw ring bytes [position, position + raw_size) of one thread generation
-  kLoss = 4,    // loss counters (exact), per thread generation and per process
-  kEnd = 5,     // the recording closed cleanly
+  kMeta = 1,        // process, clock, groups, events, strings (a compacted segment table region)
+  kThread = 2,      // a thread generation begins: identity and where its stream starts
+  kData = 3,        // raw ring bytes [position, position + raw_size) of one thread generation
+  kLoss = 4,        // loss counters (exact), per thread generation and per process
+  kEnd = 5,         // the recording closed cleanly
+  kKernelMeta = 6,  // ftrace formats, clock and losses (base/kernel_meta.hpp)
+  kKernelData = 7,  // raw ftrace sub-buffers of one CPU (slot = CPU)
 };
 
 inline constexpr uint16_t kChunkZstd = 1;  // payload is one zstd frame of raw_size bytes
@@ -52,9 +55,10 @@ struct ChunkHeader {
   uint16_t flags;        // kChunkZstd
   uint32_t stored_size;  // payload bytes in the file
   uint32_t raw_size;     // payload bytes after decompression (== stored_size if not compressed)
-  uint32_t slot;         // THREAD, DATA: thread slot
+  uint32_t slot;         // THREAD, DATA: thread slot; KERNEL_DATA: CPU
   uint32_t generation;   // THREAD, DATA: slot generation
-  uint64_t position;     // DATA: ring position of the first payload byte
+  uint64_t position;     // DATA: ring position of the first payload byte; KERNEL_DATA: the
+                         // CPU's byte count before it
   uint64_t index;        // chunk number, from 0
   uint32_t payload_crc;  // crc32c of the stored payload
   uint32_t header_crc;   // crc32c of the 44 bytes before it

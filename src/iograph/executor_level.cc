@@ -35,8 +35,8 @@ class LevelExecutor final : public ExecutorBase {
           if (!sqe) return Status::IoError("io_uring: no submission queue entry available");
           prep(sqe, v, graph.node(v));
           record_submit(result, v, t);
-          NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={}", gid, v, backend_,
-                    graph.node(v).op);
+          NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={} offset={}", gid, v,
+                    backend_, graph.node(v).op, graph.node(v).offset + done_bytes_[v]);
           ++inflight;
         }
         // With nothing left to queue, wait for the whole remainder: that is the barrier.

@@ -51,8 +51,8 @@ class LinkExecutor final : public ExecutorBase {
           if (i + 1 < end) sqe->flags |= IOSQE_IO_LINK;
           record_submit(result, v, t);
           result.nodes[v].linked_after = i > from ? members_[i - 1] : -1;
-          NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={}", gid, v, backend_,
-                    graph.node(v).op);
+          NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={} offset={}", gid, v,
+                    backend_, graph.node(v).op, graph.node(v).offset + done_bytes_[v]);
         }
         outstanding_[chain] = length;
         active_.push_back(chain);

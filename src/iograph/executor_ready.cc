@@ -33,8 +33,8 @@ class ReadyExecutor final : public ExecutorBase {
         if (!sqe) return Status::IoError("io_uring: no submission queue entry available");
         prep(sqe, v, graph.node(v));
         record_submit(result, v, t);
-        NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={}", gid, v, backend_,
-                  graph.node(v).op);
+        NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={} offset={}", gid, v,
+                  backend_, graph.node(v).op, graph.node(v).offset + done_bytes_[v]);
         ++inflight;
       }
       if (inflight == 0) break;

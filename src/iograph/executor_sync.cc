@@ -24,8 +24,8 @@ class SyncExecutor final : public ExecutorBase {
       Outcome outcome;
       do {
         record_submit(result, id, now());
-        NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={}", gid, id, backend_,
-                  graph.node(id).op);
+        NANOTRACE(iograph, node_submit, "graph={} node={} backend={} op={} offset={}", gid, id,
+                  backend_, graph.node(id).op, graph.node(id).offset + done_bytes_[id]);
         const int res = execute_blocking(id, node);
         outcome = complete(result, id, node, res, now());
       } while (outcome == Outcome::kPartial);

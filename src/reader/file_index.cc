@@ -11,6 +11,7 @@
 
 #include <cstring>
 
+#include "base/kernel_meta.hpp"
 #include "base/read_at.hpp"
 #include "reader/segment_checks.hpp"
 #include "reader/trace_file.hpp"
@@ -83,10 +84,11 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
   if (std::memcmp(h.magic, file::kFileMagic, 8) != 0) {
     return Status::Corrupt(path + ": not a nanotrace trace file (bad magic)");
   }
-  if (h.version != file::kFileVersion) {
+  if (h.version < file::kMinFileVersion || h.version > file::kFileVersion) {
     return Status::Unsupported(path + ": trace file version " + std::to_string(h.version) +
-                               " (this build reads version " + std::to_string(file::kFileVersion) +
-                               ")");
+                               " (this build reads versions " +
+                               std::to_string(file::kMinFileVersion) + " to " +
+                               std::to_string(file::kFileVersion) + ")");
   }
   if (h.header_size != sizeof(h) ||
       file::crc32c(0, &h, offsetof(file::FileHeader, header_crc)) != h.header_crc) {
@@ -118,7 +120,8 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
       break;
     }
     bool packed = c.flags & file::kChunkZstd;
-    if (c.type < 1 || c.type > 5 || (c.flags & ~file::kChunkZstd) != 0 ||
+    const uint16_t max_type = h.version >= 2 ? 7 : 5;
+    if (c.type < 1 || c.type > max_type || (c.flags & ~file::kChunkZstd) != 0 ||
         c.stored_size > file::kMaxChunkBytes || c.raw_size > file::kMaxChunkBytes ||
         (!packed && c.stored_size != c.raw_size) || c.index != f->chunks) {
       stop("malformed chunk header");
@@ -130,7 +133,37 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
       break;
     }
     auto type = static_cast<file::ChunkType>(c.type);
-    if (type == file::ChunkType::kData) {
+    if (type == file::ChunkType::kKernelData) {
+      // Indexed only, like DATA; one that does not fit what KERNEL_META announced is left
+      // out (the kernel events are incomplete; the user-space records are not affected).
+      auto skip = [&](const std::string& why) {
+        if (f->kernel_warning.empty()) {
+          f->kernel_warning = "kernel data chunk at offset " + std::to_string(off) + " " + why;
+        }
+      };
+      if (f->kernel_page_size == 0) {
+        skip("before any valid kernel meta chunk: ignored");
+      } else if (c.slot >= f->kernel_cpus || c.raw_size == 0 ||
+                 c.raw_size % f->kernel_page_size != 0) {
+        skip("has a bad CPU or size: ignored");
+      } else {
+        KernelCpuExtents* k = nullptr;
+        for (KernelCpuExtents& x : f->kernel_data) {
+          if (x.cpu == c.slot) k = &x;
+        }
+        if (!k) {
+          f->kernel_data.push_back({c.slot, {}, 0});
+          k = &f->kernel_data.back();
+        }
+        if (c.position < k->end || c.position >= (uint64_t{1} << 62)) {
+          skip("is out of order: ignored");
+        } else {
+          k->extents.push_back(
+              Extent{payload_off, c.stored_size, c.raw_size, c.payload_crc, c.flags, c.position});
+          k->end = c.position + c.raw_size;
+        }
+      }
+    } else if (type == file::ChunkType::kData) {
       // Indexed only: its payload is checked when it is read (read_extent), so that the
       // bulk of the file is read once.
       auto it = by_key.find(key(c.slot, c.generation));
@@ -217,6 +250,26 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
             f->streams[it->second].loss = le;
             f->streams[it->second].has_loss = true;
           }
+          break;
+        }
+        case file::ChunkType::kKernelMeta: {
+          auto km = file::decode_kernel_meta(raw.data(), raw.size());
+          if (!km.ok()) {
+            f->kernel_warning = km.status().message() + " (chunk " + std::to_string(f->chunks) +
+                                "): kernel events ignored";
+            f->kernel_page_size = 0;
+            f->kernel_data.clear();
+            f->kernel_meta.clear();
+            break;  // the user-space data stays usable
+          }
+          if (f->kernel_page_size != 0 &&
+              (km->page_size != f->kernel_page_size || km->cpus != f->kernel_cpus)) {
+            f->kernel_warning = "kernel meta chunks disagree on the sub-buffer size or CPUs";
+            break;
+          }
+          f->kernel_page_size = km->page_size;
+          f->kernel_cpus = km->cpus;
+          f->kernel_meta = raw;
           break;
         }
         case file::ChunkType::kEnd:

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nanotrace/reader.hpp"
+#include "reader/kernel_stream.hpp"
 #include "reader/merged_source.hpp"
 #include "reader/thread_stream.hpp"
 #include "reader/trace_file.hpp"
@@ -40,6 +41,22 @@ std::unique_ptr<RecordSource> Trace::read_all(bool consume) {
         std::make_unique<reader::LiveThreadStream>(*this, t, consume && consumer_, index, chunk));
   }
   return std::make_unique<reader::MergedSource<reader::LiveThreadStream>>(std::move(streams));
+}
+
+std::unique_ptr<RecordSource> Trace::read_all_with_kernel() {
+  if (!file_ || !kernel_) return read_all();
+  std::vector<std::unique_ptr<reader::AnyStream>> streams;
+  std::vector<ThreadInfo> infos = threads();
+  for (uint32_t i = 0; i < infos.size(); ++i) {
+    streams.push_back(std::make_unique<reader::AnyStreamOf<reader::FileThreadStream>>(
+        std::make_unique<reader::FileThreadStream>(*this, file_, i, infos[i])));
+  }
+  for (uint32_t c = 0; c < file_->kernel_data.size(); ++c) {
+    auto thread = static_cast<uint32_t>(streams.size());
+    streams.push_back(std::make_unique<reader::AnyStreamOf<reader::KernelCpuStream>>(
+        std::make_unique<reader::KernelCpuStream>(*this, file_, kernel_, c, thread)));
+  }
+  return std::make_unique<reader::MergedSource<reader::AnyStream>>(std::move(streams));
 }
 
 std::vector<std::unique_ptr<SpanSource>> Trace::read_spans() {

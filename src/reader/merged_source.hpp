@@ -12,6 +12,25 @@
 
 namespace nanotrace::reader {
 
+// A stream of any kind, for merges of different kinds (user threads and kernel CPUs).
+class AnyStream {
+ public:
+  virtual ~AnyStream() = default;
+  virtual bool next(Record* record) = 0;
+  virtual const ThreadStats& stats() const = 0;
+};
+
+template <class Stream>
+class AnyStreamOf final : public AnyStream {
+ public:
+  explicit AnyStreamOf(std::unique_ptr<Stream> s) : s_(std::move(s)) {}
+  bool next(Record* record) override { return s_->next(record); }
+  const ThreadStats& stats() const override { return s_->stats(); }
+
+ private:
+  std::unique_ptr<Stream> s_;
+};
+
 // Stream: bool next(Record*); const ThreadStats& stats() const.
 template <class Stream>
 class MergedSource : public RecordSource {
@@ -40,6 +59,8 @@ class MergedSource : public RecordSource {
     out->seq = p.seq;
     out->thread = p.thread;
     out->event = p.event;
+    out->cpu = p.cpu;
+    out->task = p.task;
     out->field_count = p.field_count;
     std::copy_n(p.values, p.field_count, out->values);
     last_ = static_cast<int>(i);

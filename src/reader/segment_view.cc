@@ -13,9 +13,11 @@
 #include <fstream>
 #include <string>
 
+#include "base/kernel_meta.hpp"
 #include "base/process.hpp"
 #include "nanotrace/reader.hpp"
 #include "reader/field_names.hpp"
+#include "reader/kernel_tables.hpp"
 #include "reader/segment_checks.hpp"
 #include "reader/source_check.hpp"
 #include "reader/trace_file.hpp"
@@ -214,7 +216,37 @@ Status Trace::open_file(const std::string& path) {
   warning_ = file_->warning;
   base_ = file_->meta.data();
   size_ = file_->meta.size();
-  return load_tables();
+  if (Status s = load_tables(); !s.ok()) return s;
+  load_kernel_tables();
+  return Status::Ok();
+}
+
+void Trace::load_kernel_tables() {
+  std::string why = file_->kernel_warning;
+  if (!file_->kernel_meta.empty()) {
+    auto meta = file::decode_kernel_meta(file_->kernel_meta.data(), file_->kernel_meta.size());
+    const bool tsc = process_.clock == abi::ClockKind::kTsc;
+    if (!meta.ok()) {
+      why = meta.status().message();
+    } else if ((meta->clock == file::KernelClock::kTsc) != tsc) {
+      why = "kernel events use another clock than the process's records: ignored";
+    } else {
+      auto tables = reader::KernelTables::build(std::move(*meta));
+      if (tables.ok()) {
+        kernel_ = std::move(*tables);
+      } else {
+        why = tables.status().message() + ": kernel events ignored";
+      }
+    }
+  }
+  if (!why.empty()) warning_ += (warning_.empty() ? "" : "; ") + path_ + ": " + why;
+}
+
+uint64_t Trace::kernel_start_ticks() const { return kernel_ ? kernel_->meta().start_ticks : 0; }
+
+const std::vector<EventInfo>& Trace::kernel_events() const {
+  static const std::vector<EventInfo> kNone;
+  return kernel_ ? kernel_->events() : kNone;
 }
 
 Result<std::unique_ptr<Trace>> Trace::open_path(const std::string& path, bool writable) {

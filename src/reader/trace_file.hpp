@@ -33,6 +33,13 @@ struct FileStream {
   bool has_loss = false;
 };
 
+// One CPU's KERNEL_DATA chunks: raw ftrace sub-buffers, in the order they were read.
+struct KernelCpuExtents {
+  uint32_t cpu = 0;
+  std::vector<Extent> extents;  // each a whole number of sub-buffers
+  uint64_t end = 0;             // the CPU's byte count after the last extent
+};
+
 // A chunk payload read back. Unlike a vector it does not zero what it grows into, since a
 // read fills it at once, and it keeps its capacity from chunk to chunk.
 class ChunkBuffer {
@@ -78,6 +85,14 @@ struct TraceFile {
   file::FileHeader header{};
   std::vector<uint8_t> meta;  // last META payload: a compacted segment table region
   std::vector<FileStream> streams;
+  // Kernel events (KERNEL_META, KERNEL_DATA): the last valid KERNEL_META payload, decoded
+  // when the trace opens, and the data extents of each CPU. A kernel chunk whose payload
+  // does not check out is left out with kernel_warning set; the user-space data is unaffected.
+  std::vector<uint8_t> kernel_meta;
+  uint32_t kernel_page_size = 0;
+  uint32_t kernel_cpus = 0;
+  std::vector<KernelCpuExtents> kernel_data;
+  std::string kernel_warning;
   uint64_t lost_no_slot = 0;
   uint64_t lost_reclaimed = 0;
   bool has_end = false;

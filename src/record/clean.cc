@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "base/process.hpp"
+#include "kernel/ftrace_instance.hpp"
 #include "nanotrace/abi.hpp"
 #include "nanotrace/record.hpp"
 
@@ -51,6 +52,14 @@ std::vector<StaleSegment> clean_segments(bool dry_run) {
   }
   std::sort(out.begin(), out.end(),
             [](const StaleSegment& a, const StaleSegment& b) { return a.pid < b.pid; });
+  return out;
+}
+
+std::vector<StaleKernelInstance> clean_kernel_instances(bool dry_run) {
+  std::vector<StaleKernelInstance> out;
+  for (kernel::StaleInstance& s : kernel::remove_stale_instances(dry_run)) {
+    out.push_back({std::move(s.name), s.pid, std::move(s.error)});
+  }
   return out;
 }
 

@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const nanotrace::EventInfo& e : t.events()) (void)e.full_name();
   (void)t.groups();
   (void)t.threads();
-  auto source = t.read_all();
+  auto source = t.read_all_with_kernel();
   nanotrace::Record r;
   uint64_t n = 0;
   while (source->next(&r) && n < 1000000) {

@@ -7,6 +7,7 @@
 #include "base/utf8.hpp"
 #include "commands.hpp"
 #include "export/json_lines.hpp"
+#include "export/output.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace::cli {
@@ -21,6 +22,23 @@ bool selected(const std::vector<std::string>& filters, const EventInfo& e) {
   return false;
 }
 
+// A kernel record as a JSON line: the user records' keys, plus its CPU; tid is the thread
+// the event ran in.
+void encode_kernel(fmt::memory_buffer& b, const Record& r) {
+  fmt::format_to(std::back_inserter(b), "{{\"time_ns\":{},\"tid\":{},\"cpu\":{},\"seq\":{},",
+                 r.time_ns, r.task, r.cpu, r.seq);
+  b.append(std::string_view("\"kernel\":true,\"event\":"));
+  exporter::json_string(b, r.event->full_name());
+  b.append(std::string_view(",\"fields\":{"));
+  for (uint32_t i = 0; i < r.field_count; ++i) {
+    if (i > 0) b.push_back(',');
+    exporter::json_string(b, r.event->fields[i].name);
+    b.push_back(':');
+    exporter::json_value(b, r.values[i]);
+  }
+  b.append(std::string_view("}}\n"));
+}
+
 }  // namespace
 
 int cmd_dump(const std::string& source, const DumpOptions& options) {
@@ -33,9 +51,12 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
   for (const std::string& f : options.events) {
     bool known = false;
     for (const EventInfo& e : trace.events()) known = known || f == e.group || f == e.full_name();
+    for (const EventInfo& e : trace.kernel_events()) {
+      known = known || f == e.group || f == e.full_name();
+    }
     if (!known) return fail(Status::NotFound("no event or group '" + f + "' in this trace"));
   }
-  auto records = trace.read_all();
+  auto records = trace.read_all_with_kernel();
   const std::vector<ThreadStats>& threads = records->threads();
   // Text is data: JSON goes through the exporters' encoder (JSON lines are these objects),
   // text through utf8::escape_text (a string field cannot forge a line).
@@ -48,7 +69,18 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
   fmt::memory_buffer line;
   while (records->next(&r)) {
     if (!selected(options.events, *r.event)) continue;
-    if (options.json) {
+    if (r.event->is_kernel) {
+      line.clear();
+      if (options.json) {
+        encode_kernel(line, r);
+      } else {
+        fmt::format_to(std::back_inserter(line), "{:>15} {:>7} {:<15} {:<28} {}\n", r.time_ns,
+                       r.task, fmt::format("[cpu{}]", r.cpu),
+                       utf8::escape_text(r.event->full_name()),
+                       utf8::escape_text(format_fields(r)));
+      }
+      std::fwrite(line.data(), 1, line.size(), stdout);
+    } else if (options.json) {
       line.clear();
       encoder.encode(line, r);
       std::fwrite(line.data(), 1, line.size(), stdout);
@@ -63,9 +95,9 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
   if (!options.json) {
     for (const ThreadStats& s : records->threads()) {
       if (s.lost() || s.corrupt_blocks) {
-        std::fprintf(stderr,
-                     "thread %u (%s): %llu records lost (%llu overwritten, %llu dropped)%s\n",
-                     s.info.tid, utf8::escape_text(s.info.name).c_str(),
+        std::fprintf(stderr, "%s %u (%s): %llu records lost (%llu overwritten, %llu dropped)%s\n",
+                     s.info.tid == 0 ? "kernel" : "thread", s.info.tid,
+                     utf8::escape_text(s.info.name).c_str(),
                      static_cast<unsigned long long>(s.lost()),
                      static_cast<unsigned long long>(s.overwritten),
                      static_cast<unsigned long long>(s.dropped),

@@ -68,6 +68,9 @@ void register_record_commands(CLI::App& app, RecordCommands* c) {
   c->record->add_option("--stop-on", c->stop_on, "stop right after a record matching EXPR");
   c->record->add_option("--snapshot-on", c->snapshot_on,
                         "write OUTPUT.snapN of the rings when a record matches EXPR");
+  c->record->add_option("--kernel", c->kernel,
+                        "also record kernel events (root): block, io_uring, sched, syscalls, "
+                        "another ftrace system or system:event, comma-separated");
 
   c->snapshot = app.add_subcommand("snapshot", "Copy the rings of a live process now");
   c->snapshot->add_option("SOURCE", c->source, "pid or name:NAME")->required();
@@ -91,6 +94,7 @@ int cmd_record(const RecordCommands& c) {
   o.compress = c.compress;
   o.stop_on = c.stop_on;
   o.snapshot_on = c.snapshot_on;
+  o.kernel = split(c.kernel);
   o.stop = &g_stop;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -113,9 +117,17 @@ int cmd_record(const RecordCommands& c) {
   if (tty) std::fprintf(stderr, "\n");
   if (!r.ok()) return fail(r.status());
   const RecordSummary& s = *r;
+  for (const std::string& w : s.warnings) {
+    std::fprintf(stderr, "nanotrace: warning: %s\n", utf8::escape_text(w).c_str());
+  }
   std::fprintf(stderr, "recorded %llu records (%.1f MB of rings, %.1f MB file) in %.2f s: %s\n",
                static_cast<unsigned long long>(s.records), double(s.data_bytes) / 1e6,
                double(s.file_bytes) / 1e6, s.seconds, s.reason.c_str());
+  if (!o.kernel.empty() && s.kernel_pages > 0) {
+    std::fprintf(stderr, "kernel: %llu ftrace sub-buffers, %llu kernel events lost\n",
+                 static_cast<unsigned long long>(s.kernel_pages),
+                 static_cast<unsigned long long>(s.kernel_lost));
+  }
   if (!s.stop_match.empty()) {
     std::fprintf(stderr, "stopped on %s\n", utf8::escape_text(s.stop_match).c_str());
   }
@@ -159,6 +171,16 @@ int cmd_clean(const RecordCommands& c) {
     }
     fmt::print("{} {} (pid {}, {}, {} bytes)\n", c.dry_run ? "would remove" : "removed", s.path,
                s.pid, s.name.empty() ? "unreadable" : utf8::escape_text(s.name), s.bytes);
+  }
+  for (const StaleKernelInstance& k : clean_kernel_instances(c.dry_run)) {
+    if (!k.error.empty()) {
+      std::fprintf(stderr, "nanotrace: cannot remove tracefs instance %s: %s\n", k.name.c_str(),
+                   k.error.c_str());
+      status = 1;
+      continue;
+    }
+    fmt::print("{} tracefs instance {} (recorder pid {})\n", c.dry_run ? "would remove" : "removed",
+               k.name, k.pid);
   }
   return status;
 }

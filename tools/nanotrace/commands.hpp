@@ -30,6 +30,7 @@ struct DumpOptions {
 };
 int cmd_dump(const std::string& source, const DumpOptions& options);
 int cmd_stats(const std::string& source, bool json);
+int cmd_breakdown(const std::string& source, bool json);
 
 int cmd_arm(const std::string& source, const std::string& expression, const std::string& after);
 int cmd_disarm(const std::string& source);

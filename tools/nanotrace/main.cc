@@ -42,6 +42,12 @@ int main(int argc, char** argv) {
   stats->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
   stats->add_flag("--json", json, "Print JSON");
 
+  auto* breakdown = app.add_subcommand(
+      "breakdown", "Where each iograph I/O's time went, joined with its kernel events");
+  breakdown->add_option("SOURCE", source, "trace file recorded with --kernel io_uring,block")
+      ->required();
+  breakdown->add_flag("--json", json, "Print JSON");
+
   // export, latency, report: see analysis_commands.hpp.
   // Triggers: arm, disarm, resume, status.
   std::string expression, after;
@@ -69,6 +75,7 @@ int main(int argc, char** argv) {
   if (disable->parsed()) return cmd_enable(source, groups, false);
   if (dump->parsed()) return cmd_dump(source, dump_options);
   if (stats->parsed()) return cmd_stats(source, json);
+  if (breakdown->parsed()) return cmd_breakdown(source, json);
   if (arm->parsed()) return cmd_arm(source, expression, after);
   if (disarm->parsed()) return cmd_disarm(source);
   if (resume->parsed()) return cmd_resume(source);

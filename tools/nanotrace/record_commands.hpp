@@ -14,7 +14,7 @@ struct RecordCommands {
   CLI::App* snapshot = nullptr;
   CLI::App* recover = nullptr;
   CLI::App* clean = nullptr;
-  std::string source, output, groups, stop_on, snapshot_on;
+  std::string source, output, groups, stop_on, snapshot_on, kernel;
   double duration = 0;
   bool compress = false;
   bool dry_run = false;

@@ -1,0 +1,206 @@
+// Kernel event capture: instance setup (clock, buffer size, events, thread filters), the
+// per-CPU raw readers, and the formats and loss counters a reader needs.
+#include "kernel/kernel_capture.hpp"
+
+#include <dirent.h>
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernel/tracefs_cxx.hpp"
+
+namespace nanotrace::kernel {
+namespace {
+
+// Sub-buffers one chunk carries at most (1 MiB of 4 KiB pages): the reader checks a whole
+// chunk before it uses any of it.
+constexpr size_t kPagesPerChunk = 256;
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+std::vector<uint32_t> threads_of(uint32_t pid) {
+  std::vector<uint32_t> out;
+  DIR* d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0') out.push_back(static_cast<uint32_t>(v));
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+uint64_t stat_value(const std::string& stats, const char* key) {
+  size_t at = stats.find(key);
+  if (at == std::string::npos) return 0;
+  return std::strtoull(stats.c_str() + at + std::strlen(key), nullptr, 10);
+}
+
+std::string read_text(tracefs_instance* inst, const std::string& file) {
+  int size = 0;
+  char* text = tracefs_instance_file_read(inst, file.c_str(), &size);
+  if (!text) return "";
+  std::string out(text, size > 0 ? static_cast<size_t>(size) : 0);
+  free(text);
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KernelCapture>> KernelCapture::start(const CaptureOptions& options) {
+  if (geteuid() != 0) return Status::IoError("--kernel needs root (tracefs)");
+  auto events = resolve_groups(options.groups);
+  if (!events.ok()) return events.status();
+  std::unique_ptr<KernelCapture> c(new KernelCapture());
+  c->options_ = options;
+  c->events_ = std::move(*events);
+  auto inst = FtraceInstance::create();
+  if (!inst.ok()) return inst.status();
+  c->instance_ = std::move(*inst);
+  tracefs_instance* in = c->instance_->handle();
+  const bool tsc = options.clock == file::KernelClock::kTsc;
+  if (Status s = c->instance_->write("trace_clock", tsc ? "x86-tsc" : "mono"); !s.ok()) return s;
+  if (tracefs_instance_set_buffer_size(in, options.buffer_kb, -1) < 0) {
+    return Status::FromErrno("tracefs " + c->instance_->name() + ": buffer_size_kb", errno);
+  }
+  c->formats_.clock = options.clock;
+  c->formats_.long_size = sizeof(long);
+  c->formats_.header_page = read_text(nullptr, "events/header_page");
+  if (c->formats_.header_page.empty()) return Status::IoError("tracefs: no events/header_page");
+  for (const EventSpec& e : c->events_) {
+    std::string format = read_text(in, "events/" + e.system + "/" + e.event + "/format");
+    if (format.empty()) {
+      return Status::NotFound("tracefs: no format for " + e.system + ":" + e.event);
+    }
+    c->formats_.events.push_back({e.system, std::move(format)});
+  }
+  c->tids_ = threads_of(options.pid);
+  if (Status s = c->apply_filters(); !s.ok()) return s;
+  for (const EventSpec& e : c->events_) {
+    errno = 0;
+    if (tracefs_event_enable(in, e.system.c_str(), e.event.c_str()) < 0) {
+      return Status::FromErrno("tracefs: enabling " + e.system + ":" + e.event,
+                               errno ? errno : EIO);
+    }
+  }
+  long n = sysconf(_SC_NPROCESSORS_CONF);
+  c->cpu_count_ = n > 0 ? static_cast<uint32_t>(n) : 1;
+  for (uint32_t cpu = 0; cpu < c->cpu_count_; ++cpu) {
+    tracefs_cpu* r = tracefs_cpu_open(in, static_cast<int>(cpu), /*nonblock=*/true);
+    if (!r) continue;  // an offline CPU has no buffer
+    int size = tracefs_cpu_read_size(r);
+    if (size <= 0 || (c->page_size_ != 0 && static_cast<uint32_t>(size) != c->page_size_)) {
+      tracefs_cpu_close(r);
+      return Status::IoError("tracefs: unexpected sub-buffer size");
+    }
+    c->page_size_ = static_cast<uint32_t>(size);
+    c->cpus_.push_back({cpu, r, 0, 0});
+  }
+  if (c->cpus_.empty()) return Status::IoError("tracefs: no per-CPU buffer could be opened");
+  c->formats_.page_size = c->page_size_;
+  c->formats_.cpus = c->cpu_count_;
+  c->buf_.resize(kPagesPerChunk * c->page_size_);
+  if (tracefs_trace_on(in) < 0) return Status::FromErrno("tracefs: tracing_on", errno);
+  c->formats_.start_ticks = tsc ? __rdtsc() : [] {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  }();
+  c->last_drain_ = now_s();
+  return c;
+}
+
+KernelCapture::~KernelCapture() {
+  for (Cpu& c : cpus_) tracefs_cpu_close(c.reader);  // an open reader keeps the instance busy
+}
+
+Status KernelCapture::apply_filters() {
+  tracefs_instance* in = instance_->handle();
+  for (const EventSpec& e : events_) {
+    if (e.filter == PidFilter::kNone) continue;
+    std::string f = pid_filter(e, tids_);
+    // "0" clears a filter: a process whose threads are too many to list is not filtered.
+    errno = 0;
+    if (tracefs_event_file_write(in, e.system.c_str(), e.event.c_str(), "filter",
+                                 f.empty() ? "0" : f.c_str()) < 0) {
+      return Status::FromErrno("tracefs: filter of " + e.system + ":" + e.event,
+                               errno ? errno : EIO);
+    }
+  }
+  return Status::Ok();
+}
+
+Status KernelCapture::refresh_threads() {
+  if (stopped_) return Status::Ok();
+  std::vector<uint32_t> now = threads_of(options_.pid);
+  if (now.empty() || now == tids_) return Status::Ok();
+  tids_ = std::move(now);
+  return apply_filters();
+}
+
+Status KernelCapture::drain(const PageSink& sink, bool final) {
+  const double now = now_s();
+  if (!final && now - last_drain_ < 0.01) return Status::Ok();
+  last_drain_ = now;
+  if (final && !stopped_) {
+    tracefs_trace_off(instance_->handle());
+    stopped_ = true;
+  }
+  for (Cpu& c : cpus_) {
+    for (;;) {
+      size_t pages = 0;
+      while (pages < kPagesPerChunk) {
+        uint8_t* at = buf_.data() + pages * page_size_;
+        int n = final ? tracefs_cpu_flush(c.reader, at) : tracefs_cpu_read(c.reader, at, true);
+        if (n < 0) {
+          return Status::FromErrno("reading the kernel buffer of CPU " + std::to_string(c.cpu),
+                                   errno ? errno : EIO);
+        }
+        if (n == 0) break;
+        // A partly filled sub-buffer: its header says how much is valid.
+        if (static_cast<uint32_t>(n) < page_size_) std::memset(at + n, 0, page_size_ - n);
+        ++pages;
+      }
+      if (pages == 0) break;
+      const size_t bytes = pages * page_size_;
+      if (Status s = sink(c.cpu, c.position, buf_.data(), bytes); !s.ok()) return s;
+      c.position += bytes;
+      c.pages += pages;
+      if (pages < kPagesPerChunk) break;
+    }
+  }
+  return Status::Ok();
+}
+
+void KernelCapture::read_losses(file::KernelMeta* meta) const {
+  for (const Cpu& c : cpus_) {
+    std::string stats = instance_->read("per_cpu/cpu" + std::to_string(c.cpu) + "/stats");
+    meta->losses.push_back(
+        {c.cpu, stat_value(stats, "overrun:"), stat_value(stats, "dropped events:"), c.pages});
+  }
+}
+
+file::KernelMeta KernelCapture::meta() const {
+  file::KernelMeta m = formats_;
+  read_losses(&m);
+  return m;
+}
+
+uint64_t KernelCapture::pages() const {
+  uint64_t n = 0;
+  for (const Cpu& c : cpus_) n += c.pages;
+  return n;
+}
+
+}  // namespace nanotrace::kernel
