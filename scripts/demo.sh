@@ -116,6 +116,15 @@ head -n 1 "$work/record.txt"
 grep "total lost" "$work/record.txt" || true
 recorded=$(sed -n 's/^recorded \([0-9]*\) records.*/\1/p' "$work/record.txt")
 
+# --- 4b. kernel events ------------------------------------------------------------------------
+if [ "$target" = loop ] && [ -d /sys/kernel/tracing ]; then
+  say "nanotrace record --kernel io_uring,block + breakdown: each I/O joined with its io_uring and block events, on one clock"
+  "$NT" record "$pid" -o "$work/kernel.ntr" --duration 2 --kernel io_uring,block >"$work/kernel.txt" 2>&1 ||
+    { cat "$work/kernel.txt" >&2; exit 1; }
+  grep "^kernel:" "$work/kernel.txt" || true
+  "$NT" breakdown "$work/kernel.ntr"
+fi
+
 # --- 5. latency by backend ------------------------------------------------------------------
 say "nanotrace latency: time per graph (graph_start -> graph_end) by backend, from the file"
 "$NT" latency "$work/run.ntr" --begin iograph:graph_start --end iograph:graph_end --key graph \

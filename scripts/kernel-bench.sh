@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Cost of kernel-event capture: iograph (dependent 4 KiB reads on a loop device, traced,
+# recorded by `nanotrace record`) run in interleaved rounds three ways: the user-space
+# recording alone; with `--kernel io_uring,block`; and with `trace-cmd record -e block -e
+# io_uring` alongside the same user-space recording; and with the same events enabled in an
+# instance nobody reads (what ftrace itself costs the workload). Per way, medians over the rounds of:
+# iograph's median time per graph, the kernel tracer's CPU time (ours: the recorder's CPU
+# minus that of the user-only recording of the same round), kernel events per second and lost
+# kernel events. Needs root, tracefs, a loop device and trace-cmd. Results in
+# build/bench/kernel.json. Environment: BIN (build/bin), ROUNDS (3), REPEAT (graphs per run,
+# 1000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-build/bin} ROUNDS=${ROUNDS:-3} REPEAT=${REPEAT:-1000} OUT=${OUT:-build/bench/kernel.json}
+mkdir -p "$(dirname "$OUT")"
+export BIN ROUNDS REPEAT OUT
+/usr/bin/python3 - <<'PY'
+import json, os, re, resource, signal, statistics, subprocess, time
+
+BIN, OUT = os.environ["BIN"], os.environ["OUT"]
+ROUNDS, REPEAT = int(os.environ["ROUNDS"]), int(os.environ["REPEAT"])
+failed = set()
+CLI, IOG = f"{BIN}/nanotrace", f"{BIN}/iograph"
+WORK = f"/tmp/nanotrace-kernel-bench-{os.getpid()}"
+os.makedirs(WORK, exist_ok=True)
+
+def cpu_of(proc):
+    # The child's CPU time, its own waited-for children's included (trace-cmd's recorders).
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc.wait()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+FTRACE = "/sys/kernel/tracing/instances/nanotrace-bench-%d" % os.getpid()
+
+def ftrace_only(on):
+    # The same events into an instance nobody reads (overwrite): what ftrace itself costs the
+    # workload, apart from any reader.
+    if on:
+        os.mkdir(FTRACE)
+        for f, v in (("trace_clock", "x86-tsc"), ("buffer_size_kb", "4096"),
+                     ("events/block/enable", "1"), ("events/io_uring/enable", "1")):
+            with open(f"{FTRACE}/{f}", "w") as out:
+                out.write(v)
+    else:
+        os.rmdir(FTRACE)
+
+def run(way):
+    if way == "ftrace-only":
+        ftrace_only(True)
+        try:
+            return dict(run("none"), way=way)
+        finally:
+            ftrace_only(False)
+    tc = None
+    if way == "trace-cmd":
+        tc = subprocess.Popen(["trace-cmd", "record", "-e", "block", "-e", "io_uring", "-o",
+                               f"{WORK}/trace.dat"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, cwd=WORK)
+        said = ""
+        for line in tc.stdout:  # ready once it says so
+            said += line
+            if "Ctrl^C" in line:
+                break
+        else:  # it exited: trace-cmd 3.1.6 fails on some kernels (see docs/format.md)
+            tc.wait()
+            return {"way": way, "failed": f"trace-cmd exited with {tc.returncode}: {said.strip()}"}
+    env = dict(os.environ, NANOTRACE_MODE="block", NANOTRACE_BUFFER="4M")
+    iog = subprocess.Popen([IOG, "bench", "--target", "loop", "--shapes", "rope", "--size", "128",
+                            "--repeat", str(REPEAT), "--warmup", "20", "--backends",
+                            "uring-ready", "--trace", "--json"], stdout=subprocess.PIPE, env=env,
+                           text=True)
+    seg = f"/dev/shm/nanotrace-{iog.pid}"
+    while not os.path.exists(seg):
+        time.sleep(0.01)
+    cmd = [CLI, "record", str(iog.pid), "-o", f"{WORK}/run.ntr"]
+    if way == "nanotrace":
+        cmd += ["--kernel", "io_uring,block"]
+    if os.path.exists(f"{WORK}/run.ntr"):
+        os.unlink(f"{WORK}/run.ntr")
+    rec = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    out = json.loads(iog.communicate()[0])
+    rec_err = rec.stderr.read()
+    rec_cpu = cpu_of(rec)
+    result = {"way": way, "graph_us": out["results"][0]["median_us"], "recorder_cpu_s": rec_cpu}
+    if way == "nanotrace":
+        m = re.search(r"(\d+) kernel events lost", rec_err)
+        result["lost"] = int(m.group(1)) if m else None
+        st = json.loads(subprocess.run([CLI, "stats", "--json", f"{WORK}/run.ntr"],
+                                       capture_output=True, text=True).stdout)
+        kev = sum(e["count"] for e in st["events"] if not e["event"].startswith("iograph:"))
+        result["kernel_events"] = kev
+        result["kernel_events_per_s"] = kev / st["span_s"] if st["span_s"] else 0
+    if tc:
+        tc.send_signal(signal.SIGINT)
+        rest = tc.stdout.read()
+        result["kernel_tracer_cpu_s"] = cpu_of(tc)
+        result["lost"] = sum(int(x) for x in re.findall(r"overrun: (\d+)", rest))
+    return result
+
+rows = []
+ways = ["none", "ftrace-only", "nanotrace", "trace-cmd"]
+for r in range(ROUNDS):
+    order = ways[r % len(ways):] + ways[:r % len(ways)]
+    for way in order:
+        if way in failed:
+            continue
+        row = dict(run(way), round=r)
+        print(json.dumps(row), flush=True)
+        if "failed" in row:
+            failed.add(way)
+            summary_failed = row["failed"]
+            continue
+        rows.append(row)
+
+summary = {}
+for way in ways:
+    mine = [x for x in rows if x["way"] == way]
+    if not mine:
+        summary[way] = {"failed": summary_failed}
+        continue
+    s = {"graph_us_median": statistics.median(x["graph_us"] for x in mine)}
+    if way == "nanotrace":
+        extra = [x["recorder_cpu_s"] - next(y["recorder_cpu_s"] for y in rows
+                                            if y["way"] == "none" and y["round"] == x["round"])
+                 for x in mine]
+        s["kernel_tracer_cpu_s_median"] = statistics.median(extra)
+        s["kernel_events_median"] = statistics.median(x["kernel_events"] for x in mine)
+        s["kernel_events_per_s_median"] = statistics.median(x["kernel_events_per_s"] for x in mine)
+        s["ns_cpu_per_kernel_event"] = 1e9 * s["kernel_tracer_cpu_s_median"] / s["kernel_events_median"]
+        s["lost_max"] = max(x["lost"] or 0 for x in mine)
+    if way == "trace-cmd":
+        s["kernel_tracer_cpu_s_median"] = statistics.median(x["kernel_tracer_cpu_s"] for x in mine)
+        s["lost_max"] = max(x["lost"] for x in mine)
+    summary[way] = s
+json.dump({"rounds": rows, "summary": summary, "repeat": REPEAT}, open(OUT, "w"), indent=2)
+print(json.dumps(summary, indent=2))
+PY
