@@ -28,9 +28,13 @@ struct LossPart {
 };
 static_assert(sizeof(LossPart) == 32);
 
+// resize + memcpy rather than insert: g++ 12 warns (-Wstringop-overflow) about the
+// inlined insert of a byte range it cannot size.
 void put(std::vector<uint8_t>& out, const void* p, size_t n) {
-  auto* b = static_cast<const uint8_t*>(p);
-  out.insert(out.end(), b, b + n);
+  if (n == 0) return;
+  const size_t at = out.size();
+  out.resize(at + n);
+  std::memcpy(out.data() + at, p, n);
 }
 
 void put_u32(std::vector<uint8_t>& out, uint32_t v) { put(out, &v, 4); }
