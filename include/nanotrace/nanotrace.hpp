@@ -49,6 +49,9 @@ struct Writer {
 };
 
 extern constinit thread_local Writer t_writer __attribute__((tls_model("initial-exec")));
+// True while the calling thread does the runtime's own work (the control thread always; any
+// thread starting the runtime): an I/O interposer must not trace that thread's calls.
+extern constinit thread_local bool t_runtime_io __attribute__((tls_model("initial-exec")));
 extern constinit bool g_clock_is_tsc;
 extern abi::ThreadSlot g_busy_slot;
 inline constexpr uint64_t kNoSpace = ~uint64_t{0};

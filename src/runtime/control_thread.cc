@@ -20,6 +20,7 @@
 #include <string>
 
 #include "base/process.hpp"
+#include "nanotrace/nanotrace.hpp"
 #include "runtime/runtime.hpp"
 
 namespace nanotrace::runtime {
@@ -93,6 +94,7 @@ bool only_control_thread_left() {
 
 void* control_loop(void*) {
   pthread_setname_np(pthread_self(), "nanotrace-ctl");
+  detail::t_runtime_io = true;  // its /proc reads are not the program's I/O
   Runtime& rt = Runtime::instance();
   int wakeups = 0;
   bool more = false;

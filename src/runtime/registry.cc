@@ -27,7 +27,9 @@ void on_fork_prepare() { Runtime::instance().mu.lock(); }
 void on_fork_parent() { Runtime::instance().mu.unlock(); }
 void on_fork_child() {
   Runtime& rt = Runtime::instance();
+  detail::t_runtime_io = true;  // closing the parent's segment is the runtime's own I/O
   rt.after_fork_in_child();
+  detail::t_runtime_io = false;
   rt.mu.unlock();
 }
 
@@ -89,6 +91,13 @@ Runtime& Runtime::instance() {
 }
 
 Status Runtime::start_locked() {
+  // Creating the segment is the runtime's I/O, whichever thread does it.
+  const bool was_runtime_io = detail::t_runtime_io;
+  detail::t_runtime_io = true;
+  struct Restore {
+    bool value;
+    ~Restore() { detail::t_runtime_io = value; }
+  } restore{was_runtime_io};
   pid = getpid();
   // Another copy of the runtime already owns this image's segment: forward to it.
   if (const RuntimeApi* owner = find_runtime_of_this_image(pid)) {

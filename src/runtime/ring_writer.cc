@@ -25,6 +25,7 @@ namespace nanotrace::detail {
 abi::ThreadSlot g_unclaimed_slot{};
 abi::ThreadSlot g_busy_slot{};
 constinit thread_local Writer t_writer{nullptr, 0, &g_unclaimed_slot, nullptr};
+constinit thread_local bool t_runtime_io = false;
 
 }  // namespace nanotrace::detail
 
