@@ -165,7 +165,12 @@ struct SegmentHeader {
   uint64_t runtime_api;
   uint32_t trigger_done_seq;  // = trigger_request_seq once the process handled that request
   uint32_t reserved1;
-  uint8_t reserved[4096 - 1080];
+  // `nanotrace run`: the session that started this process or an ancestor
+  // (NANOTRACE_RUN_ID), so the recorder finds every process of the session; 0 if none.
+  uint64_t run_id;
+  uint32_t parent_pid;  // getppid() when the segment was created
+  uint32_t reserved2;
+  uint8_t reserved[4096 - 1096];
 };
 static_assert(sizeof(SegmentHeader) == 4096);
 static_assert(offsetof(SegmentHeader, version) == 8);
@@ -181,6 +186,8 @@ static_assert(offsetof(SegmentHeader, process_name) == 208);
 static_assert(offsetof(SegmentHeader, slot_epoch) == 1040);
 static_assert(offsetof(SegmentHeader, image_id) == 1056);
 static_assert(offsetof(SegmentHeader, trigger_done_seq) == 1072);
+static_assert(offsetof(SegmentHeader, run_id) == 1080);
+static_assert(offsetof(SegmentHeader, parent_pid) == 1088);
 
 struct GroupEntry {
   char name[kNameBytes];  // NUL-terminated

@@ -82,6 +82,7 @@ struct SlowPair {
   uint64_t begin_ns = 0;           // since the segment's start (as `nanotrace dump` prints)
   uint64_t begin_realtime_ns = 0;  // wall-clock time of the begin record
   uint32_t tid = 0;                // thread of the begin record
+  uint32_t pid = 0;                // and its process
   std::string thread;
   std::string key;
   std::string by_value;

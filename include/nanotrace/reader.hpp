@@ -60,6 +60,8 @@ struct GroupInfo {
 };
 
 struct ThreadInfo {
+  uint32_t pid = 0;      // its process
+  uint32_t process = 0;  // index into Trace::processes()
   uint32_t slot = 0;
   uint32_t generation = 0;
   uint32_t tid = 0;
@@ -89,6 +91,7 @@ struct TriggerInfo {
 struct ProcessInfo {
   std::string path;  // segment path
   uint32_t pid = 0;
+  uint32_t parent_pid = 0;  // when its segment was created (0 if unknown)
   bool alive = false;
   abi::ProcessState state = abi::ProcessState::kRunning;
   abi::Mode mode = abi::Mode::kOverwrite;
@@ -125,6 +128,7 @@ struct Record {
   uint64_t time_ns = 0;  // nanoseconds since the segment was created
   uint64_t seq = 0;      // per-thread record number, from 0
   uint32_t thread = 0;   // index into the reader's thread list (ThreadStats)
+  uint32_t pid = 0;      // the process that wrote it
   const EventInfo* event = nullptr;
   uint32_t cpu = 0;   // kernel records (event->is_kernel): the CPU that logged it
   uint32_t task = 0;  // kernel records: the thread it ran in (0: idle or interrupt)
@@ -196,7 +200,11 @@ class Trace {
   bool is_file() const { return file_ != nullptr; }
   // Why part of a trace file was ignored (a torn or damaged tail), or empty.
   const std::string& warning() const { return warning_; }
+  // The process; for a trace file of several processes (`nanotrace run`), the first one.
   const ProcessInfo& process() const { return process_; }
+  // Every process the trace holds, the first being process(). The events of all of them are
+  // in events(): identical call sites share one event id.
+  const std::vector<ProcessInfo>& processes() const { return processes_; }
   const std::vector<EventInfo>& events() const { return events_; }
   const EventInfo* event_by_id(uint16_t id) const;
   std::vector<GroupInfo> groups() const;
@@ -261,7 +269,13 @@ class Trace {
   uint64_t size_ = 0;
   bool writable_ = false;
   bool consumer_ = false;
+  Status load_other_processes();
   ProcessInfo process_;
+  std::vector<ProcessInfo> processes_;
+  // Per process (as in processes_): its own event table, and its event ids in events_ (empty
+  // when they are the same ids).
+  std::vector<std::vector<EventInfo>> local_events_;
+  std::vector<std::vector<uint16_t>> id_maps_;
   std::vector<EventInfo> events_;
   std::vector<std::string> group_names_;
   double ns_per_tick_ = 1.0;

@@ -87,6 +87,43 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
 // dead one (recover). Errors: kIoError.
 Result<RecordSummary> write_snapshot(Trace& trace, const std::string& output, bool compress);
 
+// `nanotrace run`: starts a command with the I/O interposer preloaded and records every
+// process it and its descendants start (each process image has its own segment, found by the
+// session's NANOTRACE_RUN_ID) into one trace file, until the command exits.
+struct RunOptions {
+  std::string output;
+  std::vector<std::string> command;  // argv; command[0] is looked up in PATH
+  std::string interposer;            // path of libnanotrace_io.so
+  bool compress = false;
+  // A signal number to pass on to the command (set from a signal handler); reset once sent.
+  std::atomic<int>* forward_signal = nullptr;
+};
+
+// What one process image contributed to a run's trace file.
+struct RecordedProcess {
+  uint32_t pid = 0;
+  uint32_t parent_pid = 0;
+  std::string name;
+  uint64_t records = 0;
+  uint64_t lost = 0;
+};
+
+struct RunSummary {
+  uint32_t pid = 0;   // the command's
+  int exit_code = 0;  // the command's exit status, or 128 + the signal that killed it
+  int killed_by = 0;  // that signal, or 0
+  bool core_dumped = false;
+  double seconds = 0;
+  uint64_t records = 0;
+  uint64_t file_bytes = 0;
+  uint64_t lost = 0;
+  std::vector<RecordedProcess> processes;
+};
+
+// Errors: kNotFound (the command was not found: a shell would exit 127), kInvalidArgument
+// (no command, or the interposer is missing), kIoError (the file could not be written).
+Result<RunSummary> run_command(const RunOptions& options);
+
 // A segment in /dev/shm whose process is gone.
 struct StaleSegment {
   std::string path;

@@ -83,6 +83,7 @@ struct PairMatcher::Impl {
   std::vector<uint64_t> all;
   std::priority_queue<Slow, std::vector<Slow>, std::greater<Slow>> slowest;
   std::vector<std::pair<uint32_t, std::string>> thread_names;  // tid, name
+  std::vector<uint32_t> thread_pids;
   uint64_t records = 0;
   std::string scratch;
 };
@@ -128,7 +129,10 @@ void PairMatcher::add(const Record& r, const std::vector<ThreadStats>& threads) 
   const std::vector<IntervalMatch>& matches = d.intervals->add(r);
   if (matches.empty()) return;
   if (d.thread_names.empty()) {
-    for (const ThreadStats& t : threads) d.thread_names.emplace_back(t.info.tid, t.info.name);
+    for (const ThreadStats& t : threads) {
+      d.thread_names.emplace_back(t.info.tid, t.info.name);
+      d.thread_pids.push_back(t.info.pid);
+    }
   }
   const IntervalMatch& m = matches.front();
   const uint16_t id = r.event->id;
@@ -197,6 +201,7 @@ LatencyReport PairMatcher::finish(uint64_t lost_total) {
     p.begin_realtime_ns = d.trace->process().clock_start.realtime_ns + s.begin_ns;
     if (s.thread < d.thread_names.size()) {
       p.tid = d.thread_names[s.thread].first;
+      p.pid = d.thread_pids[s.thread];
       p.thread = d.thread_names[s.thread].second;
     }
     p.key = s.key;

@@ -7,8 +7,11 @@ namespace nanotrace::exporter {
 
 void JsonLineEncoder::prepare(const Trace& trace, const std::vector<ThreadStats>& threads) {
   threads_.clear();
+  // A trace of several processes (`nanotrace run`) names each record's process as well.
+  const bool processes = trace.processes().size() > 1;
   for (const ThreadStats& t : threads) {
     fmt::memory_buffer b;
+    if (processes) fmt::format_to(std::back_inserter(b), ",\"pid\":{}", t.info.pid);
     fmt::format_to(std::back_inserter(b), ",\"tid\":{},\"thread\":", t.info.tid);
     json_string(b, t.info.name);
     threads_.emplace_back(b.data(), b.size());

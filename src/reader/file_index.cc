@@ -95,7 +95,8 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
     return Status::Corrupt(path + ": damaged file header");
   }
 
-  std::map<uint64_t, uint32_t> by_key;  // (slot, generation) -> stream index
+  std::map<uint64_t, uint32_t> by_key;               // (slot, generation) -> stream index
+  std::map<uint32_t, TraceFile::Process> processes;  // by process index (slot >> 16)
   std::vector<uint8_t> stored, raw;
   uint64_t off = sizeof(h);
   auto stop = [&](const std::string& why) {
@@ -209,7 +210,11 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
           std::memcpy(&sh, raw.data(), sizeof(sh));
           ok = validate_header(sh, raw.size(), /*tables_only=*/true).ok() &&
                sh.block_size <= file::kMaxBlockBytes;
-          if (ok) f->meta = raw;
+          if (ok) {
+            TraceFile::Process& p = processes[c.slot >> 16];
+            p.index = c.slot >> 16;
+            p.meta = raw;
+          }
           break;
         }
         case file::ChunkType::kThread: {
@@ -219,7 +224,9 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
             break;
           }
           std::memcpy(&t, raw.data(), sizeof(t));
-          if (t.first_pos >= (uint64_t{1} << 62) || by_key.count(key(t.slot, t.generation))) {
+          // A thread belongs to a process whose tables came before it.
+          if (t.first_pos >= (uint64_t{1} << 62) || by_key.count(key(t.slot, t.generation)) ||
+              t.slot != c.slot || !processes.count(t.slot >> 16)) {
             ok = false;
             break;
           }
@@ -240,8 +247,10 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
             ok = false;
             break;
           }
-          f->lost_no_slot = lp.lost_no_slot;
-          f->lost_reclaimed = lp.lost_reclaimed;
+          if (auto p = processes.find(c.slot >> 16); p != processes.end()) {
+            p->second.lost_no_slot = lp.lost_no_slot;
+            p->second.lost_reclaimed = lp.lost_reclaimed;
+          }
           for (uint32_t i = 0; i < lp.count; ++i) {
             file::LossEntry le;
             std::memcpy(&le, raw.data() + sizeof(lp) + i * sizeof(le), sizeof(le));
@@ -289,6 +298,17 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
     }
     ++f->chunks;
     off = payload_off + c.stored_size;
+  }
+  for (auto& [index, p] : processes) f->processes.push_back(std::move(p));
+  if (!f->processes.empty()) {
+    f->meta = f->processes[0].meta;
+    f->lost_no_slot = f->processes[0].lost_no_slot;
+    f->lost_reclaimed = f->processes[0].lost_reclaimed;
+  }
+  for (FileStream& fs : f->streams) {
+    for (uint32_t i = 0; i < f->processes.size(); ++i) {
+      if (f->processes[i].index == fs.thread.slot >> 16) fs.process = i;
+    }
   }
   if (f->meta.empty()) {
     return Status::Corrupt(path + ": no valid event tables (META chunk) in the file" +

@@ -6,17 +6,22 @@
 
 #include "reader/thread_stream.hpp"
 #include "reader/trace_file.hpp"
+#include "reader/trace_internals.hpp"
 
 namespace nanotrace::reader {
 
 FileThreadStream::FileThreadStream(const Trace& trace, std::shared_ptr<const TraceFile> file,
                                    uint32_t index, const ThreadInfo& info)
     : trace_(trace),
-      sizer_(trace),
+      id_map_(TraceInternals::id_map(trace, info.process)),
+      sizer_(TraceInternals::local_events(trace, info.process)),
       file_(std::move(file)),
       stream_(file_->streams[index]),
       index_(index) {
-  block_size_ = trace.process().block_size;
+  const std::vector<ProcessInfo>& processes = trace.processes();
+  block_size_ = info.process < processes.size() ? processes[info.process].block_size
+                                                : trace.process().block_size;
+  records_.pid = info.pid;
   stats_.info = info;
   stats_.dropped = stats_.info.dropped;
   expected_seq_ = stream_.thread.first_seq;
@@ -92,6 +97,20 @@ bool FileThreadStream::load_block() {
   return false;
 }
 
+void FileThreadStream::map_event_ids(const RecordSpan& span) {
+  // The span lies in this stream's own buffers (chunk_ or buf_), each record handed out once.
+  auto* data = const_cast<uint8_t*>(span.data);
+  for (uint32_t off = 0; off < span.bytes;) {
+    const uint32_t size = sizer_.size(data, off, span.bytes);
+    if (size == 0) break;  // cannot happen: the walk checked every record
+    uint16_t id;
+    std::memcpy(&id, data + off, 2);
+    id = id < id_map_.size() ? id_map_[id] : 0;
+    std::memcpy(data + off, &id, 2);
+    off += size;
+  }
+}
+
 bool FileThreadStream::next(Record* r) { return next_decoded(*this, records_, trace_, index_, r); }
 
 bool FileThreadStream::next_span(RecordSpan* span) {
@@ -100,6 +119,7 @@ bool FileThreadStream::next_span(RecordSpan* span) {
     // Records before first_pos were taken before the recording began.
     block_.walk(sizer_, stream_.thread.first_pos, span, &stats_);
     if (span->records > 0) {
+      if (!id_map_.empty()) map_event_ids(*span);
       expected_seq_ = block_.next_seq();
       stats_.records += span->records;
       return true;

@@ -17,14 +17,13 @@ uint64_t load_u64(const uint8_t* p) {
 
 }  // namespace
 
-RecordSizer::RecordSizer(const Trace& trace) {
-  const std::vector<EventInfo>& events = trace.events();
+RecordSizer::RecordSizer(const std::vector<EventInfo>& events) {
   uint32_t max_id = 0;
   for (const EventInfo& e : events) max_id = e.id > max_id ? e.id : max_id;
   fixed_.assign(max_id + 1, 0);
   variable_.resize(max_id + 1);
   for (const EventInfo& e : events) {
-    if (e.is_guard || e.id == 0 || trace.event_by_id(e.id) != &e) continue;
+    if (e.is_guard || e.id == 0 || e.id > events.size() || &events[e.id - 1] != &e) continue;
     Variable v;
     bool strings = false;
     for (const FieldInfo& f : e.fields) {
@@ -176,6 +175,7 @@ bool SpanRecords::next(const Trace& trace, uint32_t thread, Record* r) {
   offset_ += size;
   r->seq = span.first_seq + index_++;
   r->thread = thread;
+  r->pid = pid;
   r->time_ns = trace.ticks_to_ns(r->ticks);
   return true;
 }

@@ -16,7 +16,9 @@ namespace nanotrace::reader {
 // bytes given: the same rules as decode_record.
 class RecordSizer {
  public:
-  explicit RecordSizer(const Trace& trace);
+  explicit RecordSizer(const Trace& trace) : RecordSizer(trace.events()) {}
+  // From one process's own event table (a file of several processes).
+  explicit RecordSizer(const std::vector<EventInfo>& events);
   // Size of the record at buf[offset, limit), or 0 if it is malformed.
   uint32_t size(const uint8_t* buf, uint32_t offset, uint32_t limit) const {
     if (offset + 8 > limit) return 0;
@@ -70,6 +72,7 @@ class SpanRecords {
   // Starts on a new span.
   void reset() { offset_ = index_ = 0; }
   RecordSpan span;
+  uint32_t pid = 0;  // of the thread's process
 
  private:
   uint32_t offset_ = 0;

@@ -48,6 +48,7 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
     : trace_(trace), sizer_(trace), index_(index), chunk_bytes_(chunk_bytes) {
   auto* h = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(trace));
   const ProcessInfo& p = trace.process();
+  records_.pid = p.pid;
   slot_ = reinterpret_cast<const abi::ThreadSlot*>(reader::TraceInternals::base(trace) +
                                                    h->threads_offset) +
           info.slot;

@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "base/kernel_meta.hpp"
@@ -129,6 +130,7 @@ Status Trace::load_tables() {
   ProcessInfo& p = process_;
   p.path = path_;
   p.pid = h.pid;
+  p.parent_pid = h.parent_pid;
   // The process holds the writer lock while it runs in the image that created the segment;
   // the kernel drops it when the process dies or execs.
   p.alive = !file_ && sys::segment_byte_locked(fd_, sys::kWriterLockByte) &&
@@ -203,6 +205,65 @@ Status Trace::load_tables() {
     }
     events_.push_back(std::move(info));
   }
+  if (!file_) processes_ = {process_};
+  return Status::Ok();
+}
+
+namespace {
+
+// What makes two call sites the same event in a file of several processes.
+std::string event_key(const EventInfo& e) {
+  std::string key = e.group + '\0' + e.name + '\0' + e.format + '\0' + e.file + '\0' +
+                    std::to_string(e.line) + (e.is_guard ? "g" : "e");
+  for (const FieldInfo& f : e.fields) {
+    key += '\0' + f.name + static_cast<char>(f.type);
+    for (const ValueName& v : f.value_names) key += std::to_string(v.value) + '=' + v.name + ',';
+  }
+  return key;
+}
+
+}  // namespace
+
+Status Trace::load_other_processes() {
+  processes_ = {process_};
+  local_events_ = {events_};
+  id_maps_ = {{}};
+  std::map<std::string, uint16_t> known;
+  for (const EventInfo& e : events_) known.emplace(event_key(e), e.id);
+  for (size_t i = 1; i < file_->processes.size(); ++i) {
+    // Each process's tables are read and checked like the first one's.
+    Trace other;
+    other.file_ = file_;
+    other.path_ = path_;
+    other.base_ = file_->processes[i].meta.data();
+    other.size_ = file_->processes[i].meta.size();
+    Status s = other.load_tables();
+    if (!s.ok()) return s;
+    other.process_.lost_no_slot = file_->processes[i].lost_no_slot;
+    other.process_.lost_reclaimed = file_->processes[i].lost_reclaimed;
+    other.base_ = nullptr;  // not owned
+    std::vector<uint16_t> map(other.events_.size() + 1, 0);
+    bool same = true;
+    for (EventInfo& e : other.events_) {
+      auto [it, added] = known.emplace(event_key(e), 0);
+      if (added) {
+        if (events_.size() >= 0xfffe) return Status::Unsupported(path_ + ": too many events");
+        EventInfo global = e;
+        global.id = static_cast<uint16_t>(events_.size() + 1);
+        uint32_t g = 0;
+        while (g < group_names_.size() && group_names_[g] != e.group) ++g;
+        if (g == group_names_.size()) group_names_.push_back(e.group);
+        global.group_index = g;
+        events_.push_back(std::move(global));
+        it->second = events_.back().id;
+      }
+      map[e.id] = it->second;
+      same = same && it->second == e.id;
+    }
+    processes_.push_back(other.process_);
+    local_events_.push_back(std::move(other.events_));
+    id_maps_.push_back(same ? std::vector<uint16_t>() : std::move(map));
+  }
   return Status::Ok();
 }
 
@@ -217,6 +278,7 @@ Status Trace::open_file(const std::string& path) {
   base_ = file_->meta.data();
   size_ = file_->meta.size();
   if (Status s = load_tables(); !s.ok()) return s;
+  if (Status s = load_other_processes(); !s.ok()) return s;
   load_kernel_tables();
   return Status::Ok();
 }
@@ -332,7 +394,9 @@ std::vector<ThreadInfo> Trace::threads() const {
     for (const reader::FileStream& fs : file_->streams) {
       const file::ThreadPayload& tp = fs.thread;
       ThreadInfo t;
-      t.slot = tp.slot;
+      t.process = fs.process;
+      t.pid = fs.process < processes_.size() ? processes_[fs.process].pid : process_.pid;
+      t.slot = tp.slot & 0xffff;
       t.generation = tp.generation;
       t.tid = tp.tid;
       t.name = bounded(tp.name, sizeof(tp.name));
@@ -354,6 +418,7 @@ std::vector<ThreadInfo> Trace::threads() const {
     uint32_t state = __atomic_load_n(&s.state, __ATOMIC_ACQUIRE);
     if (state == static_cast<uint32_t>(abi::SlotState::kFree) || state > 2) continue;
     ThreadInfo t;
+    t.pid = process_.pid;
     t.slot = i;
     t.generation = __atomic_load_n(&s.generation, __ATOMIC_ACQUIRE);
     t.state = static_cast<abi::SlotState>(state);

@@ -27,6 +27,7 @@ struct Extent {
 
 struct FileStream {
   file::ThreadPayload thread{};
+  uint32_t process = 0;         // index into TraceFile::processes
   std::vector<Extent> extents;  // increasing, non-overlapping positions
   uint64_t end = 0;             // position after the last extent
   file::LossEntry loss{};
@@ -83,7 +84,15 @@ struct TraceFile {
   int fd = -1;
   uint64_t size = 0;
   file::FileHeader header{};
-  std::vector<uint8_t> meta;  // last META payload: a compacted segment table region
+  std::vector<uint8_t> meta;  // last META payload of the first process: a compacted table region
+  // Every process of the file (version 2: several), by increasing process index.
+  struct Process {
+    uint32_t index = 0;  // the chunks' slot >> 16
+    std::vector<uint8_t> meta;
+    uint64_t lost_no_slot = 0;
+    uint64_t lost_reclaimed = 0;
+  };
+  std::vector<Process> processes;
   std::vector<FileStream> streams;
   // Kernel events (KERNEL_META, KERNEL_DATA): the last valid KERNEL_META payload, decoded
   // when the trace opens, and the data extents of each CPU. A kernel chunk whose payload
@@ -93,7 +102,7 @@ struct TraceFile {
   uint32_t kernel_cpus = 0;
   std::vector<KernelCpuExtents> kernel_data;
   std::string kernel_warning;
-  uint64_t lost_no_slot = 0;
+  uint64_t lost_no_slot = 0;  // of the first process
   uint64_t lost_reclaimed = 0;
   bool has_end = false;
   file::EndPayload end{};
@@ -119,8 +128,11 @@ class FileThreadStream {
   uint64_t read_bytes(uint8_t* dst, uint64_t n);
   // Moves to the next extent when the current one is used up. False at the end.
   bool ensure_data();
+  // Rewrites the event ids of span's records from the process's own to the trace's.
+  void map_event_ids(const RecordSpan& span);
 
   const Trace& trace_;
+  const std::vector<uint16_t>& id_map_;  // empty: the process's ids are the trace's
   RecordSizer sizer_;
   SpanRecords records_;
   std::shared_ptr<const TraceFile> file_;

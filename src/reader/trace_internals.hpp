@@ -17,6 +17,15 @@ struct TraceInternals {
   static uint8_t* writable_base(const Trace& t) { return t.writable_base(); }
   // The segment's or trace file's descriptor.
   static int fd(const Trace& t) { return t.fd(); }
+  // Process `process` (index into processes()) of a multi-process trace file: its own event
+  // table, and the map from its event ids to the trace's (empty: the same ids).
+  static const std::vector<EventInfo>& local_events(const Trace& t, uint32_t process) {
+    return process < t.local_events_.size() ? t.local_events_[process] : t.events_;
+  }
+  static const std::vector<uint16_t>& id_map(const Trace& t, uint32_t process) {
+    static const std::vector<uint16_t> kSame;
+    return process < t.id_maps_.size() ? t.id_maps_[process] : kSame;
+  }
 };
 
 // The trigger facts of a (validated, private) copy of a segment header.

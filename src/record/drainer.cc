@@ -162,7 +162,7 @@ Status Drainer::start_stream(uint32_t slot, uint32_t generation, bool initial, S
 #endif
   }
   file::ThreadPayload t{};
-  t.slot = slot;
+  t.slot = slot | process_tag_;
   t.generation = generation;
   t.tid = st->tid;
   t.state = st->state;
@@ -172,7 +172,7 @@ Status Drainer::start_stream(uint32_t slot, uint32_t generation, bool initial, S
   t.dropped_at_start = st->dropped_at_start;
   std::memcpy(t.name, s.name, sizeof(t.name));
   struct iovec v = {&t, sizeof(t)};
-  return out_.write_chunk(file::ChunkType::kThread, slot, generation, 0, &v, 1);
+  return out_.write_chunk(file::ChunkType::kThread, slot | process_tag_, generation, 0, &v, 1);
 }
 
 void Drainer::publish(StreamState& st) {
@@ -295,8 +295,8 @@ Status Drainer::drain(StreamState& st, const RecordHook& hook, bool final, uint6
                                 {const_cast<uint8_t*>(ring), end - from - n1}};
       uint64_t offsets[2] = {ring_off + (from & mask), ring_off};
       int n = n1 < end - from ? 2 : 1;
-      Status w = out_.write_chunk(file::ChunkType::kData, st.slot, st.generation, from, pieces, n,
-                                  direct ? offsets : nullptr);
+      Status w = out_.write_chunk(file::ChunkType::kData, st.slot | process_tag_, st.generation,
+                                  from, pieces, n, direct ? offsets : nullptr);
       if (!w.ok()) return w;
     }
     moved_here += end - from;
@@ -381,7 +381,7 @@ Status Drainer::write_loss() {
   std::memcpy(payload.data(), &lp, sizeof(lp));
   for (size_t i = 0; i < all.size(); ++i) {
     file::LossEntry e{};
-    e.slot = all[i].slot;
+    e.slot = all[i].slot | process_tag_;
     e.generation = all[i].generation;
     e.written = all[i].written;
     e.dropped = all[i].dropped;
@@ -389,8 +389,8 @@ Status Drainer::write_loss() {
     std::memcpy(payload.data() + sizeof(lp) + i * sizeof(e), &e, sizeof(e));
   }
   if (payload.size() > file::kMaxChunkBytes) payload.resize(sizeof(lp));
-  return out_.write_chunk(file::ChunkType::kLoss, payload.data(),
-                          static_cast<uint32_t>(payload.size()));
+  struct iovec v = {payload.data(), payload.size()};
+  return out_.write_chunk(file::ChunkType::kLoss, process_tag_, 0, 0, &v, 1);
 }
 
 Status Drainer::write_end(file::EndReason reason) {

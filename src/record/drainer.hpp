@@ -83,6 +83,10 @@ class Drainer {
   Drainer(const Drainer&) = delete;
   Drainer& operator=(const Drainer&) = delete;
 
+  // Which process of a multi-process file this drainer's chunks belong to (0..65535; 0 for
+  // a one-process file): the high 16 bits of their slot (docs/format.md, "Trace file").
+  void set_process_index(uint32_t index) { process_tag_ = index << 16; }
+
   // Writes a META chunk if the tables changed since the last one (or if force).
   Status write_meta(bool force);
   // One pass over all slots. final: also account for the records of blocks the writer may
@@ -132,6 +136,7 @@ class Drainer {
   Trace& trace_;
   FileWriter& out_;
   bool consume_;
+  uint32_t process_tag_ = 0;  // process index << 16
   CopyPath copy_path_ = CopyPath::kWritev;
   int segment_fd_ = -1;  // for kCopyFileRange and kSplice
   const abi::SegmentHeader* header_;

@@ -94,7 +94,8 @@ Status Drainer::write_meta(bool force) {
   build_meta(reader::TraceInternals::base(trace_), c, &meta);
   meta_sig_ = sig;
   meta_events_ = c.events;
-  return out_.write_chunk(file::ChunkType::kMeta, meta.data(), static_cast<uint32_t>(meta.size()));
+  struct iovec v = {meta.data(), meta.size()};
+  return out_.write_chunk(file::ChunkType::kMeta, process_tag_, 0, 0, &v, 1);
 }
 
 }  // namespace nanotrace::rec

@@ -137,6 +137,14 @@ Config config_from_environment() {
       warn("NANOTRACE_CRASH_HANDLER", v, "1 or 0", "0 (no crash handler)");
     }
   }
+  if (const char* v = std::getenv("NANOTRACE_RUN_ID")) {
+    char* end = nullptr;
+    c.run_id = std::strtoull(v, &end, 10);
+    if (end == v || *end != '\0') {
+      c.run_id = 0;
+      warn("NANOTRACE_RUN_ID", v, "a decimal number", "none");
+    }
+  }
   if (const char* v = std::getenv("NANOTRACE_CLOCK")) {
     std::string_view s = v;
     if (s == "monotonic") {

@@ -44,6 +44,7 @@ struct Config {
   std::string trigger;                      // expression armed at start (NANOTRACE_TRIGGER)
   uint64_t trigger_after_events = 0;
   uint64_t trigger_after_ns = 0;
+  uint64_t run_id = 0;  // NANOTRACE_RUN_ID, set by `nanotrace run`
 };
 inline constexpr uint64_t kWaitForever = ~uint64_t{0};
 

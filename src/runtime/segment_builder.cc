@@ -52,7 +52,8 @@ enum class Occupant {
 };
 
 // What occupies path, and (for kEarlierProcess) that process's start time.
-Occupant inspect(const std::string& path, pid_t pid, uint64_t start_time, uint64_t* old_start) {
+Occupant inspect(const std::string& path, pid_t pid, uint64_t start_time, uint64_t* old_start,
+                 uint64_t* old_image) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return errno == ENOENT ? Occupant::kNone : Occupant::kForeign;
   struct stat st;
@@ -64,6 +65,7 @@ Occupant inspect(const std::string& path, pid_t pid, uint64_t start_time, uint64
   bool live = ours && sys::segment_byte_locked(fd, sys::kWriterLockByte);
   ::close(fd);
   if (!ours || live) return Occupant::kForeign;
+  *old_image = h.image_id;
   if (start_time != 0 && h.proc_start_time == start_time) return Occupant::kEarlierImage;
   *old_start = h.proc_start_time;
   return Occupant::kEarlierProcess;
@@ -72,7 +74,10 @@ Occupant inspect(const std::string& path, pid_t pid, uint64_t start_time, uint64
 // Opens a new segment file for pid: /dev/shm/nanotrace-<pid>, or, when that name is held by
 // someone else (a live runtime, another user's file, anything that is not ours to remove),
 // /dev/shm/nanotrace-<pid>.<start time>[<n>], which `nanotrace list` finds the same way.
-int open_new(pid_t pid, uint64_t start_time, std::string* path) {
+// keep_earlier_image: a segment an earlier image of this process left (it exec'd) is set
+// aside as /dev/shm/nanotrace-<pid>.<its image id> instead of removed (NANOTRACE_KEEP: a
+// recorder that has not found it yet still can).
+int open_new(pid_t pid, uint64_t start_time, bool keep_earlier_image, std::string* path) {
   const std::string base = "/dev/shm/nanotrace-" + std::to_string(pid);
   std::mt19937_64 rng(start_time ^ static_cast<uint64_t>(pid) ^ this_image_id());
   int name = 0;
@@ -82,13 +87,18 @@ int open_new(pid_t pid, uint64_t start_time, std::string* path) {
                         : base + "." + std::to_string(rng() % 100000000000000ull);
     int fd = ::open(path->c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0 || errno != EEXIST) return fd;
-    uint64_t old_start = 0;
-    switch (inspect(*path, pid, start_time, &old_start)) {
+    uint64_t old_start = 0, old_image = 0;
+    switch (inspect(*path, pid, start_time, &old_start, &old_image)) {
       case Occupant::kNone:  // vanished meanwhile: try the same name again
         break;
-      case Occupant::kEarlierImage:
-        ::unlink(path->c_str());
+      case Occupant::kEarlierImage: {
+        std::string aside = base + "." + std::to_string(old_image);
+        if (!keep_earlier_image || old_image == 0 || aside == *path ||
+            ::rename(path->c_str(), aside.c_str()) != 0) {
+          ::unlink(path->c_str());
+        }
         break;
+      }
       case Occupant::kEarlierProcess: {
         // It may be the only record of a crash: move it aside rather than replace it.
         std::string aside = base + "." + std::to_string(old_start);
@@ -129,7 +139,7 @@ uint8_t* Segment::ring(uint32_t i) const { return base + ring_offset(i); }
 Result<Segment> create_segment(const Config& config, pid_t pid) {
   Segment seg;
   const uint64_t start_time = sys::proc_start_time(static_cast<uint32_t>(pid));
-  int fd = open_new(pid, start_time, &seg.path);
+  int fd = open_new(pid, start_time, config.keep_on_exit, &seg.path);
   if (fd < 0) return Status::FromErrno("creating /dev/shm/nanotrace-" + std::to_string(pid), errno);
   fchmod(fd, 0600);  // umask can only narrow, but be explicit
   if (!sys::lock_segment_byte(fd, sys::kWriterLockByte)) {
@@ -207,6 +217,8 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   copy_name(h->process_name, sizeof(h->process_name), read_comm());
   copy_name(h->user_name, sizeof(h->user_name), config.name);
   h->proc_start_time = start_time;
+  h->run_id = config.run_id;
+  h->parent_pid = static_cast<uint32_t>(getppid());
   // The version goes last: a reader that sees it sees a complete header.
   __atomic_store_n(&h->version, abi::kSegmentVersion, __ATOMIC_RELEASE);
   return seg;

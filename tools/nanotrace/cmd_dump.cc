@@ -67,6 +67,8 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
   Record r;
   uint64_t printed = 0;
   fmt::memory_buffer line;
+  // A trace of several processes (`nanotrace run`) shows each record's process too.
+  const bool processes = trace.processes().size() > 1;
   while (records->next(&r)) {
     if (!selected(options.events, *r.event)) continue;
     if (r.event->is_kernel) {
@@ -84,6 +86,10 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
       line.clear();
       encoder.encode(line, r);
       std::fwrite(line.data(), 1, line.size(), stdout);
+    } else if (processes) {
+      fmt::print("{:>15} {:>7} {:>7} {:<15} {:<28} {}\n", r.time_ns, r.pid,
+                 threads[r.thread].info.tid, thread_names[r.thread],
+                 utf8::escape_text(r.event->full_name()), utf8::escape_text(format_fields(r)));
     } else {
       fmt::print("{:>15} {:>7} {:<15} {:<28} {}\n", r.time_ns, threads[r.thread].info.tid,
                  thread_names[r.thread], utf8::escape_text(r.event->full_name()),

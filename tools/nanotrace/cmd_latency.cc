@@ -86,6 +86,7 @@ int cmd_latency(const LatencyArgs& args) {
       top.push_back({{"latency_ns", p.latency_ns},
                      {"begin_ns", p.begin_ns},
                      {"begin_realtime_ns", p.begin_realtime_ns},
+                     {"pid", p.pid},
                      {"tid", p.tid},
                      {"thread", utf8::valid(p.thread)},
                      {"key", utf8::valid(p.key)},
@@ -120,11 +121,15 @@ int cmd_latency(const LatencyArgs& args) {
   print_histogram(rep.overall);
   if (!rep.top.empty()) {
     fmt::print("\nslowest {} pairs (begin time as `nanotrace dump` prints it):\n", rep.top.size());
-    fmt::print("  {:>10} {:>15} {:>7} {:<15} {:<20}{}\n", "latency", "begin_ns", "tid", "thread",
-               "key", rep.by.empty() ? "" : " " + utf8::escape_text(rep.by));
+    // A trace of several processes (`nanotrace run`) names the process too.
+    const bool processes = (*opened)->processes().size() > 1;
+    fmt::print("  {:>10} {:>15} {}{:>7} {:<15} {:<20}{}\n", "latency", "begin_ns",
+               processes ? fmt::format("{:>7} ", "pid") : "", "tid", "thread", "key",
+               rep.by.empty() ? "" : " " + utf8::escape_text(rep.by));
     for (const SlowPair& p : rep.top) {
-      fmt::print("  {:>10} {:>15} {:>7} {:<15} {:<20}{}\n", human(p.latency_ns), p.begin_ns, p.tid,
-                 utf8::escape_text(p.thread), utf8::escape_text(p.key),
+      fmt::print("  {:>10} {:>15} {}{:>7} {:<15} {:<20}{}\n", human(p.latency_ns), p.begin_ns,
+                 processes ? fmt::format("{:>7} ", p.pid) : "", p.tid, utf8::escape_text(p.thread),
+                 utf8::escape_text(p.key),
                  rep.by.empty() ? "" : " " + utf8::escape_text(p.by_value));
     }
   }

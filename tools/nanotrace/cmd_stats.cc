@@ -31,7 +31,9 @@ int cmd_stats(const std::string& source, bool json) {
     nlohmann::json ths = nlohmann::json::array();
     for (size_t i = 0; i < threads.size(); ++i) {
       const ThreadStats& s = threads[i];
-      ths.push_back({{"tid", s.info.tid},
+      ths.push_back({{"pid", s.info.pid},
+                     {"process", utf8::valid(trace.processes()[s.info.process].process_name)},
+                     {"tid", s.info.tid},
                      {"name", utf8::valid(s.info.name)},
                      {"state", s.info.state == abi::SlotState::kExited ? "exited" : "active"},
                      {"records", s.records},
@@ -51,6 +53,7 @@ int cmd_stats(const std::string& source, bool json) {
                           {"lost", lost},
                           {"lost_no_slot", p.lost_no_slot},
                           {"lost_reclaimed", p.lost_reclaimed},
+                          {"processes", trace.processes().size()},
                           {"events", events},
                           {"threads", ths}};
     fmt::print("{}\n", dump_json(out));
@@ -69,12 +72,23 @@ int cmd_stats(const std::string& source, bool json) {
     fmt::print("{:<32} {:>12} {:>14.0f}\n", utf8::escape_text(e.event), e.rate.count,
                e.rate.per_second());
   }
-  fmt::print("\n{:>8} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "TID", "THREAD",
-             "STATE", "RECORDS", "WRITTEN", "RATE/s", "LOST", "OVERWR", "DROPPED");
+  if (trace.processes().size() > 1) {
+    fmt::print("\n{} processes:\n{:>8} {:>8} {:<16} {:>12}\n", trace.processes().size(), "PID",
+               "PARENT", "PROCESS", "RECORDS");
+    std::vector<uint64_t> per_process(trace.processes().size());
+    for (const ThreadStats& s : threads) per_process[s.info.process] += s.records;
+    for (size_t i = 0; i < trace.processes().size(); ++i) {
+      const ProcessInfo& q = trace.processes()[i];
+      fmt::print("{:>8} {:>8} {:<16} {:>12}\n", q.pid, q.parent_pid,
+                 utf8::escape_text(q.process_name), per_process[i]);
+    }
+  }
+  fmt::print("\n{:>8} {:>8} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "PID", "TID",
+             "THREAD", "STATE", "RECORDS", "WRITTEN", "RATE/s", "LOST", "OVERWR", "DROPPED");
   for (size_t i = 0; i < threads.size(); ++i) {
     const ThreadStats& s = threads[i];
-    fmt::print("{:>8} {:<16} {:<7} {:>12} {:>12} {:>14.0f} {:>12} {:>10} {:>10}\n", s.info.tid,
-               utf8::escape_text(s.info.name),
+    fmt::print("{:>8} {:>8} {:<16} {:<7} {:>12} {:>12} {:>14.0f} {:>12} {:>10} {:>10}\n",
+               s.info.pid, s.info.tid, utf8::escape_text(s.info.name),
                s.info.state == abi::SlotState::kExited ? "exited" : "active", s.records,
                s.info.written, st.thread_rates[i].per_second(), s.lost(), s.overwritten, s.dropped);
   }

@@ -7,6 +7,7 @@
 #include "analysis_commands.hpp"
 #include "commands.hpp"
 #include "record_commands.hpp"  // record, snapshot, recover, clean
+#include "run_commands.hpp"     // run, summary
 
 int main(int argc, char** argv) {
   using namespace nanotrace::cli;
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
 
   RecordCommands record_commands;  // record, snapshot, recover, clean
   register_record_commands(app, &record_commands);
+  RunCommand run_command;  // run, summary
+  register_run_command(app, &run_command);
 
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
@@ -82,5 +85,6 @@ int main(int argc, char** argv) {
   if (status->parsed()) return cmd_status(source);
   if (int status = 1; run_analysis_commands(*analysis, &status)) return status;
   if (int status = 1; run_record_commands(record_commands, &status)) return status;
+  if (int status = 1; run_run_command(run_command, &status)) return status;
   return 1;
 }

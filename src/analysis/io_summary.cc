@@ -1,0 +1,242 @@
+// summarize_io: pairs the interposer's records (see nanotrace/io_summary.hpp and
+// src/interpose/io_events.hpp for their shapes) and aggregates them per file and operation.
+#include "nanotrace/io_summary.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+#include <unordered_map>
+
+namespace nanotrace {
+namespace {
+
+enum class Kind : uint8_t { kOther, kBegin, kEnd, kPath, kSqe, kCqe, kIocb, kAioEvent };
+
+// Where an interposer event keeps the fields the summary reads (-1: absent).
+struct Shape {
+  Kind kind = Kind::kOther;
+  bool transfers = false;  // its result counts bytes (read, write, copy groups)
+  int call = -1, op = -1, fd = -1, result = -1, newfd = -1;
+  int ring = -1, user_data = -1, res = -1, ctx = -1, obj = -1, bytes = -1;
+  int path[4] = {-1, -1, -1, -1};
+};
+
+int field(const EventInfo& e, std::string_view name) {
+  for (size_t i = 0; i < e.fields.size(); ++i) {
+    if (e.fields[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool ends_with(const std::string& s, std::string_view tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+Shape shape_of(const EventInfo& e) {
+  Shape s;
+  if (e.group.rfind("io_", 0) != 0) return s;
+  s.call = field(e, "call");
+  s.op = field(e, "op");
+  s.fd = field(e, "fd");
+  s.result = field(e, "result");
+  s.transfers = e.group == "io_read" || e.group == "io_write" || e.group == "io_copy";
+  if (e.group == "io_open" && e.name == "path") {
+    s.kind = Kind::kPath;
+    const char* names[4] = {"path", "path2", "path3", "path4"};
+    for (int i = 0; i < 4; ++i) s.path[i] = field(e, names[i]);
+  } else if (e.group == "io_uring" && e.name == "sqe") {
+    s.kind = Kind::kSqe;
+  } else if (e.group == "io_uring" && e.name == "cqe") {
+    s.kind = Kind::kCqe;
+  } else if (e.group == "io_aio" && e.name == "iocb") {
+    s.kind = Kind::kIocb;
+  } else if (e.group == "io_aio" && e.name == "event") {
+    s.kind = Kind::kAioEvent;
+  } else if (s.call >= 0 && s.op >= 0 && ends_with(e.name, "begin")) {
+    s.kind = Kind::kBegin;
+  } else if (s.call >= 0 && s.op >= 0 && ends_with(e.name, "end")) {
+    s.kind = Kind::kEnd;
+  }
+  if (s.result < 0 && s.kind == Kind::kEnd) s.result = s.fd;  // open_end: the new fd
+  s.newfd = e.group == "io_open" && e.name == "dup_end" ? s.result : -1;
+  s.ring = field(e, "ring");
+  s.user_data = field(e, "user_data");
+  s.res = field(e, "res");
+  s.ctx = field(e, "ctx");
+  s.obj = field(e, "obj");
+  s.bytes = field(e, "bytes");
+  return s;
+}
+
+struct Open {
+  uint64_t begin_ns;
+  uint32_t row;    // kByResult: an open, whose file is known at its end
+  std::string op;  // for kByResult
+};
+constexpr uint32_t kByResult = ~uint32_t{0};
+
+struct Stats {
+  IoSummaryRow row;
+  std::vector<uint64_t> latencies;
+};
+
+uint64_t percentile(const std::vector<uint64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t rank = static_cast<size_t>(p / 100.0 * static_cast<double>(sorted.size()) + 0.999999);
+  if (rank == 0) rank = 1;
+  if (rank > sorted.size()) rank = sorted.size();
+  return sorted[rank - 1];
+}
+
+}  // namespace
+
+Result<IoSummary> summarize_io(Trace& trace) {
+  std::vector<Shape> shapes(trace.events().size() + 1);
+  bool any = false;
+  for (const EventInfo& e : trace.events()) {
+    shapes[e.id] = shape_of(e);
+    any = any || shapes[e.id].kind != Kind::kOther;
+  }
+  if (!any) {
+    return Status::NotFound(
+        "no I/O records of the interposer in this trace (record with "
+        "`nanotrace run -- CMD`)");
+  }
+  const std::vector<ThreadInfo> threads = trace.threads();
+  auto process_of = [&](const Record& r) -> uint64_t {
+    return r.thread < threads.size() ? threads[r.thread].process : 0;
+  };
+
+  std::vector<Stats> stats;
+  std::map<std::pair<std::string, std::string>, uint32_t> row_of;
+  auto row = [&](const std::string& file, const std::string& op) -> uint32_t {
+    auto [it, added] = row_of.emplace(std::make_pair(file, op), 0);
+    if (added) {
+      it->second = static_cast<uint32_t>(stats.size());
+      stats.emplace_back();
+      stats.back().row.file = file;
+      stats.back().row.op = op;
+    }
+    return it->second;
+  };
+  // Per process image: what each descriptor names.
+  std::map<std::pair<uint64_t, int64_t>, std::string> paths;
+  auto file_of = [&](uint64_t process, int64_t fd) -> std::string {
+    if (fd <= -2) return "registered file " + std::to_string(-2 - fd);
+    auto it = paths.find({process, fd});
+    return it != paths.end() ? it->second : "fd " + std::to_string(fd);
+  };
+  std::unordered_map<uint64_t, Open> calls;                           // by (process << 48) ^ call
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Open> requests;  // (process, ring, id)
+
+  auto close_interval = [&](uint32_t r, uint64_t begin_ns, uint64_t end_ns, int64_t result,
+                            bool transfers) {
+    Stats& s = stats[r];
+    ++s.row.calls;
+    if (result < 0) {
+      ++s.row.errors;
+    } else if (transfers) {
+      s.row.bytes += static_cast<uint64_t>(result);
+    }
+    uint64_t ns = end_ns > begin_ns ? end_ns - begin_ns : 0;
+    s.row.total_ns += ns;
+    s.latencies.push_back(ns);
+  };
+
+  auto source = trace.read_all();
+  Record r;
+  while (source->next(&r)) {
+    const Shape& sh = r.event->id < shapes.size() ? shapes[r.event->id] : shapes[0];
+    if (sh.kind == Kind::kOther) continue;
+    const uint64_t process = process_of(r);
+    auto value = [&](int i) -> int64_t { return i >= 0 ? r.values[i].as_int() : 0; };
+    switch (sh.kind) {
+      case Kind::kPath: {
+        std::string p;
+        for (int i : sh.path) {
+          if (i >= 0) p += std::string(r.values[i].text);
+        }
+        paths[{process, value(sh.fd)}] = p;
+        break;
+      }
+      case Kind::kBegin: {
+        FieldValue op = display_value(r, static_cast<uint32_t>(sh.op));
+        uint64_t key = (process << 48) ^ static_cast<uint64_t>(value(sh.call));
+        if (sh.fd >= 0) {
+          calls[key] = Open{r.time_ns, row(file_of(process, value(sh.fd)), format_value(op)), {}};
+        } else {
+          calls[key] = Open{r.time_ns, kByResult, format_value(op)};
+        }
+        break;
+      }
+      case Kind::kEnd: {
+        uint64_t key = (process << 48) ^ static_cast<uint64_t>(value(sh.call));
+        auto it = calls.find(key);
+        if (it == calls.end()) break;
+        const int64_t result = value(sh.result);
+        if (it->second.row == kByResult) {
+          it->second.row = row(result >= 0 ? file_of(process, result) : "(failed)", it->second.op);
+        }
+        close_interval(it->second.row, it->second.begin_ns, r.time_ns, result, sh.transfers);
+        calls.erase(it);
+        if (r.event->group == "io_open" && r.event->name == "close_end" && result == 0) {
+          paths.erase({process, value(sh.fd)});
+        } else if (sh.newfd >= 0 && result >= 0) {
+          auto from = paths.find({process, value(sh.fd)});
+          if (from != paths.end()) {
+            paths[{process, result}] = from->second;
+          } else {
+            paths.erase({process, result});
+          }
+        }
+        break;
+      }
+      case Kind::kSqe:
+      case Kind::kIocb: {
+        const bool uring = sh.kind == Kind::kSqe;
+        FieldValue op = display_value(r, static_cast<uint32_t>(sh.op));
+        std::string name = std::string(uring ? "uring_" : "aio_") + format_value(op);
+        uint64_t ring = static_cast<uint64_t>(value(uring ? sh.ring : sh.ctx));
+        uint64_t id = static_cast<uint64_t>(value(uring ? sh.user_data : sh.obj));
+        requests[{process, ring, id}] =
+            Open{r.time_ns, row(file_of(process, value(sh.fd)), name), {}};
+        break;
+      }
+      case Kind::kCqe:
+      case Kind::kAioEvent: {
+        const bool uring = sh.kind == Kind::kCqe;
+        uint64_t ring = static_cast<uint64_t>(value(uring ? sh.ring : sh.ctx));
+        uint64_t id = static_cast<uint64_t>(value(uring ? sh.user_data : sh.obj));
+        auto it = requests.find({process, ring, id});
+        if (it == requests.end()) break;
+        const Stats& s = stats[it->second.row];
+        bool transfers = s.row.op.find("read") != std::string::npos ||
+                         s.row.op.find("write") != std::string::npos;
+        close_interval(it->second.row, it->second.begin_ns, r.time_ns, value(sh.res), transfers);
+        requests.erase(it);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  IoSummary out;
+  out.unmatched = calls.size() + requests.size();
+  for (const ThreadStats& t : source->threads()) out.lost += t.lost();
+  for (const ProcessInfo& p : trace.processes()) out.lost += p.lost_no_slot + p.lost_reclaimed;
+  for (Stats& s : stats) {
+    if (s.row.calls == 0) continue;
+    std::sort(s.latencies.begin(), s.latencies.end());
+    s.row.p50_ns = percentile(s.latencies, 50);
+    s.row.p99_ns = percentile(s.latencies, 99);
+    s.row.p999_ns = percentile(s.latencies, 99.9);
+    s.row.max_ns = s.latencies.back();
+    out.rows.push_back(std::move(s.row));
+  }
+  std::sort(out.rows.begin(), out.rows.end(), [](const IoSummaryRow& a, const IoSummaryRow& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.file < b.file;
+  });
+  return out;
+}
+
+}  // namespace nanotrace

@@ -1,0 +1,366 @@
+// `nanotrace run`: start a command with the I/O interposer preloaded and record every process
+// image it and its descendants start into one trace file (docs/format.md: version 2, the
+// process index in the high 16 bits of a chunk's slot), until the command exits.
+//
+// Finding the processes: the command's environment carries NANOTRACE_RUN_ID (a random number
+// for this session), which every descendant inherits and whose runtime writes it into its
+// segment header; the recorder scans /dev/shm for segments with that id. NANOTRACE_KEEP=1
+// keeps a segment after its process exits (and an exec'd image's segment, set aside), so a
+// process shorter than a scan interval is still found; the recorder removes each segment once
+// it has taken everything from it. NANOTRACE_MODE=block (unless the caller chose a mode) makes
+// a writer wait for the recorder rather than drop once the recorder is attached.
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "base/process.hpp"
+#include "nanotrace/record.hpp"
+#include "reader/trace_internals.hpp"
+#include "record/drainer.hpp"
+#include "record/file_writer.hpp"
+
+namespace nanotrace {
+namespace {
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// One process image being recorded.
+struct Recorded {
+  std::unique_ptr<Trace> trace;
+  std::unique_ptr<rec::Drainer> drainer;
+  const abi::SegmentHeader* header = nullptr;
+  ino_t inode = 0;
+  bool finished = false;
+  RecordedProcess info;
+};
+
+// A segment file seen in /dev/shm: its inode and the pid in its name. An inode is reused only
+// once its file is gone: a session's own are forgotten when it removes them, and another
+// process's file whose inode one of ours reuses has another pid in its name.
+using FileId = std::pair<uint64_t, uint32_t>;
+
+bool writer_alive(const Recorded& r) {
+  return __atomic_load_n(&r.header->state, __ATOMIC_ACQUIRE) ==
+             static_cast<uint32_t>(abi::ProcessState::kRunning) &&
+         sys::segment_byte_locked(reader::TraceInternals::fd(*r.trace), sys::kWriterLockByte);
+}
+
+uint64_t lost_of(const rec::Drainer& d) {
+  uint64_t n = d.lost_no_slot() + d.lost_reclaimed();
+  for (const rec::StreamState& s : d.all_streams()) {
+    n += s.overwritten + s.reclaimed +
+         (s.dropped > s.dropped_at_start ? s.dropped - s.dropped_at_start : 0);
+  }
+  return n;
+}
+
+class Session {
+ public:
+  Session(uint64_t run_id, rec::FileWriter& out) : run_id_(run_id), out_(out) {}
+
+  // Opens the segments of this session that appeared since the last scan.
+  Status scan() {
+    for (const sys::SegmentName& name : sys::list_segment_names()) {
+      struct stat st;
+      if (stat(name.path.c_str(), &st) != 0) continue;
+      FileId id{st.st_ino, name.pid};
+      if (seen_.count(id)) continue;
+      auto opened = Trace::open_path(name.path, /*writable=*/true);
+      if (!opened.ok()) {
+        // Being created (its version not written yet), or not ours to read: retried a while.
+        if (++failures_[id] > 1000) seen_.insert(id);
+        continue;
+      }
+      seen_.insert(id);
+      auto* h = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(**opened));
+      if (h->run_id != run_id_ || procs_.size() >= 0xffff) continue;
+      Status s = add(std::move(opened.value()), st.st_ino);
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  // One pass over every process still recorded; a process whose image ended is drained to
+  // the end and its segment removed. final: the session ends (drain everyone).
+  Status pass(bool final, uint64_t* moved) {
+    *moved = 0;
+    for (Recorded& r : procs_) {
+      if (r.finished) continue;
+      const bool ended = final || !writer_alive(r);
+      uint64_t m = 0;
+      bool stopped = false;
+      Status s = r.drainer->pass(nullptr, ended, &m, &stopped);
+      if (!s.ok()) return s;
+      *moved += m;
+      if (!ended) continue;
+      for (int i = 0; i < 1000 && m != 0; ++i) {
+        s = r.drainer->pass(nullptr, true, &m, &stopped);
+        if (!s.ok()) return s;
+      }
+      s = r.drainer->write_meta(true);  // the final clock calibration
+      if (s.ok()) s = r.drainer->write_loss();
+      if (!s.ok()) return s;
+      r.info.records = r.drainer->records();
+      r.info.lost = lost_of(*r.drainer);
+      r.trace->detach_consumer();
+      if (!writer_alive(r)) remove_segment(r);
+      r.finished = true;
+    }
+    return Status::Ok();
+  }
+
+  bool writer_waiting() const {
+    for (const Recorded& r : procs_) {
+      if (!r.finished && r.drainer->writer_waiting()) return true;
+    }
+    return false;
+  }
+
+  std::vector<RecordedProcess> processes() const {
+    std::vector<RecordedProcess> out;
+    for (const Recorded& r : procs_) out.push_back(r.info);
+    return out;
+  }
+  uint64_t records() const {
+    uint64_t n = 0;
+    for (const Recorded& r : procs_) n += r.drainer->records();
+    return n;
+  }
+  bool found(uint32_t pid) const {
+    for (const Recorded& r : procs_) {
+      if (r.info.pid == pid) return true;
+    }
+    return false;
+  }
+
+ private:
+  Status add(std::unique_ptr<Trace> trace, ino_t inode) {
+    Recorded r;
+    r.header = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(*trace));
+    r.inode = inode;
+    const ProcessInfo& p = trace->process();
+    r.info.pid = p.pid;
+    r.info.parent_pid = r.header->parent_pid;
+    r.info.name = p.process_name;
+    std::vector<rec::SlotAtAttach> at_attach = rec::slots_at_attach(*trace);
+    // Nobody else consumes a session's segments; if someone does, read without consuming.
+    const bool consume = trace->attach_consumer().ok();
+    r.trace = std::move(trace);
+    r.drainer = std::make_unique<rec::Drainer>(*r.trace, out_, consume, std::move(at_attach));
+    r.drainer->set_process_index(static_cast<uint32_t>(procs_.size()));
+    Status s = r.drainer->write_meta(true);
+    if (!s.ok()) return s;
+    procs_.push_back(std::move(r));
+    return Status::Ok();
+  }
+
+  // The segment is ours to remove (the session asked its processes to keep it), wherever it
+  // is now: an exec'd image's segment was renamed aside, and its old name may already be the
+  // new image's.
+  void remove_segment(const Recorded& r) {
+    for (const sys::SegmentName& name : sys::list_segment_names()) {
+      struct stat st;
+      if (stat(name.path.c_str(), &st) == 0 && st.st_ino == r.inode) {
+        ::unlink(name.path.c_str());
+        seen_.erase(FileId{r.inode, name.pid});
+        return;
+      }
+    }
+  }
+
+  uint64_t run_id_;
+  rec::FileWriter& out_;
+  std::vector<Recorded> procs_;
+  std::set<FileId> seen_;
+  std::map<FileId, int> failures_;
+};
+
+uint64_t new_run_id() {
+  uint64_t id = 0;
+  if (getrandom(&id, sizeof(id), 0) != sizeof(id)) {
+    id = static_cast<uint64_t>(getpid()) << 32 ^ static_cast<uint64_t>(now_s() * 1e9);
+  }
+  return id == 0 ? 1 : id;
+}
+
+// Forks the command, stopped before exec until *go is written (so the trace file exists
+// before the command runs). Returns its pid; *exec_errors gets a pipe that receives errno if
+// exec fails (EOF once it succeeded).
+Result<pid_t> start_command(const RunOptions& o, uint64_t run_id, int* go, int* exec_errors) {
+  int go_pipe[2], err_pipe[2];
+  if (pipe2(go_pipe, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    int e = errno;
+    ::close(go_pipe[0]);
+    ::close(go_pipe[1]);
+    return Status::FromErrno("pipe", e);
+  }
+  std::vector<char*> argv;
+  for (const std::string& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::string preload = o.interposer;
+  if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && old[0] != '\0') {
+    preload += std::string(":") + old;
+  }
+  const std::string id = std::to_string(run_id);
+  pid_t pid = fork();
+  if (pid < 0) return Status::FromErrno("fork", errno);
+  if (pid == 0) {
+    ::close(go_pipe[1]);
+    ::close(err_pipe[0]);
+    char byte;
+    if (::read(go_pipe[0], &byte, 1) != 1) _exit(126);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    setenv("LD_PRELOAD", preload.c_str(), 1);
+    setenv("NANOTRACE_RUN_ID", id.c_str(), 1);
+    setenv("NANOTRACE_KEEP", "1", 1);
+    setenv("NANOTRACE_MODE", "block", 0);
+    execvp(argv[0], argv.data());
+    int e = errno;
+    (void)!::write(err_pipe[1], &e, sizeof(e));
+    _exit(e == ENOENT ? 127 : 126);
+  }
+  ::close(go_pipe[0]);
+  ::close(err_pipe[1]);
+  *go = go_pipe[1];
+  *exec_errors = err_pipe[0];
+  return pid;
+}
+
+}  // namespace
+
+Result<RunSummary> run_command(const RunOptions& o) {
+  if (o.command.empty()) return Status::Invalid("no command to run");
+  if (access(o.interposer.c_str(), R_OK) != 0) {
+    return Status::Invalid("the I/O interposer " + o.interposer + " is missing");
+  }
+  const uint64_t run_id = new_run_id();
+  int go = -1, exec_errors = -1;
+  auto started = start_command(o, run_id, &go, &exec_errors);
+  if (!started.ok()) return started.status();
+  const pid_t child = *started;
+  RunSummary summary;
+  summary.pid = static_cast<uint32_t>(child);
+
+  rec::FileWriter out;
+  Status s = out.open(o.output, summary.pid, file::FileKind::kRecording, o.compress);
+  if (!s.ok()) {
+    ::close(go);  // the command never runs
+    ::close(exec_errors);
+    waitpid(child, nullptr, 0);
+    return s;
+  }
+  const char byte = 1;
+  (void)!::write(go, &byte, 1);
+  ::close(go);
+  int exec_errno = 0;
+  ssize_t n = ::read(exec_errors, &exec_errno, sizeof(exec_errno));
+  ::close(exec_errors);
+  if (n == sizeof(exec_errno)) {
+    waitpid(child, nullptr, 0);
+    (void)out.close();
+    ::unlink(o.output.c_str());
+    if (exec_errno == ENOENT) return Status::NotFound(o.command[0] + ": command not found");
+    return Status::FromErrno("cannot run " + o.command[0], exec_errno);
+  }
+
+  const double t0 = now_s();
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
+  Session session(run_id, out);
+  int status = 0;
+  bool exited = false;
+  double last_scan = 0;
+  uint64_t idle_us = 50;
+  while (!exited) {
+    if (o.forward_signal != nullptr) {
+      if (int sig = o.forward_signal->exchange(0); sig != 0) kill(child, sig);
+    }
+    double now = now_s();
+    if (now - last_scan >= 0.002) {
+      last_scan = now;
+      s = session.scan();
+      if (!s.ok()) break;
+    }
+    uint64_t moved = 0;
+    s = session.pass(false, &moved);
+    if (!s.ok()) break;
+    pid_t w = waitpid(child, &status, WNOHANG);
+    if (w == child) {
+      exited = true;
+      break;
+    }
+    if (moved > 0 || session.writer_waiting()) {
+      idle_us = 50;
+      if (session.writer_waiting()) continue;
+    } else {
+      idle_us = idle_us * 2 > 5000 ? 5000 : idle_us * 2;
+    }
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      timespec ts{0, static_cast<long>(idle_us) * 1000};
+      (void)ppoll(&p, 1, &ts, nullptr);
+    } else {
+      usleep(static_cast<useconds_t>(idle_us));
+    }
+  }
+  if (pidfd >= 0) ::close(pidfd);
+  if (!exited) {
+    // Recording failed: the command still runs its course; its status is still ours.
+    kill(child, SIGTERM);
+    waitpid(child, &status, 0);
+    return s;
+  }
+  // Everything the command's processes left: the last ones found, then one final pass.
+  uint64_t moved = 0;
+  s = session.scan();
+  if (s.ok()) s = session.pass(true, &moved);
+  if (s.ok()) {
+    // With no process traced (a static or setuid command) the file holds no tables: the
+    // caller says why.
+    file::EndPayload e{};
+    e.chunks = out.chunks();
+    e.data_bytes = out.data_bytes();
+    e.records = session.records();
+    e.reason = static_cast<uint32_t>(file::EndReason::kTargetExited);
+    s = out.write_chunk(file::ChunkType::kEnd, &e, sizeof(e));
+  }
+  if (s.ok()) s = out.close();
+  if (!s.ok()) return s;
+
+  if (WIFEXITED(status)) {
+    summary.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    summary.killed_by = WTERMSIG(status);
+    summary.exit_code = 128 + summary.killed_by;
+    summary.core_dumped = WCOREDUMP(status);
+  }
+  summary.seconds = now_s() - t0;
+  summary.processes = session.processes();
+  summary.records = session.records();
+  summary.file_bytes = out.bytes_written();
+  for (const RecordedProcess& p : summary.processes) summary.lost += p.lost;
+  return summary;
+}
+
+}  // namespace nanotrace
