@@ -1,0 +1,220 @@
+// `nanotrace run` and the I/O interposer on real programs: a test program that makes every
+// wrapped call (threads, a signal handler, a fork child that closes every descriptor), dd and
+// cp under a shell script, sqlite3 with synchronous inserts, and fio with the psync, libaio
+// and io_uring engines, whose own counts of I/Os the trace must match exactly.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "common/child_process.hpp"
+
+namespace nanotrace {
+namespace {
+
+using nlohmann::json;
+
+const std::string kCli = std::string(NANOTRACE_BIN_DIR) + "/nanotrace";
+const std::string kProgram = std::string(NANOTRACE_BIN_DIR) + "/nanotrace_io_program";
+
+class RunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/nanotrace-run-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    trace_ = dir_ + "/t.ntr";
+  }
+  void TearDown() override {
+    int code = 0;
+    testing::run_command("rm -rf " + dir_, &code);
+  }
+
+  // Runs `nanotrace run -o trace_ -- command` (a shell command line); returns its exit code.
+  int run(const std::string& command, const std::string& env = "") {
+    int code = 0;
+    output_ = testing::run_command(
+        env + " " + kCli + " run -o " + trace_ + " -- " + command + " 2>" + dir_ + "/stderr",
+        &code);
+    std::ifstream err(dir_ + "/stderr");
+    stderr_.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+    return code;
+  }
+
+  json summary() {
+    int code = 0;
+    std::string out = testing::run_command(kCli + " summary --json " + trace_, &code);
+    EXPECT_EQ(code, 0) << out;
+    return json::parse(out);
+  }
+
+  // The summary row of file and op (calls 0 if there is none).
+  static json row(const json& s, const std::string& file, const std::string& op) {
+    for (const json& r : s["rows"]) {
+      if (r["file"] == file && r["op"] == op) return r;
+    }
+    return json{{"calls", 0}, {"bytes", 0}, {"errors", 0}};
+  }
+
+  static std::set<std::string> process_names(const json& s) {
+    std::set<std::string> names;
+    for (const json& p : s["processes"]) names.insert(p["name"].get<std::string>());
+    return names;
+  }
+
+  std::string dir_, trace_, output_, stderr_;
+};
+
+TEST_F(RunTest, EveryWrappedCallIsRecordedAndTheProgramIsUnharmed) {
+  ASSERT_EQ(run(kProgram + " " + dir_ + " 3"), 3) << stderr_;  // its exit status is ours
+  ASSERT_NE(output_.find("ok"), std::string::npos) << output_ << stderr_;
+  const int loop_reads = std::stoi(output_.substr(output_.find("loop_reads ") + 11));
+  const int handled = std::stoi(output_.substr(output_.find("handled ") + 8));
+  json s = summary();
+  ASSERT_EQ(s["lost"], 0);
+  ASSERT_EQ(s["processes"].size(), 2u) << s.dump();  // the program and its fork child
+  const std::string data = dir_ + "/data";
+  EXPECT_EQ(row(s, data, "pwrite")["calls"], 8);
+  EXPECT_EQ(row(s, data, "pwrite")["bytes"], 8 * 4096);
+  // 8 reads, 4 threads x 50, the loop interrupted by signals, one through dup2's descriptor.
+  EXPECT_EQ(row(s, data, "pread")["calls"], 8 + 4 * 50 + loop_reads + 1);
+  for (const char* op : {"fsync", "fdatasync", "pwritev", "preadv2", "pwritev2", "readv", "writev",
+                         "fallocate", "ftruncate", "sync_file_range", "dup", "dup2", "dup3",
+                         "copy_file_range", "sendfile", "splice"}) {
+    EXPECT_EQ(row(s, data, op)["calls"], 1) << op;
+  }
+  EXPECT_EQ(row(s, data, "copy_file_range")["bytes"], 8192);
+  EXPECT_EQ(row(s, data, "read")["calls"], 1);
+  EXPECT_EQ(row(s, data, "write")["calls"], 1);
+  EXPECT_EQ(row(s, data, "open")["calls"], 1);
+  // The descriptors dup'd from it are the same file; each close is attributed to it.
+  EXPECT_EQ(row(s, data, "close")["calls"], 4);
+  EXPECT_EQ(row(s, "fd 999", "read")["errors"], 1);
+  // The signal handler's writes: recorded, or passed straight through when the signal
+  // interrupted a wrapper (never both, never lost: the program checked each one).
+  json handler = row(s, "", "write");
+  for (const json& r : s["rows"]) {
+    if (r["op"] == "write" && r["file"].get<std::string>().rfind("pipe:", 0) == 0) handler = r;
+  }
+  EXPECT_GT(handler["calls"].get<int>(), 0);
+  EXPECT_LE(handler["calls"].get<int>(), handled);
+  // The child closed every descriptor (the runtime's included), dup2'd onto low numbers, and
+  // its I/O is all there.
+  EXPECT_EQ(row(s, dir_ + "/child", "write")["calls"], 10);
+  EXPECT_EQ(row(s, dir_ + "/child", "write")["bytes"], 50);
+  std::ifstream child(dir_ + "/child");
+  std::string content((std::istreambuf_iterator<char>(child)), std::istreambuf_iterator<char>());
+  std::string expected;
+  for (int i = 0; i < 10; ++i) expected += "child";
+  EXPECT_EQ(content, expected);
+}
+
+TEST_F(RunTest, GroupsSelectWhichCallsAreRecorded) {
+  ASSERT_EQ(run(kProgram + " " + dir_ + " 0", "NANOTRACE_GROUPS=all,-io_read"), 0) << stderr_;
+  json s = summary();
+  const std::string data = dir_ + "/data";
+  EXPECT_EQ(row(s, data, "pread")["calls"], 0);
+  EXPECT_EQ(row(s, data, "readv")["calls"], 0);
+  EXPECT_EQ(row(s, data, "pwrite")["calls"], 8);
+}
+
+TEST_F(RunTest, ExitStatusIsTheCommands) {
+  EXPECT_EQ(run("sh -c 'exit 7'"), 7);
+  EXPECT_EQ(run("sh -c 'kill -KILL $$'"), 128 + 9);
+  EXPECT_NE(stderr_.find("killed by signal 9"), std::string::npos) << stderr_;
+  EXPECT_EQ(run("/nonexistent/command"), 127);
+  EXPECT_NE(stderr_.find("nanotrace: /nonexistent/command: command not found"), std::string::npos)
+      << stderr_;
+}
+
+TEST_F(RunTest, ShellScriptRunningDdAndCpIsOneTraceOfEveryProcess) {
+  const std::string src = dir_ + "/src", mid = dir_ + "/mid", dst = dir_ + "/dst";
+  {
+    std::ofstream f(src);
+    f << std::string(1 << 20, 'a');
+  }
+  std::ofstream(dir_ + "/script.sh") << "dd if=" << src << " of=" << mid
+                                     << " bs=4096 status=none\ncp " << mid << " " << dst << "\n";
+  ASSERT_EQ(run("sh " + dir_ + "/script.sh"), 0) << stderr_;
+  json s = summary();
+  std::set<std::string> names = process_names(s);
+  EXPECT_TRUE(names.count("sh") && names.count("dd") && names.count("cp")) << s["processes"];
+  // dd's reads and writes, exactly: 256 blocks and the read that finds the end.
+  EXPECT_EQ(row(s, src, "read")["calls"], 257);
+  EXPECT_EQ(row(s, src, "read")["bytes"], 1 << 20);
+  EXPECT_EQ(row(s, mid, "write")["calls"], 256);
+  EXPECT_EQ(row(s, mid, "write")["bytes"], 1 << 20);
+  // cp copies by copy_file_range or by read and write: every byte reaches dst either way.
+  uint64_t copied = row(s, mid, "copy_file_range")["bytes"].get<uint64_t>() +
+                    row(s, dst, "write")["bytes"].get<uint64_t>();
+  EXPECT_EQ(copied, 1u << 20);
+}
+
+TEST_F(RunTest, Sqlite3SynchronousInsertsAreSeen) {
+  if (access("/usr/bin/sqlite3", X_OK) != 0) GTEST_FAIL() << "sqlite3 is missing (make setup)";
+  const std::string db = dir_ + "/db";
+  std::string sql = "PRAGMA synchronous=FULL; CREATE TABLE t(x);";
+  for (int i = 0; i < 10; ++i) sql += " INSERT INTO t VALUES(" + std::to_string(i) + ");";
+  ASSERT_EQ(run("sqlite3 " + db + " '" + sql + "'"), 0) << stderr_;
+  json s = summary();
+  // Every transaction (the CREATE and the ten inserts) makes the database durable.
+  int syncs = row(s, db, "fsync")["calls"].get<int>() + row(s, db, "fdatasync")["calls"].get<int>();
+  EXPECT_GE(syncs, 11) << s.dump();
+  EXPECT_GE(row(s, db, "pwrite")["calls"].get<int>(), 11);
+}
+
+class FioTest : public RunTest {
+ protected:
+  // Runs fio under nanotrace; returns fio's own read and write counts.
+  std::pair<int, int> run_fio(const std::string& engine) {
+    if (access("/usr/bin/fio", X_OK) != 0) {
+      ADD_FAILURE() << "fio is missing (make setup)";
+      return {0, 0};
+    }
+    const std::string out = dir_ + "/fio.json";
+    EXPECT_EQ(run("fio --name=job --filename=" + dir_ + "/file --size=1M --bs=4k --rw=randrw " +
+                  "--ioengine=" + engine + " --iodepth=8 --output-format=json --output=" + out),
+              0)
+        << stderr_;
+    std::ifstream f(out);
+    json j = json::parse(f)["jobs"][0];
+    return {j["read"]["total_ios"].get<int>(), j["write"]["total_ios"].get<int>()};
+  }
+};
+
+TEST_F(FioTest, PsyncReadsAndWritesMatchFiosCounts) {
+  auto [reads, writes] = run_fio("psync");
+  json s = summary();
+  EXPECT_GT(reads, 0);
+  EXPECT_EQ(row(s, dir_ + "/file", "pread")["calls"], reads);
+  EXPECT_EQ(row(s, dir_ + "/file", "pwrite")["calls"], writes);
+}
+
+TEST_F(FioTest, LibaioRequestsMatchFiosCounts) {
+  auto [reads, writes] = run_fio("libaio");
+  json s = summary();
+  EXPECT_GT(reads, 0);
+  EXPECT_EQ(row(s, dir_ + "/file", "aio_read")["calls"], reads);
+  EXPECT_EQ(row(s, dir_ + "/file", "aio_write")["calls"], writes);
+}
+
+TEST_F(FioTest, IoUringRingTotalsMatchFiosCounts) {
+  // fio enters the ring with its own system call instruction, so only the ring's totals are
+  // seen (when fio unmaps it), not each request.
+  auto [reads, writes] = run_fio("io_uring");
+  int code = 0;
+  std::string out =
+      testing::run_command(kCli + " dump --json -e io_uring:ring_totals " + trace_, &code);
+  ASSERT_EQ(code, 0);
+  json totals = json::parse(out);
+  EXPECT_GT(reads, 0);
+  EXPECT_EQ(totals["fields"]["submitted"], reads + writes);
+  EXPECT_EQ(totals["fields"]["completed"], reads + writes);
+}
+
+}  // namespace
+}  // namespace nanotrace
