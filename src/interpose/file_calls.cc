@@ -189,11 +189,10 @@ int creat64(const char* path, mode_t mode) {
 
 int close(int fd) {
   auto real = NANOTRACE_REAL(CloseFn, close);
-  if (is_runtime_fd(fd)) return 0;
-  if (passthrough()) return real(fd);
+  if (passthrough()) return is_runtime_fd(fd) ? 0 : real(fd);
   Scope scope;
-  emit_close_begin(scope.call(), fd);
-  int result = real(fd);
+  emit_close_begin(scope.call(), fd);  // may create the segment (a fork child's first record)
+  int result = is_runtime_fd(fd) ? 0 : real(fd);
   const int saved = errno;
   // The descriptor is gone even when close reports an error (EINTR, EIO).
   if (result == 0 || saved != EBADF) closed_fd(fd);
@@ -205,15 +204,18 @@ int close(int fd) {
 int dup(int fd) noexcept {
   return traced_dup(Op::kDup, fd, -1, 0, [&] { return NANOTRACE_REAL(DupFn, dup)(fd); });
 }
+// The move happens after the begin record, which may have created the segment.
 int dup2(int fd, int newfd) noexcept {
-  if (fd != newfd) move_runtime_fd_from(newfd);
-  return traced_dup(Op::kDup2, fd, newfd, 0,
-                    [&] { return NANOTRACE_REAL(Dup2Fn, dup2)(fd, newfd); });
+  return traced_dup(Op::kDup2, fd, newfd, 0, [&] {
+    if (fd != newfd) move_runtime_fd_from(newfd);
+    return NANOTRACE_REAL(Dup2Fn, dup2)(fd, newfd);
+  });
 }
 int dup3(int fd, int newfd, int flags) noexcept {
-  move_runtime_fd_from(newfd);
-  return traced_dup(Op::kDup3, fd, newfd, flags,
-                    [&] { return NANOTRACE_REAL(Dup3Fn, dup3)(fd, newfd, flags); });
+  return traced_dup(Op::kDup3, fd, newfd, flags, [&] {
+    move_runtime_fd_from(newfd);
+    return NANOTRACE_REAL(Dup3Fn, dup3)(fd, newfd, flags);
+  });
 }
 
 // The range without the segment's descriptor.
