@@ -15,8 +15,9 @@
 namespace nanotrace::file {
 
 inline constexpr char kFileMagic[8] = {'N', 'A', 'N', 'O', 'T', 'R', 'C', 'F'};
-inline constexpr uint32_t kFileVersion = 2;          // written
-inline constexpr uint32_t kMinFileVersion = 1;       // read: 1 has no kernel chunks nor processes (slot >> 16)
+inline constexpr uint32_t kFileVersion = 2;  // written
+inline constexpr uint32_t kMinFileVersion =
+    1;  // read: 1 has no kernel chunks nor processes (slot >> 16)
 inline constexpr uint32_t kChunkMagic = 0x4b43544e;  // "NTCK"
 // Bounds a reader enforces before allocating anything.
 inline constexpr uint32_t kMaxChunkBytes = 16u << 20;   // stored and raw payload sizes
