@@ -20,10 +20,12 @@ NANOTRACE_BUFFER=1M NANOTRACE_THREADS=64 ./build/bin/nanotrace_trigger_lag --run
 
 for extra in scripts/record-bench.sh scripts/iograph-bench.sh scripts/export-bench.sh \
     scripts/analysis-bench.sh \
-    scripts/ctf-floor.sh scripts/report-bench.sh; do
+    scripts/ctf-floor.sh scripts/report-bench.sh scripts/kernel-bench.sh; do
   if [ -x "$extra" ]; then
     echo "== $extra =="
     "$extra"
   fi
 done
+echo "== scripts/run-bench.sh: fio under nanotrace run, plain and under strace =="
+./scripts/run-bench.sh 7 2 >build/bench/run.json && cat build/bench/run.json
 echo "results: $(ls build/bench/*.json | tr '\n' ' ')"
