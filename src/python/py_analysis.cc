@@ -138,6 +138,10 @@ py::dict trace_stats(Trace& trace) {
     const ThreadStats& s = st.threads[i];
     corrupt += s.corrupt_blocks;
     py::dict d;
+    d["pid"] = s.info.pid;
+    d["process"] = s.info.process < trace.processes().size()
+                       ? text(trace.processes()[s.info.process].process_name)
+                       : py::str("");
     d["tid"] = s.info.tid;
     d["name"] = text(s.info.name);
     d["state"] = s.info.state == abi::SlotState::kExited ? "exited" : "active";
@@ -161,6 +165,7 @@ py::dict trace_stats(Trace& trace) {
   out["lost_no_slot"] = p.lost_no_slot;
   out["lost_reclaimed"] = p.lost_reclaimed;
   out["corrupt_blocks"] = corrupt;
+  out["processes"] = trace.processes().size();
   out["events"] = events;
   out["threads"] = threads;
   return out;
@@ -202,6 +207,7 @@ py::dict trace_latency(Trace& trace, const std::string& begin, const std::string
     d["latency_ns"] = p.latency_ns;
     d["begin_ns"] = p.begin_ns;
     d["begin_realtime_ns"] = p.begin_realtime_ns;
+    d["pid"] = p.pid;
     d["tid"] = p.tid;
     d["thread"] = text(p.thread);
     d["key"] = text(p.key);
