@@ -89,7 +89,9 @@ std::string FtraceInstance::read(const std::string& file) const {
 std::vector<StaleInstance> remove_stale_instances(bool dry_run) {
   std::vector<StaleInstance> out;
   if (!tracefs_tracing_dir()) return out;
-  char** names = tracefs_instances("^nanotrace-");  // a basic regex: parse_name checks the rest
+  // Every instance, filtered by parse_name: libtracefs 1.6 leaks the regex it compiles for a
+  // pattern passed to tracefs_instances.
+  char** names = tracefs_instances(nullptr);
   if (!names) return out;
   for (char** p = names; *p; ++p) {
     uint32_t pid = 0;

@@ -90,7 +90,10 @@ TEST(LossAccountingTest, ThreadChurnUnderRecordInBlockModeLosesNothing) {
   const uint64_t kThreads = 20000, kPer = 5;
   ChildProcess producer({kProducer, "--spawn", std::to_string(kThreads), "--alive", "2", "--events",
                          std::to_string(kPer), "--go"},
-                        {"NANOTRACE_MODE=block", "NANOTRACE_THREADS=256", "NANOTRACE_BUFFER=64K"});
+                        // A writer waits at most the block timeout for the recorder; under
+                        // ASan on a loaded machine the default 100 ms is too short for it.
+                        {"NANOTRACE_MODE=block", "NANOTRACE_THREADS=256", "NANOTRACE_BUFFER=64K",
+                         "NANOTRACE_BLOCK_TIMEOUT=10s"});
   pid_t pid = testing::read_pid(producer);
   ASSERT_GT(pid, 0);
   std::string file = testing::temp_path("churn.ntr");
