@@ -156,7 +156,11 @@ void Runtime::stop_control_thread(bool wait) {
       sys::futex_wake_all(&h->control_seq);
     }
   }
-  if (wait) pthread_join(thread, nullptr);
+  if (wait) {
+    pthread_join(thread, nullptr);
+  } else {
+    pthread_detach(thread);  // it ends by itself, or with the process
+  }
 }
 
 }  // namespace nanotrace::runtime
