@@ -82,16 +82,12 @@ TEST(ModuleSafetyTest, DlcloseWhileGroupsAreToggledFromOutside) {
   // The control thread applies each toggle to every registered call site: those of the
   // unloaded plugin must no longer be among them.
   std::string p = std::to_string(pid);
-  int toggles = 0;
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (std::chrono::steady_clock::now() < end) {
     int code = 0;
     testing::run_command(kCli + " disable " + p + " plugin host >/dev/null 2>&1", &code);
     testing::run_command(kCli + " enable " + p + " plugin host >/dev/null 2>&1", &code);
-    toggles += 2;
   }
-  // Each toggle runs the CLI twice: under ASan on a loaded machine that is a second or more.
-  EXPECT_GT(toggles, 0);
   if (host.read_line() != "ready") {
     int status = host.wait();
     FAIL() << "the host died while groups were toggled: wait status " << status
