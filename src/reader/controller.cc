@@ -13,22 +13,31 @@
 namespace nanotrace {
 namespace reader {
 
+// The writer publishes the trigger's facts with atomic stores, the state last (a release):
+// read the state first, then the facts, each with one load.
+template <typename T>
+T load_fact(const T& fact) {
+  return __atomic_load_n(&fact, __ATOMIC_RELAXED);
+}
+
 TriggerInfo trigger_info(const abi::SegmentHeader& h) {
   TriggerInfo t;
-  t.state = h.trigger_state <= static_cast<uint32_t>(abi::TriggerState::kFrozen)
-                ? static_cast<abi::TriggerState>(h.trigger_state)
+  const uint32_t state = __atomic_load_n(&h.trigger_state, __ATOMIC_ACQUIRE);
+  t.state = state <= static_cast<uint32_t>(abi::TriggerState::kFrozen)
+                ? static_cast<abi::TriggerState>(state)
                 : abi::TriggerState::kNone;
   t.expression.assign(h.trigger_expr, ::strnlen(h.trigger_expr, sizeof(h.trigger_expr)));
-  t.after_events = h.trigger_after_events;
-  t.after_ns = h.trigger_after_ns;
+  t.after_events = load_fact(h.trigger_after_events);
+  t.after_ns = load_fact(h.trigger_after_ns);
   if (t.state == abi::TriggerState::kFired || t.state == abi::TriggerState::kFrozen) {
-    t.event = h.trigger_event <= UINT16_MAX ? static_cast<uint16_t>(h.trigger_event) : 0;
-    t.ticks = h.trigger_ticks;
-    t.seq = h.trigger_seq;
-    t.tid = h.trigger_tid;
-    t.slot = h.trigger_slot;
+    const uint32_t event = load_fact(h.trigger_event);
+    t.event = event <= UINT16_MAX ? static_cast<uint16_t>(event) : 0;
+    t.ticks = load_fact(h.trigger_ticks);
+    t.seq = load_fact(h.trigger_seq);
+    t.tid = load_fact(h.trigger_tid);
+    t.slot = load_fact(h.trigger_slot);
   }
-  if (t.state == abi::TriggerState::kFrozen) t.frozen_ticks = h.frozen_ticks;
+  if (t.state == abi::TriggerState::kFrozen) t.frozen_ticks = load_fact(h.frozen_ticks);
   return t;
 }
 

@@ -46,6 +46,15 @@ void set_state(abi::SegmentHeader* h, TriggerState s) {
   __atomic_store_n(&h->trigger_state, static_cast<uint32_t>(s), __ATOMIC_RELEASE);
 }
 
+// The facts a firing publishes in the header. Firings of successive rounds may run on
+// different threads, and a freeze may still be stamping while the next round is armed: each
+// fact is one atomic store, and readers take them after the state (a release).
+template <typename T, typename V>
+void store_fact(T* fact, V value) {
+  static_assert(sizeof(V) <= sizeof(T));
+  __atomic_store_n(fact, static_cast<T>(value), __ATOMIC_RELAXED);
+}
+
 // REQUIRES: mu held. Every site's enable byte from its group and the trigger phase.
 void reapply(Runtime& rt) { rt.apply_groups_locked(); }
 
@@ -56,7 +65,7 @@ void freeze(Runtime& rt) {
     return;
   }
   abi::SegmentHeader* h = rt.segment.header();
-  h->frozen_ticks = detail::now_ticks();
+  store_fact(&h->frozen_ticks, detail::now_ticks());
   set_state(h, TriggerState::kFrozen);
 }
 
@@ -107,15 +116,16 @@ void complete_fire(Runtime& rt) {
                                              static_cast<double>(hz) / 1e9);
   }
   g_deadline.store(deadline, std::memory_order_relaxed);
-  h->trigger_event = g_fire_id.load(std::memory_order_relaxed);
-  h->trigger_ticks = ticks;
-  h->trigger_tid = slot->tid;
-  h->trigger_slot = static_cast<uint32_t>(
-      (reinterpret_cast<uint8_t*>(slot) - (rt.segment.base + h->threads_offset)) /
-      sizeof(abi::ThreadSlot));
-  h->trigger_seq = slot->written;  // the matching record's number (published next)
+  store_fact(&h->trigger_event, g_fire_id.load(std::memory_order_relaxed));
+  store_fact(&h->trigger_ticks, ticks);
+  store_fact(&h->trigger_tid, __atomic_load_n(&slot->tid, __ATOMIC_RELAXED));
+  store_fact(&h->trigger_slot, static_cast<uint32_t>((reinterpret_cast<uint8_t*>(slot) -
+                                                      (rt.segment.base + h->threads_offset)) /
+                                                     sizeof(abi::ThreadSlot)));
+  // The matching record's number (published next).
+  store_fact(&h->trigger_seq, __atomic_load_n(&slot->written, __ATOMIC_RELAXED));
   auto next = freeze_now ? TriggerState::kFrozen : TriggerState::kFired;
-  if (freeze_now) h->frozen_ticks = ticks;
+  if (freeze_now) store_fact(&h->frozen_ticks, ticks);
   g_phase.store(static_cast<uint32_t>(next), std::memory_order_seq_cst);
   set_state(h, next);
   sys::futex_wake_all(reinterpret_cast<uint32_t*>(&g_phase));
