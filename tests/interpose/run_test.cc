@@ -131,6 +131,52 @@ TEST_F(RunTest, ExitStatusIsTheCommands) {
       << stderr_;
 }
 
+// A statically linked program cannot load the interposer: it runs, untraced, with its exit
+// status, and we say why.
+TEST_F(RunTest, StaticallyLinkedCommandRunsUntracedAndSaysSo) {
+  std::ofstream(dir_ + "/static.c") << "#include <unistd.h>\n"
+                                       "int main(void) { write(1, \"static\\n\", 7); return 5; }\n";
+  int code = 0;
+  std::string out =
+      testing::run_command("cc -static -o " + dir_ + "/static " + dir_ + "/static.c 2>&1", &code);
+  ASSERT_EQ(code, 0) << "cc -static failed (libc6-dev provides libc.a): " << out;
+  EXPECT_EQ(run(dir_ + "/static"), 5);
+  EXPECT_NE(output_.find("static"), std::string::npos) << output_;
+  EXPECT_NE(stderr_.find("ran untraced: the interposer did not load"), std::string::npos)
+      << stderr_;
+}
+
+// A setuid program started by another user runs in secure mode, where the loader ignores
+// LD_PRELOAD: we say so. The same program without the setuid bit is traced (the contrast).
+TEST_F(RunTest, SetuidCommandRunsUntracedAndSaysSo) {
+  ASSERT_EQ(geteuid(), 0u) << "this test switches to the user nobody: run it as root";
+  int code = 0;
+  // Everything nobody needs, in a directory nobody can read (the build tree may not be): the
+  // CLI, the interposer beside it (found as ../lib from the CLI) with the runtime it links,
+  // the program twice, and an output directory.
+  const std::string cli_dir = dir_ + "/bin", lib_dir = dir_ + "/lib", out_dir = dir_ + "/out";
+  std::string out = testing::run_command(
+      "chmod 755 " + dir_ + " && mkdir -p " + cli_dir + " " + lib_dir + " " + out_dir + " && cp " +
+          kCli + " " + cli_dir + "/ && cp " + std::string(NANOTRACE_IO_LIB) + " " +
+          std::string(NANOTRACE_RUNTIME_LIB) + " " + lib_dir + "/ && cp /bin/true " + dir_ +
+          "/plain-true && cp /bin/true " + dir_ + "/suid-true && chmod 4755 " + dir_ +
+          "/suid-true && chown nobody " + out_dir + " 2>&1",
+      &code);
+  ASSERT_EQ(code, 0) << out;
+  auto run_as_nobody = [&](const std::string& program) {
+    return testing::run_command(
+        "LD_LIBRARY_PATH=" + lib_dir + " setpriv --reuid=nobody --regid=nogroup --clear-groups " +
+            cli_dir + "/nanotrace run -o " + out_dir + "/t.ntr -- " + program + " 2>&1",
+        &code);
+  };
+  out = run_as_nobody(dir_ + "/plain-true");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("of 1 process in"), std::string::npos) << out;
+  out = run_as_nobody(dir_ + "/suid-true");
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("ran untraced: the interposer did not load"), std::string::npos) << out;
+}
+
 TEST_F(RunTest, ShellScriptRunningDdAndCpIsOneTraceOfEveryProcess) {
   const std::string src = dir_ + "/src", mid = dir_ + "/mid", dst = dir_ + "/dst";
   {
