@@ -52,6 +52,7 @@ struct RecordOptions {
   // set up (not root, no tracefs, an event this kernel lacks) is a warning in the summary
   // and the user-space recording goes on.
   std::vector<std::string> kernel;
+  uint32_t kernel_buffer_kb = 4096;         // ftrace's buffer per CPU (the kernel rounds to pages)
   const std::atomic<bool>* stop = nullptr;  // set to stop (e.g. from a SIGINT handler)
   // Called about 4 times a second while recording (e.g. to print progress).
   std::function<void(const RecordProgress&)> progress;

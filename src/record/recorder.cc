@@ -248,6 +248,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   if (!options.kernel.empty()) {
     kernel::CaptureOptions ko;
     ko.groups = options.kernel;
+    ko.buffer_kb = options.kernel_buffer_kb;
     ko.pid = p.pid;
     ko.clock =
         p.clock == abi::ClockKind::kTsc ? file::KernelClock::kTsc : file::KernelClock::kMonotonic;

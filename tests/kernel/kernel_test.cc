@@ -161,6 +161,117 @@ TEST(KernelTest, IoStagesOfALoopDeviceAreInOrderOnOneClock) {
   ::unlink(file.c_str());
 }
 
+// A buffer of one page per CPU overflows: every event the kernel logged is either in the
+// file or counted lost, exactly (the program makes a known number of system calls, all
+// inside the capture).
+TEST(KernelTest, TinyPerCpuBufferLosesEventsAndCountsEachOne) {
+  SKIP_WITHOUT_KERNEL_TRACING();
+  constexpr uint64_t kCalls = 1000000;
+  ChildProcess burst({kBin + "/nanotrace_syscall_burst", std::to_string(kCalls)}, {});
+  ASSERT_EQ(burst.read_line(), "ready " + std::to_string(burst.pid()));
+  const std::string file = temp_file("tiny");
+  ChildProcess recorder({kCli, "record", std::to_string(burst.pid()), "--kernel",
+                         "syscalls:sys_enter_getppid", "--kernel-buffer", "4", "-o", file},
+                        {});
+  // The capture is on once our instance's event is enabled.
+  auto enabled = [&] {
+    for (const std::string& name : instances_of(recorder.pid())) {
+      std::ifstream e(std::string(kInstances) + "/" + name +
+                      "/events/syscalls/sys_enter_getppid/enable");
+      std::string v;
+      if (e >> v && v == "1") return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(wait_for(enabled, 60));
+  burst.write_line("go");
+  ASSERT_EQ(burst.read_line(), "done");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::kill(recorder.pid(), SIGINT);
+  ASSERT_EQ(recorder.wait(), 0);
+  burst.close_stdin();
+
+  int code = 0;
+  std::string out = run_command(kCli + " stats --json " + file, &code);
+  ASSERT_EQ(code, 0) << out;
+  json st = json::parse(out);
+  uint64_t logged = 0, lost = 0;
+  for (const json& e : st["events"]) {
+    if (e["event"] == "syscalls:sys_enter_getppid") logged = e["count"];
+  }
+  for (const json& t : st["threads"]) {
+    if (t["name"].get<std::string>().rfind("cpu", 0) == 0) lost += t["lost"].get<uint64_t>();
+  }
+  EXPECT_GT(lost, 0u) << "a 4 KiB buffer per CPU should overflow: " << out;
+  EXPECT_GT(logged, 0u) << out;
+  EXPECT_EQ(logged + lost, kCalls) << out;
+  EXPECT_GE(st["lost"].get<uint64_t>(), lost);
+  ::unlink(file.c_str());
+}
+
+// What cannot be captured is a one-line warning, and the user-space recording goes on: an
+// event or a system this kernel lacks, and a recorder that is not root. A malformed item
+// is a one-line error.
+TEST(KernelTest, KernelEventsThatCannotBeCapturedAreAWarningNotAFailure) {
+  SKIP_WITHOUT_KERNEL_TRACING();
+  // The programs, where the user nobody can run them (the build tree may not be readable).
+  char tmpl[] = "/tmp/nanotrace-kernel-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  int code = 0;
+  std::string out =
+      run_command("chmod 1777 " + dir + " && cp " + kCli + " " + kBin +
+                      "/nanotrace_syscall_burst " + NANOTRACE_RUNTIME_LIB + " " + dir + "/ 2>&1",
+                  &code);
+  ASSERT_EQ(code, 0) << out;
+  // `user` runs both the traced program and the recorder (empty: root).
+  auto record = [&dir](const std::string& user, const std::string& kernel, int* code) {
+    const std::string as_user =
+        "LD_LIBRARY_PATH=" + dir + " " +
+        // (Under ASan, LSAN_OPTIONS names a suppressions file that user may not read.)
+        (user.empty()
+             ? ""
+             : "env -u LSAN_OPTIONS setpriv --reuid=" + user + " --regid=nogroup --clear-groups ");
+    ChildProcess producer({"/bin/sh", "-c", as_user + dir + "/nanotrace_syscall_burst 10"}, {});
+    const std::string ready = producer.read_line();
+    EXPECT_EQ(ready.rfind("ready ", 0), 0u) << ready;
+    const std::string file = dir + "/warned.ntr";
+    ::unlink(file.c_str());
+    std::string out =
+        run_command(as_user + dir + "/nanotrace record " + ready.substr(6) + " --kernel " + kernel +
+                        " --duration 0.5 -o " + file + " 2>&1",
+                    code);
+    if (*code == 0) {
+      // The user-space records are in the file.
+      int stats_code = 0;
+      std::string stats = run_command(kCli + " stats --json " + file, &stats_code);
+      EXPECT_EQ(stats_code, 0) << stats;
+      if (stats_code == 0) {
+        EXPECT_GE(json::parse(stats)["records"].get<uint64_t>(), 1u) << stats;
+      }
+    }
+    ::unlink(file.c_str());
+    return out;
+  };
+  const std::pair<std::string, std::string> cases[][2] = {
+      {{"", "nosuch:event"}, {"--kernel: this kernel has no event nosuch:event", ""}},
+      {{"", "block,nosuchsystem"}, {"--kernel: this kernel has no event system", ""}},
+      {{"nobody", "block"}, {"--kernel needs root", ""}},
+  };
+  for (const auto& c : cases) {
+    out = record(c[0].first, c[0].second, &code);
+    EXPECT_EQ(code, 0) << out;
+    EXPECT_NE(out.find("nanotrace: warning: kernel events not recorded: " + c[1].first),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("recorded "), std::string::npos) << out;
+  }
+  out = record("", "'bad name'", &code);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << "one line: " << out;
+  run_command("rm -rf " + dir, &code);
+}
+
 TEST(KernelTest, InstanceIsRemovedAfterTheRecordingAndAfterSigint) {
   SKIP_WITHOUT_KERNEL_TRACING();
   LoopWorkload w;

@@ -71,6 +71,11 @@ void register_record_commands(CLI::App& app, RecordCommands* c) {
   c->record->add_option("--kernel", c->kernel,
                         "also record kernel events (root): block, io_uring, sched, syscalls, "
                         "another ftrace system or system:event, comma-separated");
+  c->record
+      ->add_option("--kernel-buffer", c->kernel_buffer_kb,
+                   "ftrace's buffer per CPU in KiB (default 4096; a small one loses events, "
+                   "counted)")
+      ->check(CLI::Range(4u, 1u << 20));
 
   c->snapshot = app.add_subcommand("snapshot", "Copy the rings of a live process now");
   c->snapshot->add_option("SOURCE", c->source, "pid or name:NAME")->required();
@@ -95,6 +100,7 @@ int cmd_record(const RecordCommands& c) {
   o.stop_on = c.stop_on;
   o.snapshot_on = c.snapshot_on;
   o.kernel = split(c.kernel);
+  o.kernel_buffer_kb = c.kernel_buffer_kb;
   o.stop = &g_stop;
   struct sigaction sa {};
   sa.sa_handler = on_signal;

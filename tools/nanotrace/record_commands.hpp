@@ -15,6 +15,7 @@ struct RecordCommands {
   CLI::App* recover = nullptr;
   CLI::App* clean = nullptr;
   std::string source, output, groups, stop_on, snapshot_on, kernel;
+  uint32_t kernel_buffer_kb = 4096;
   double duration = 0;
   bool compress = false;
   bool dry_run = false;
