@@ -2,10 +2,12 @@
 // wrapped call (threads, a signal handler, a fork child that closes every descriptor), dd and
 // cp under a shell script, sqlite3 with synchronous inserts, and fio with the psync, libaio
 // and io_uring engines, whose own counts of I/Os the trace must match exactly.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -238,6 +240,58 @@ TEST_F(FioTest, PsyncReadsAndWritesMatchFiosCounts) {
   EXPECT_GT(reads, 0);
   EXPECT_EQ(row(s, dir_ + "/file", "pread")["calls"], reads);
   EXPECT_EQ(row(s, dir_ + "/file", "pwrite")["calls"], writes);
+}
+
+// Reads of a loop device with direct I/O from its (written, not sparse) image on disk: tens
+// of microseconds each, so where fio reads its clock around the call does not matter: our latency
+// percentiles fall where fio's own completion-latency percentiles put them, within fio's bucket
+// resolution (64 buckets per power of two) and one sample's rank either way (fio and we may pick
+// neighbouring samples).
+TEST_F(FioTest, PsyncLatencyPercentilesAgreeWithFios) {
+  ASSERT_EQ(geteuid(), 0u) << "this test creates a loop device: run it as root";
+  int code = 0;
+  std::string device = testing::run_command(
+      "dd if=/dev/urandom of=" + dir_ + "/image bs=1M count=16 conv=fsync status=none && " +
+          "losetup -f --show --direct-io=on " + dir_ + "/image",
+      &code);
+  ASSERT_EQ(code, 0) << device;
+  device = device.substr(0, device.find('\n'));
+  struct Detach {
+    std::string device;
+    ~Detach() {
+      int ignored = 0;
+      testing::run_command("losetup -d " + device, &ignored);
+    }
+  } detach{device};
+  const int ios = 4000;
+  const std::string out = dir_ + "/fio.json";
+  // Each percentile of ours is bracketed by fio's one sample's rank below and above it.
+  const double rank = 100.0 / ios;
+  const std::pair<const char*, double> checked[] = {{"p50_ns", 50}, {"p99_ns", 99}};
+  std::string list;
+  for (const auto& [name, p] : checked) {
+    list += fmt::format("{}{:.3f}:{:.3f}:{:.3f}", list.empty() ? "" : ":", p - rank, p, p + rank);
+  }
+  ASSERT_EQ(run("fio --name=job --filename=" + device + " --direct=1 --size=16M --bs=4k " +
+                "--rw=randread --ioengine=psync --number_ios=" + std::to_string(ios) +
+                " --percentile_list=" + list + " --output-format=json --output=" + out),
+            0)
+      << stderr_;
+  std::ifstream f(out);
+  json read = json::parse(f)["jobs"][0]["read"];
+  ASSERT_EQ(read["total_ios"], ios);
+  const json& percentiles = read["clat_ns"]["percentile"];
+  json ours = row(summary(), device, "pread");
+  ASSERT_EQ(ours["calls"], ios);
+  for (const auto& [name, p] : checked) {
+    const double low = percentiles[fmt::format("{:.6f}", p - rank)].get<double>();
+    const double high = percentiles[fmt::format("{:.6f}", p + rank)].get<double>();
+    // A value v lies in a bucket 2^(floor(log2 v) - 6) wide.
+    auto bucket = [](double v) { return std::exp2(std::floor(std::log2(v)) - 6); };
+    const double value = ours[name].get<double>();
+    EXPECT_GE(value, low - bucket(low)) << name << ": fio " << percentiles.dump();
+    EXPECT_LE(value, high + bucket(high)) << name << ": fio " << percentiles.dump();
+  }
 }
 
 TEST_F(FioTest, LibaioRequestsMatchFiosCounts) {
