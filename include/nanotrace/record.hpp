@@ -96,6 +96,10 @@ struct RunOptions {
   std::vector<std::string> command;  // argv; command[0] is looked up in PATH
   std::string interposer;            // path of libnanotrace_io.so
   bool compress = false;
+  // Kernel events to record alongside, as RecordOptions::kernel; the events that name a
+  // thread are filtered to the threads of the command's processes as they are found.
+  std::vector<std::string> kernel;
+  uint32_t kernel_buffer_kb = 4096;
   // A signal number to pass on to the command (set from a signal handler); reset once sent.
   std::atomic<int>* forward_signal = nullptr;
 };
@@ -119,6 +123,9 @@ struct RunSummary {
   uint64_t file_bytes = 0;
   uint64_t lost = 0;
   std::vector<RecordedProcess> processes;
+  std::vector<std::string> warnings;  // e.g. why kernel events were not recorded
+  uint64_t kernel_pages = 0;          // ftrace sub-buffers stored (with kernel)
+  uint64_t kernel_lost = 0;           // kernel events overwritten or dropped by ftrace
 };
 
 // Errors: kNotFound (the command was not found: a shell would exit 127), kInvalidArgument

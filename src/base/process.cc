@@ -1,6 +1,7 @@
 // Process identity and futex helpers (see process.hpp).
 #include "base/process.hpp"
 
+#include <cpuid.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +17,13 @@
 #include <string>
 
 namespace nanotrace::sys {
+
+bool tsc_is_invariant() {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) || eax < 0x80000007u) return false;
+  __get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx);
+  return (edx & (1u << 8)) != 0;
+}
 
 uint64_t proc_start_time(uint32_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");

@@ -27,16 +27,19 @@ double now_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-std::vector<uint32_t> threads_of(uint32_t pid) {
+// The threads of the processes that are still alive, sorted.
+std::vector<uint32_t> threads_of(const std::vector<uint32_t>& pids) {
   std::vector<uint32_t> out;
-  DIR* d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    char* end = nullptr;
-    unsigned long v = std::strtoul(e->d_name, &end, 10);
-    if (end != e->d_name && *end == '\0') out.push_back(static_cast<uint32_t>(v));
+  for (uint32_t pid : pids) {
+    DIR* d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
+    if (!d) continue;
+    while (dirent* e = readdir(d)) {
+      char* end = nullptr;
+      unsigned long v = std::strtoul(e->d_name, &end, 10);
+      if (end != e->d_name && *end == '\0') out.push_back(static_cast<uint32_t>(v));
+    }
+    closedir(d);
   }
-  closedir(d);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -85,7 +88,8 @@ Result<std::unique_ptr<KernelCapture>> KernelCapture::start(const CaptureOptions
     }
     c->formats_.events.push_back({e.system, std::move(format)});
   }
-  c->tids_ = threads_of(options.pid);
+  c->pids_ = {options.pid};
+  c->tids_ = threads_of(c->pids_);
   if (Status s = c->apply_filters(); !s.ok()) return s;
   for (const EventSpec& e : c->events_) {
     errno = 0;
@@ -143,10 +147,20 @@ Status KernelCapture::apply_filters() {
 
 Status KernelCapture::refresh_threads() {
   if (stopped_) return Status::Ok();
-  std::vector<uint32_t> now = threads_of(options_.pid);
+  // A process that is gone is followed no more (its pid may be reused by another).
+  pids_.erase(std::remove_if(pids_.begin(), pids_.end(),
+                             [](uint32_t pid) {
+                               return ::access(("/proc/" + std::to_string(pid)).c_str(), F_OK) != 0;
+                             }),
+              pids_.end());
+  std::vector<uint32_t> now = threads_of(pids_);
   if (now.empty() || now == tids_) return Status::Ok();
   tids_ = std::move(now);
   return apply_filters();
+}
+
+void KernelCapture::follow(uint32_t pid) {
+  if (std::find(pids_.begin(), pids_.end(), pid) == pids_.end()) pids_.push_back(pid);
 }
 
 Status KernelCapture::drain(const PageSink& sink, bool final) {

@@ -43,9 +43,12 @@ class KernelCapture {
   // Reads what the per-CPU buffers hold into sink, at most every 10 ms unless final (then
   // tracing stops first and everything left is read).
   Status drain(const PageSink& sink, bool final);
-  // Re-applies the thread filters if the traced process started or ended threads; cheap
+  // Re-applies the thread filters if the traced processes started or ended threads; cheap
   // enough to call about once a second.
   Status refresh_threads();
+  // Adds a process whose threads the filters let through (`nanotrace run`: each process the
+  // command starts, as it is found); takes effect at the next refresh_threads().
+  void follow(uint32_t pid);
   // What a reader needs to decode the pages, with the latest loss counters.
   file::KernelMeta meta() const;
   const std::string& instance_name() const { return instance_->name(); }
@@ -65,7 +68,8 @@ class KernelCapture {
   CaptureOptions options_;
   std::unique_ptr<FtraceInstance> instance_;
   std::vector<EventSpec> events_;
-  std::vector<uint32_t> tids_;
+  std::vector<uint32_t> pids_;  // the processes followed
+  std::vector<uint32_t> tids_;  // their threads, sorted
   std::vector<Cpu> cpus_;
   uint32_t cpu_count_ = 0;
   uint32_t page_size_ = 0;

@@ -19,12 +19,12 @@
 #include "base/group_spec.hpp"
 #include "base/output_file.hpp"
 #include "base/process.hpp"
-#include "kernel/kernel_capture.hpp"
 #include "nanotrace/record.hpp"
 #include "nanotrace/trigger.hpp"
 #include "reader/trace_internals.hpp"
 #include "record/drainer.hpp"
 #include "record/file_writer.hpp"
+#include "record/kernel_recording.hpp"
 
 namespace nanotrace {
 namespace {
@@ -185,15 +185,6 @@ class GroupGuard {
   std::vector<GroupInfo> before_;
 };
 
-Status write_kernel_meta(rec::FileWriter& out, const kernel::KernelCapture& capture) {
-  std::vector<uint8_t> payload = file::encode_kernel_meta(capture.meta());
-  if (payload.size() > file::kMaxChunkBytes) {
-    return Status::Invalid("--kernel: the event formats exceed one chunk (select fewer events)");
-  }
-  return out.write_chunk(file::ChunkType::kKernelMeta, payload.data(),
-                         static_cast<uint32_t>(payload.size()));
-}
-
 }  // namespace
 
 uint64_t RecordSummary::lost() const {
@@ -244,29 +235,15 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   if (!s.ok()) return s;
 
   RecordSummary summary;
-  std::unique_ptr<kernel::KernelCapture> kcap;
+  std::unique_ptr<rec::KernelRecording> kernel;
   if (!options.kernel.empty()) {
-    kernel::CaptureOptions ko;
-    ko.groups = options.kernel;
-    ko.buffer_kb = options.kernel_buffer_kb;
-    ko.pid = p.pid;
-    ko.clock =
-        p.clock == abi::ClockKind::kTsc ? file::KernelClock::kTsc : file::KernelClock::kMonotonic;
-    auto k = kernel::KernelCapture::start(ko);
-    if (!k.ok() && k.status().code() == StatusCode::kInvalidArgument) return k.status();
-    if (!k.ok()) {
-      summary.warnings.push_back("kernel events not recorded: " + k.status().message());
-    } else {
-      kcap = std::move(*k);
-      s = write_kernel_meta(out, *kcap);
-      if (!s.ok()) return s;
-    }
+    std::string warning;
+    auto k = rec::KernelRecording::start(options.kernel, options.kernel_buffer_kb, p.pid,
+                                         p.clock == abi::ClockKind::kTsc, out, &warning);
+    if (!k.ok()) return k.status();
+    kernel = std::move(*k);
+    if (!warning.empty()) summary.warnings.push_back(warning);
   }
-  const kernel::PageSink kernel_sink = [&out](uint32_t cpu, uint64_t position, const uint8_t* pages,
-                                              size_t bytes) {
-    struct iovec v = {const_cast<uint8_t*>(pages), bytes};
-    return out.write_chunk(file::ChunkType::kKernelData, cpu, 0, position, &v, 1);
-  };
   bool snapshot_wanted = false;
   const bool walk_hook = stop_on.active() || snapshot_on.active();
   rec::RecordHook hook;
@@ -297,8 +274,8 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
     const double pass_start = now_s();
     s = drainer.pass(hook, /*final=*/false, &moved, &stopped);
     if (!s.ok()) return s;
-    if (kcap) {
-      s = kcap->drain(kernel_sink, /*final=*/false);
+    if (kernel) {
+      s = kernel->drain(/*final=*/false);
       if (!s.ok()) return s;
     }
     double now = now_s();
@@ -327,8 +304,8 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
         if (!s.ok()) return s;
         if (moved == 0 || stopped) break;
       }
-      if (kcap) {
-        s = kcap->drain(kernel_sink, /*final=*/true);
+      if (kernel) {
+        s = kernel->drain(/*final=*/true);
         if (!s.ok()) return s;
       }
       reason = stopped       ? file::EndReason::kStopOn
@@ -354,8 +331,8 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
       last_loss = now;
       s = drainer.write_loss();
       if (!s.ok()) return s;
-      if (kcap) {
-        s = kcap->refresh_threads();
+      if (kernel) {
+        s = kernel->refresh_threads();
         if (!s.ok()) return s;
       }
     }
@@ -378,17 +355,11 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   }
   s = drainer.write_meta(true);  // the latest clock calibration
   if (s.ok()) s = drainer.write_loss();
-  if (s.ok() && kcap) s = write_kernel_meta(out, *kcap);  // the final loss counters
+  if (s.ok() && kernel) s = kernel->finish(&summary.kernel_pages, &summary.kernel_lost);
   if (s.ok()) s = drainer.write_end(reason);
   if (s.ok()) s = out.close();
   if (!s.ok()) return s;
   trace.detach_consumer();
-  if (kcap) {
-    file::KernelMeta km = kcap->meta();
-    summary.kernel_pages = kcap->pages();
-    for (const file::KernelCpuLoss& l : km.losses) summary.kernel_lost += l.overrun + l.dropped;
-    kcap.reset();  // the instance goes now, not when the caller drops the summary
-  }
 
   static const char* kReasons[] = {"complete",      "interrupted",     "target exited",
                                    "duration over", "stop-on matched", "error"};

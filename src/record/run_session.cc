@@ -31,6 +31,7 @@
 #include "reader/trace_internals.hpp"
 #include "record/drainer.hpp"
 #include "record/file_writer.hpp"
+#include "record/kernel_recording.hpp"
 
 namespace nanotrace {
 namespace {
@@ -284,6 +285,25 @@ Result<RunSummary> run_command(const RunOptions& o) {
     waitpid(child, nullptr, 0);
     return s;
   }
+  // Kernel capture starts before the command runs, so its first I/O is seen.
+  std::unique_ptr<rec::KernelRecording> kernel;
+  if (!o.kernel.empty()) {
+    const char* clock = std::getenv("NANOTRACE_CLOCK");  // the command's runtime reads it too
+    const bool tsc = sys::tsc_is_invariant() && !(clock && std::strcmp(clock, "monotonic") == 0);
+    std::string warning;
+    auto k =
+        rec::KernelRecording::start(o.kernel, o.kernel_buffer_kb, summary.pid, tsc, out, &warning);
+    if (!k.ok()) {
+      ::close(go);  // the command never runs
+      ::close(exec_errors);
+      waitpid(child, nullptr, 0);
+      (void)out.close();
+      ::unlink(o.output.c_str());
+      return k.status();
+    }
+    kernel = std::move(*k);
+    if (!warning.empty()) summary.warnings.push_back(warning);
+  }
   const char byte = 1;
   (void)!::write(go, &byte, 1);
   ::close(go);
@@ -304,6 +324,8 @@ Result<RunSummary> run_command(const RunOptions& o) {
   int status = 0;
   bool exited = false;
   double last_scan = 0;
+  double last_follow = 0;
+  size_t followed = 0;
   uint64_t idle_us = 50;
   double prev_pass = now_s();
   while (!exited) {
@@ -320,6 +342,18 @@ Result<RunSummary> run_command(const RunOptions& o) {
     const double pass_start = now_s();
     s = session.pass(false, &moved);
     if (!s.ok()) break;
+    if (kernel) {
+      s = kernel->drain(/*final=*/false);
+      if (!s.ok()) break;
+      // The filters follow the processes found (and their threads, about every 0.2 s).
+      const std::vector<RecordedProcess> found = session.processes();
+      if (found.size() != followed || now - last_follow >= 0.2) {
+        last_follow = now;
+        for (; followed < found.size(); ++followed) kernel->follow(found[followed].pid);
+        s = kernel->refresh_threads();
+        if (!s.ok()) break;
+      }
+    }
     const double interval = pass_start - prev_pass;
     prev_pass = pass_start;
     pid_t w = waitpid(child, &status, WNOHANG);
@@ -360,6 +394,8 @@ Result<RunSummary> run_command(const RunOptions& o) {
   uint64_t moved = 0;
   s = session.scan();
   if (s.ok()) s = session.pass(true, &moved);
+  if (s.ok() && kernel) s = kernel->drain(/*final=*/true);
+  if (s.ok() && kernel) s = kernel->finish(&summary.kernel_pages, &summary.kernel_lost);
   if (s.ok()) {
     // With no process traced (a static or setuid command) the file holds no tables: the
     // caller says why.

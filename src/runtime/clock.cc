@@ -3,7 +3,6 @@
 // keeps (ticks, realtime, monotonic) pairs so a reader converts ticks to wall-clock time; the
 // control thread refreshes the latest pair so the rate is measured over a long baseline, and
 // exit takes a last one. Nothing calibrates at start-up: the rate comes from these pairs.
-#include <cpuid.h>
 #include <time.h>
 #include <x86intrin.h>
 
@@ -38,13 +37,6 @@ uint64_t read_ticks(abi::ClockKind kind) {
 }
 
 }  // namespace
-
-bool tsc_is_invariant() {
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) || eax < 0x80000007u) return false;
-  __get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx);
-  return (edx & (1u << 8)) != 0;
-}
 
 // The pair with the tightest tick bracket of a few tries, so a preemption between the two
 // reads does not skew it.

@@ -105,7 +105,7 @@ Status Runtime::start_locked() {
     if (!sites.empty()) owner->register_sites(sites.data(), sites.data() + sites.size());
     return Status::Ok();
   }
-  detail::g_clock_is_tsc = !config.force_monotonic && tsc_is_invariant();
+  detail::g_clock_is_tsc = !config.force_monotonic && sys::tsc_is_invariant();
   auto seg = create_segment(config, pid);
   if (!seg.ok()) {
     start_failed = true;

@@ -91,7 +91,6 @@ uint32_t intern_string(Segment& segment, const char* text);
 bool prepare_ring(const Segment& segment, uint32_t i);
 
 // Clock (clock.cc).
-bool tsc_is_invariant();
 abi::ClockPair sample_clock_pair(abi::ClockKind kind);
 // The tick rate: from the header if known, else from the start pair and a pair taken now
 // (waiting until they are 1 ms apart, which only a process younger than that must do).

@@ -192,8 +192,8 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   h->pid = static_cast<uint32_t>(pid);
   h->state = static_cast<uint32_t>(abi::ProcessState::kRunning);
   h->mode = static_cast<uint32_t>(config.mode);
-  auto kind = (config.force_monotonic || !tsc_is_invariant()) ? abi::ClockKind::kMonotonic
-                                                              : abi::ClockKind::kTsc;
+  auto kind = (config.force_monotonic || !sys::tsc_is_invariant()) ? abi::ClockKind::kMonotonic
+                                                                   : abi::ClockKind::kTsc;
   h->clock_kind = static_cast<uint32_t>(kind);
   // The rate is measured from clock pairs as the process runs (refresh_clock); a reader of a
   // very young process measures it against the start pair itself.

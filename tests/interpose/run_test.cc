@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "common/child_process.hpp"
@@ -200,6 +201,50 @@ TEST_F(RunTest, ShellScriptRunningDdAndCpIsOneTraceOfEveryProcess) {
   uint64_t copied = row(s, mid, "copy_file_range")["bytes"].get<uint64_t>() +
                     row(s, dst, "write")["bytes"].get<uint64_t>();
   EXPECT_EQ(copied, 1u << 20);
+}
+
+// run --kernel: the block layer's events and the scheduler events of every process the
+// command starts (the filters follow them as they are found) in the same trace, none lost.
+TEST_F(RunTest, KernelEventsOfEveryProcessAreInTheSameTrace) {
+  ASSERT_EQ(geteuid(), 0u) << "kernel events need root";
+  std::ofstream(dir_ + "/script.sh")
+      << "dd if=/dev/zero of=" << dir_ << "/data bs=4k count=64 oflag=direct status=none\n"
+      << "dd if=" << dir_ << "/data of=/dev/null bs=4k "
+      << "iflag=direct status=none\n";
+  int code = 0;
+  std::string out = testing::run_command(
+      kCli + " run --kernel block,sched -o " + trace_ + " -- sh " + dir_ + "/script.sh 2>&1",
+      &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(out.find("warning"), std::string::npos) << out;
+  EXPECT_NE(out.find("0 kernel events lost"), std::string::npos) << out;
+  json s = summary();
+  std::set<uint32_t> dd_pids;
+  for (const json& p : s["processes"]) {
+    if (p["name"] == "dd") dd_pids.insert(p["pid"].get<uint32_t>());
+  }
+  ASSERT_EQ(dd_pids.size(), 2u) << s["processes"];
+  out = testing::run_command(
+      kCli + " dump --json -e block:block_rq_issue -e sched:sched_switch " + trace_, &code);
+  ASSERT_EQ(code, 0) << out;
+  std::istringstream lines(out);
+  std::string line;
+  uint64_t issues = 0;
+  std::set<uint32_t> switched;  // dd processes seen leaving or taking a CPU
+  while (std::getline(lines, line)) {
+    json r = json::parse(line);
+    ASSERT_TRUE(r.value("kernel", false)) << line;
+    if (r["event"] == "block:block_rq_issue") ++issues;
+    if (r["event"] == "sched:sched_switch") {
+      for (const char* f : {"prev_pid", "next_pid"}) {
+        const uint32_t pid = r["fields"][f].get<uint32_t>();
+        if (dd_pids.count(pid)) switched.insert(pid);
+      }
+    }
+  }
+  // 64 direct writes and 64 direct reads reach the device (other processes' I/O may add).
+  EXPECT_GE(issues, 128u);
+  EXPECT_EQ(switched, dd_pids);
 }
 
 TEST_F(RunTest, Sqlite3SynchronousInsertsAreSeen) {

@@ -59,6 +59,15 @@ void register_run_command(CLI::App& app, RunCommand* c) {
   c->run->add_flag("--summary", c->summary,
                    "print calls, bytes, errors and latency per file and operation");
   c->run->add_flag("--compress", c->compress, "zstd-compress each chunk");
+  c->run
+      ->add_option("--kernel", c->kernel,
+                   "also record kernel events (root), as `record --kernel`; thread events "
+                   "are those of the command's processes")
+      ->delimiter(',');
+  c->run
+      ->add_option("--kernel-buffer", c->kernel_buffer_kb,
+                   "ftrace's buffer per CPU in KiB (default 4096)")
+      ->check(CLI::Range(4u, 1u << 20));
   c->run->add_option("COMMAND", c->command, "the command and its arguments (after --)")->required();
   c->run->positionals_at_end();
   register_summary_command(app, c);
@@ -69,6 +78,8 @@ int cmd_run(const RunCommand& c) {
   o.output = c.output;
   o.command = c.command;
   o.compress = c.compress;
+  o.kernel = c.kernel;
+  o.kernel_buffer_kb = c.kernel_buffer_kb;
   o.interposer = find_interposer();
   o.forward_signal = &g_forward;
   struct sigaction sa {};
@@ -82,6 +93,9 @@ int cmd_run(const RunCommand& c) {
     return r.status().code() == StatusCode::kNotFound ? 127 : 1;
   }
   const RunSummary& s = *r;
+  for (const std::string& w : s.warnings) {
+    std::fprintf(stderr, "nanotrace: warning: %s\n", utf8::escape_text(w).c_str());
+  }
   if (s.processes.empty()) {
     std::fprintf(stderr,
                  "nanotrace: %s ran untraced: the interposer did not load (a statically linked "
@@ -96,6 +110,11 @@ int cmd_run(const RunCommand& c) {
       std::fprintf(stderr, ", %llu lost", static_cast<unsigned long long>(s.lost));
     }
     std::fprintf(stderr, "\n");
+  }
+  if (!o.kernel.empty() && s.kernel_pages > 0) {
+    std::fprintf(stderr, "nanotrace: kernel: %llu ftrace sub-buffers, %llu kernel events lost\n",
+                 static_cast<unsigned long long>(s.kernel_pages),
+                 static_cast<unsigned long long>(s.kernel_lost));
   }
   if (s.killed_by != 0) {
     std::fprintf(stderr, "nanotrace: %s was killed by signal %d (%s)%s\n", c.command[0].c_str(),

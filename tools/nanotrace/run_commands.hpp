@@ -17,6 +17,8 @@ struct RunCommand {
   std::vector<std::string> command;
   bool summary = false;
   bool compress = false;
+  std::vector<std::string> kernel;
+  uint32_t kernel_buffer_kb = 4096;
   std::string source;  // summary
   bool json = false;   // summary
 };
