@@ -58,6 +58,7 @@ class MergedSource : public RecordSource {
     out->time_ns = p.time_ns;
     out->seq = p.seq;
     out->thread = p.thread;
+    out->pid = p.pid;
     out->event = p.event;
     out->cpu = p.cpu;
     out->task = p.task;
