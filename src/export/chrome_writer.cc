@@ -1,7 +1,8 @@
 // Chrome Trace Event JSON export (chrome://tracing, Perfetto UI, speedscope).
 //
 // {"displayTimeUnit":"ns","traceEvents":[...],"otherData":{...}} with:
-// - "M" events naming the process and each thread;
+// - "M" events naming each process and each thread (a trace of several processes, from
+//   `nanotrace run`, puts every thread and its records under its own process's pid);
 // - for each --slice rule, begin records as async "b" and end records as async "e" events
 //   with the same name (the begin event's), category (its group) and "id" (the key field's
 //   value), so overlapping requests each get their own slice;
@@ -10,11 +11,14 @@
 // - per-thread loss counts in otherData.lost (tid -> records lost).
 // Records are the bulk of the output (~150 bytes each, millions of them), so each is encoded
 // straight into the output buffer with json_text.hpp: the constant text of an event (its
-// prefix up to "tid", its "args" keys) and of a thread ("TID,\"ts\":") is prepared once, and
+// prefix up to "pid", its "args" keys) and of a thread ("PID,\"tid\":TID,\"ts\":") is prepared
+// once, and
 // a record is those pieces plus its numbers and strings. Headers and trailers use fmt.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <unordered_map>
+#include <utility>
 
 #include "export/json_sink.hpp"
 #include "export/json_text.hpp"
@@ -79,8 +83,6 @@ class ChromeWriter : public RecordWriter {
       : options_(options), slices_(std::move(slices)) {}
 
   Status begin(const Trace& trace, RecordSource& source) override {
-    const ProcessInfo& p = trace.process();
-    pid_ = p.pid;
     size_t max_record = plan_events(trace.events());
     size_t max_tid = plan_threads(source);
     arena_.seal();
@@ -96,17 +98,21 @@ class ChromeWriter : public RecordWriter {
     fmt::memory_buffer b;
     auto it = std::back_inserter(b);
     append(b, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
-    fmt::format_to(
-        it,
-        "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":", pid_,
-        pid_);
-    json_string(b, p.user_name.empty() ? p.process_name : p.user_name);
-    append(b, "}}");
+    const char* separator = "";
+    for (const ProcessInfo& p : trace.processes()) {
+      fmt::format_to(it,
+                     "{}{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{"
+                     "\"name\":",
+                     separator, p.pid, p.pid);
+      json_string(b, p.user_name.empty() ? p.process_name : p.user_name);
+      append(b, "}}");
+      separator = ",\n";
+    }
     for (const ThreadStats& t : source.threads()) {
       fmt::format_to(it,
                      ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{"
                      "\"name\":",
-                     pid_, t.info.tid);
+                     t.info.pid, t.info.tid);
       json_string(b, t.info.name.empty() ? fmt::format("thread {}", t.info.tid) : t.info.name);
       append(b, "}}");
     }
@@ -139,9 +145,18 @@ class ChromeWriter : public RecordWriter {
     fmt::memory_buffer b;
     auto it = std::back_inserter(b);
     append(b, "\n],\"otherData\":{\"tracer\":\"nanotrace\",\"lost\":{");
-    bool first = true;
+    // A process image that exec replaced and the image after it share the main thread's tid:
+    // one key per tid, with their losses added (in the order of first appearance).
+    std::vector<std::pair<uint32_t, uint64_t>> lost;
+    std::unordered_map<uint32_t, size_t> index_of_tid;
     for (const ThreadStats& t : source.threads()) {
-      fmt::format_to(it, "{}\"{}\":{}", first ? "" : ",", t.info.tid, t.lost());
+      auto [at, added] = index_of_tid.emplace(t.info.tid, lost.size());
+      if (added) lost.emplace_back(t.info.tid, 0);
+      lost[at->second].second += t.lost();
+    }
+    bool first = true;
+    for (const auto& [tid, count] : lost) {
+      fmt::format_to(it, "{}\"{}\":{}", first ? "" : ",", tid, count);
       first = false;
     }
     append(b, "}}}\n");
@@ -155,14 +170,14 @@ class ChromeWriter : public RecordWriter {
   // The constant text of one event's records.
   struct Plan {
     uint32_t prefix_handle = 0, args_handle = 0;
-    json::Piece prefix;  // ",\n{\"name\":...,\"pid\":PID,\"tid\":"
+    json::Piece prefix;  // ",\n{\"name\":...,\"pid\":"
     json::Piece args;    // ",\"args\":{" and the first field's key
     uint32_t keys = 0;   // index in keys_ of the second field's ",\"NAME\":"
     uint32_t fields = 0;
     int key = -1;  // with a --slice rule: the field whose value is the slice id
   };
 
-  // Builds the plans; returns the most bytes a record takes, apart from its tid.
+  // Builds the plans; returns the most bytes a record takes, apart from its pid and tid.
   size_t plan_events(const std::vector<EventInfo>& events) {
     size_t ids = 1;
     for (const EventInfo& e : events) ids = std::max<size_t>(ids, e.id + size_t{1});
@@ -192,7 +207,7 @@ class ChromeWriter : public RecordWriter {
       append(b, role[e.id] == 1   ? ",\"ph\":\"b\""
                 : role[e.id] == 2 ? ",\"ph\":\"e\""
                                   : ",\"ph\":\"i\",\"s\":\"t\"");
-      fmt::format_to(std::back_inserter(b), ",\"pid\":{},\"tid\":", pid_);
+      append(b, ",\"pid\":");
       plan.prefix_handle = arena_.add(std::string_view(b.data(), b.size()));
       // ts, "}}" and, for a slice, ",\"id\":" and the key's value (a string or a number).
       size_t bytes = b.size() + 24 + 2;
@@ -226,11 +241,11 @@ class ChromeWriter : public RecordWriter {
     return max_record;
   }
 
-  // Prepares "TID,\"ts\":" per thread; returns the longest.
+  // Prepares "PID,\"tid\":TID,\"ts\":" per thread (its own process's pid); returns the longest.
   size_t plan_threads(RecordSource& source) {
     size_t longest = 0;
     for (const ThreadStats& t : source.threads()) {
-      std::string text = fmt::format("{},\"ts\":", t.info.tid);
+      std::string text = fmt::format("{},\"tid\":{},\"ts\":", t.info.pid, t.info.tid);
       longest = std::max(longest, text.size());
       tid_handles_.push_back(arena_.add(text));
     }
@@ -249,7 +264,6 @@ class ChromeWriter : public RecordWriter {
   ExportOptions options_;
   std::vector<ResolvedPair> slices_;
   TextSink sink_;
-  uint32_t pid_ = 0;
   json::PieceArena arena_;
   std::vector<Plan> plans_;  // by event id
   std::vector<uint32_t> key_handles_, tid_handles_;

@@ -36,7 +36,10 @@ static_assert(3 * abi::kMaxStringBytes <= 255, "a repaired string's length fits 
 // A uuid derived from the segment's identity: exporting the same trace twice gives the same.
 void make_uuid(const ProcessInfo& process, uint8_t uuid[16]);
 
-// The TSDL metadata text (starting with "/* CTF 1.8 */") for trace's events.
-std::string metadata(const Trace& trace, const uint8_t uuid[16]);
+// The TSDL metadata text (starting with "/* CTF 1.8 */") for trace's events, as the CTF trace
+// of `process` (its env's procname and vpid): uuid is that trace's, clock_uuid the clock's
+// (the first process's uuid: every process's timestamps count from its segment start).
+std::string metadata(const Trace& trace, const ProcessInfo& process, const uint8_t uuid[16],
+                     const uint8_t clock_uuid[16]);
 
 }  // namespace nanotrace::exporter::ctf

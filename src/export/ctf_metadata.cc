@@ -1,5 +1,7 @@
 // The TSDL metadata of a CTF 1.8 export: types, trace, env, clock, stream and one event
-// declaration per nanotrace event, laid out to match the raw records (see ctf.hpp).
+// declaration per nanotrace event, laid out to match the raw records (see ctf.hpp). A trace of
+// several processes is exported as one CTF trace per process, each with this metadata and its
+// process's procname and vpid in the env (LTTng's per-process convention).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -105,8 +107,9 @@ void make_uuid(const ProcessInfo& p, uint8_t uuid[16]) {
   uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3f) | 0x80);
 }
 
-std::string metadata(const Trace& trace, const uint8_t uuid[16]) {
-  const ProcessInfo& p = trace.process();
+std::string metadata(const Trace& trace, const ProcessInfo& p, const uint8_t uuid[16],
+                     const uint8_t clock_uuid[16]) {
+  const ProcessInfo& first = trace.process();
   fmt::memory_buffer m;
   auto out = std::back_inserter(m);
   fmt::format_to(out, "/* CTF 1.8 */\n\n");
@@ -146,13 +149,14 @@ std::string metadata(const Trace& trace, const uint8_t uuid[16]) {
                  "  tracer_minor = 1;\n  hostname = {};\n  procname = {};\n  vpid = {};\n"
                  "  clock_ticks_per_second = {};\n}};\n\n",
                  tsdl_string(host), tsdl_string(p.process_name), p.pid, p.ticks_per_second);
-  uint64_t start = p.clock_start.realtime_ns;
+  uint64_t start = first.clock_start.realtime_ns;
   fmt::format_to(out,
                  "clock {{\n  name = nanotrace;\n  uuid = \"{}\";\n"
-                 "  description = \"nanotrace time since the segment start, in ns\";\n"
+                 "  description = \"nanotrace time since the {}segment start, in ns\";\n"
                  "  freq = 1000000000;\n  precision = 1;\n  offset_s = {};\n  offset = {};\n"
                  "  absolute = true;\n}};\n\n",
-                 uuid_text(uuid), start / 1000000000, start % 1000000000);
+                 uuid_text(clock_uuid), trace.processes().size() > 1 ? "first process's " : "",
+                 start / 1000000000, start % 1000000000);
   // The event header is a record's word0: id in bits 0-15, the clock stamp in bits 16-63.
   fmt::format_to(out,
                  "typealias integer {{ size = 64; align = 8; signed = false; "

@@ -8,6 +8,10 @@
 // Loss: a packet's events_discarded is the thread's ThreadStats::lost() as of its last
 // span, so babeltrace2's "discarded events" messages fall between the right packets and add
 // up, per stream, to exactly nanotrace's loss count.
+// A trace of several processes (`nanotrace run`) becomes one CTF trace per process, each in its
+// own subdirectory with its own metadata (procname and vpid in the env, as LTTng's per-process
+// traces have), all on one clock: babeltrace2 given the top directory merges them by time and
+// names each event's process, and Trace Compass opens them as an experiment.
 // Streams are independent, so up to one worker per CPU (at most 8) exports them side by side.
 // Memory: one packet buffer (packet_bytes, at least one block) per worker, whatever the
 // trace size.
@@ -16,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -68,18 +73,65 @@ uint32_t declared_bytes(abi::FieldType t) {
   }
 }
 
+// The subdirectory of process `index` in a multi-process export: "process-INDEX-NAME-PID", the
+// name reduced to characters that are safe in a path.
+std::string process_directory_name(uint32_t index, const ProcessInfo& p) {
+  std::string name;
+  for (char c : p.process_name.substr(0, 32)) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.';
+    name += ok ? c : '_';
+  }
+  if (name.empty()) name = "unknown";
+  return fmt::format("process-{}-{}-{}", index, name, p.pid);
+}
+
+// Removes what an earlier export wrote in dir: its metadata and stream-* files. Other files
+// are left alone.
+Status remove_old_output(const std::string& dir, int source_fd) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name != "metadata" && name.rfind("stream-", 0) != 0) continue;
+    Status st = check_not_source(entry.path().string(), source_fd);
+    if (!st.ok()) return st;
+    fs::remove(entry.path(), ec);
+  }
+  return Status::Ok();
+}
+
 // What every worker shares: read-only tables, and the output directory created on first use
-// (so an export that finds no records creates nothing).
+// (so an export that finds no records creates nothing); in a multi-process export, each
+// process's subdirectory too.
 struct Shared {
   const Trace& trace;
   const ExportOptions& options;
-  std::vector<EventPlan> plans;  // by event id
-  uint8_t uuid[16] = {};
+  std::vector<EventPlan> plans;                // by event id
+  std::vector<std::array<uint8_t, 16>> uuids;  // by process: its CTF trace's uuid
+  bool per_process = false;                    // one CTF trace per process, in subdirectories
   uint64_t packet_bytes = 0;
   std::mutex mu;
   bool dir_tried = false;
   Status dir_status;
   std::string dir;
+  std::vector<std::string> process_dirs;  // by process: "" until its first stream
+
+  // The directory of process `process`'s streams and metadata, created on first use.
+  Result<std::string> directory_for(uint32_t process) {
+    Status st = ensure_directory();
+    if (!st.ok()) return st;
+    if (!per_process) return dir;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!process_dirs[process].empty()) return process_dirs[process];
+    std::string sub = dir + "/" + process_directory_name(process, trace.processes()[process]);
+    // Any old directory of that name was emptied and removed by ensure_directory.
+    if (::mkdir(sub.c_str(), 0700) != 0) {
+      return Status::FromErrno("cannot create directory " + sub, errno);
+    }
+    process_dirs[process] = sub;
+    return sub;
+  }
 
   Status ensure_directory() {
     std::lock_guard<std::mutex> lock(mu);
@@ -102,12 +154,18 @@ struct Shared {
       dir_status = Status::IoError("cannot create directory " + out + ": " + ec.message());
       return dir_status;
     }
+    dir_status = remove_old_output(out, trace.source_fd());
+    if (!dir_status.ok()) return dir_status;
+    // The process subdirectories of an earlier multi-process export: emptied of what it wrote
+    // and removed (a symbolic link is not followed; a directory holding other files stays).
     for (const auto& entry : fs::directory_iterator(out, ec)) {
       std::string name = entry.path().filename().string();
-      if (name != "metadata" && name.rfind("stream-", 0) != 0) continue;
-      dir_status = check_not_source(entry.path().string(), trace.source_fd());
+      if (name.rfind("process-", 0) != 0 || entry.is_symlink(ec) || !entry.is_directory(ec)) {
+        continue;
+      }
+      dir_status = remove_old_output(entry.path().string(), trace.source_fd());
       if (!dir_status.ok()) return dir_status;
-      fs::remove(entry.path(), ec);
+      fs::remove(entry.path(), ec);  // only if empty
     }
     dir = out;
     return dir_status;
@@ -130,7 +188,7 @@ class StreamWriter {
     bool open = false;
     while (source.next(&span)) {
       if (!open) {
-        Status st = open_stream(index, source.stats().info.tid);
+        Status st = open_stream(index, source.stats().info);
         if (!st.ok()) return st;
         open = true;
       }
@@ -163,8 +221,8 @@ class StreamWriter {
   }
 
   // A thread whose records were all lost: packets that carry only its loss count.
-  Status export_loss_only(uint32_t index, uint32_t tid, uint64_t lost) {
-    Status st = open_stream(index, tid);
+  Status export_loss_only(uint32_t index, const ThreadInfo& thread, uint64_t lost) {
+    Status st = open_stream(index, thread);
     return st.ok() ? finish_stream(lost) : st;
   }
 
@@ -303,11 +361,13 @@ class StreamWriter {
     return static_cast<uint32_t>(at - record);
   }
 
-  Status open_stream(uint32_t index, uint32_t tid) {
-    Status st = shared_.ensure_directory();
-    if (!st.ok()) return st;
+  Status open_stream(uint32_t index, const ThreadInfo& thread) {
+    const uint32_t tid = thread.tid;
+    process_ = thread.process < shared_.uuids.size() ? thread.process : 0;
+    auto dir = shared_.directory_for(process_);
+    if (!dir.ok()) return dir.status();
     if (!buf_) buf_ = std::make_unique<uint8_t[]>(shared_.packet_bytes);
-    path_ = fmt::format("{}/stream-{}-{}", shared_.dir, index, tid);
+    path_ = fmt::format("{}/stream-{}-{}", *dir, index, tid);
     auto fd = create_output_file(path_, trace_.source_fd());
     if (!fd.ok()) return fd.status();
     fd_ = *fd;
@@ -359,7 +419,7 @@ class StreamWriter {
     // last field, not of its slot.
     uint64_t content_bits = bits - uint64_t{tail} * 8;
     std::memcpy(p, &ctf::kMagic, 4);
-    std::memcpy(p + 4, shared_.uuid, 16);
+    std::memcpy(p + 4, shared_.uuids[process_].data(), 16);
     std::memcpy(p + 20, &stream_id, 4);
     std::memcpy(p + 24, &instance, 8);
     uint64_t context[6] = {begin_ns, end_ns, content_bits, bits, seq_num_, discarded_};
@@ -387,7 +447,8 @@ class StreamWriter {
   std::string path_;
   uint32_t index_ = 0;
   uint32_t tid_ = 0;
-  size_t len_ = 0;  // bytes in the open packet, 0: none open
+  uint32_t process_ = 0;  // its process's index (which CTF trace it belongs to)
+  size_t len_ = 0;        // bytes in the open packet, 0: none open
   bool packet_empty_ = true;
   uint64_t begin_ns_ = 0;
   uint64_t last_ns_ = 0;
@@ -429,9 +490,17 @@ Status write_file(const std::string& path, const std::string& text, int source_f
 Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
   Shared shared{trace, options};
   shared.plans = build_plans(trace);
-  ctf::make_uuid(trace.process(), shared.uuid);
+  const std::vector<ProcessInfo>& processes = trace.processes();
+  shared.per_process = processes.size() > 1;
+  shared.process_dirs.resize(processes.size());
+  uint32_t block_size = trace.process().block_size;
+  for (const ProcessInfo& p : processes) {
+    ctf::make_uuid(p, shared.uuids.emplace_back().data());
+    block_size = std::max(block_size, p.block_size);  // a span is at most one block
+  }
+  if (shared.uuids.empty()) ctf::make_uuid(trace.process(), shared.uuids.emplace_back().data());
   shared.packet_bytes = std::max<uint64_t>({options.packet_bytes ? options.packet_bytes : 1u << 20,
-                                            kPacketPrefix + trace.process().block_size,
+                                            kPacketPrefix + block_size,
                                             kPacketPrefix + ctf::kMaxRepairedRecordBytes});
   std::vector<std::unique_ptr<SpanSource>> sources = trace.read_spans();
 
@@ -476,14 +545,21 @@ Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
     summary.lost += stats.lost();
     summary.corrupt_blocks += stats.corrupt_blocks;
     if (stats.records == 0 && stats.lost() > 0) {
-      Status st = writers[0]->export_loss_only(i, stats.info.tid, stats.lost());
+      Status st = writers[0]->export_loss_only(i, stats.info, stats.lost());
       if (!st.ok()) return st;
     }
   }
-  std::string text = ctf::metadata(trace, shared.uuid);
-  Status st = write_file(shared.dir + "/metadata", text, trace.source_fd());
-  if (!st.ok()) return st;
-  summary.bytes_written = text.size();
+  // One metadata file per CTF trace: the top directory's, or each process's that has streams.
+  for (uint32_t p = 0; p < shared.uuids.size(); ++p) {
+    std::string dir = shared.per_process ? shared.process_dirs[p] : shared.dir;
+    if (dir.empty()) continue;
+    std::string text = ctf::metadata(trace, p < processes.size() ? processes[p] : trace.process(),
+                                     shared.uuids[p].data(), shared.uuids[0].data());
+    Status st = write_file(dir + "/metadata", text, trace.source_fd());
+    if (!st.ok()) return st;
+    summary.bytes_written += text.size();
+    if (!shared.per_process) break;
+  }
   for (const auto& w : writers) {
     summary.bytes_written += w->bytes();
     summary.buffer_bytes += w->has_buffer() ? shared.packet_bytes : 0;

@@ -2,18 +2,27 @@
 // SDK), as docs/reference/synthetic-track-event.md of Perfetto describes. Opens in
 // ui.perfetto.dev and trace_processor.
 //
-// - One process TrackDescriptor and one thread TrackDescriptor per nanotrace thread.
+// - One process TrackDescriptor per process (a trace of several processes, from `nanotrace
+//   run`, has several) and one thread TrackDescriptor per nanotrace thread, a child of its
+//   own process's track.
 // - Every record is an INSTANT TrackEvent on its thread's track, with the event's name
 //   ("group:event"), its group as category and its fields as debug annotations, except:
 // - for a --slice rule, a begin record opens a slice (BEGIN) on a "lane" track of the
-//   process, the first lane free at that time, and the end record the IntervalMatcher pairs
+//   begin record's process, the first lane free at that time, and the end record the
+//   IntervalMatcher pairs
 //   with it closes it (END), so overlapping requests never break nesting; an end without a
 //   begin is an instant. Memory: one map entry per open interval.
 // - A thread with lost records gets a "nanotrace:lost" instant with the count at its end.
-// Timestamps: CLOCK_MONOTONIC ns (clock_start.monotonic_ns + time_ns). Nested messages get a
-// 4-byte padded varint length that is patched when the message ends (as protozero does).
+// Timestamps: CLOCK_MONOTONIC ns (the first process's clock_start.monotonic_ns + time_ns; every
+// process's time_ns counts from that same start). The first packet declares it: a
+// ClockSnapshot (REALTIME and MONOTONIC at the start, MONOTONIC the primary trace clock) and
+// MONOTONIC as the sequence's default timestamp clock, since a TracePacket's timestamp is
+// BOOTTIME unless said otherwise. Nested messages get a 4-byte padded varint length that is
+// patched when the message ends (as protozero does).
+#include <algorithm>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "base/utf8.hpp"
 #include "export/output.hpp"
@@ -28,6 +37,9 @@ constexpr uint64_t kProcessUuid = 0x6e616e6f00000001ull;
 constexpr uint64_t kThreadUuidBase = 0x6e616e6f10000000ull;
 constexpr uint64_t kLaneUuidBase = 0x6e616e6f20000000ull;
 enum EventType : uint64_t { kBegin = 1, kEnd = 2, kInstant = 3 };
+// BuiltinClock values (perfetto/common/builtin_clock.proto).
+constexpr uint64_t kClockRealtime = 1;
+constexpr uint64_t kClockMonotonic = 3;
 
 // Minimal protobuf encoder writing into a fmt::memory_buffer.
 class Proto {
@@ -95,16 +107,15 @@ struct Lanes {
 class PerfettoWriter : public RecordWriter {
  public:
   PerfettoWriter(const ExportOptions& options, std::vector<ResolvedPair> slices)
-      : options_(options),
-        slices_(std::move(slices)),
-        intervals_(slices_),
-        lanes_(slices_.size()) {}
+      : options_(options), slices_(std::move(slices)), intervals_(slices_) {}
 
   Status begin(const Trace& trace, RecordSource& source) override {
     Status st = out_.open(options_.output);
     if (!st.ok()) return st;
     const ProcessInfo& p = trace.process();
     base_ns_ = p.clock_start.monotonic_ns;
+    processes_ = std::max<uint32_t>(1, static_cast<uint32_t>(trace.processes().size()));
+    lane_sets_.assign(slices_.size() * processes_, {});
     const std::vector<EventInfo>& events = trace.events();
     slice_of_.assign(events.size() + 1, -1);
     for (size_t s = 0; s < slices_.size(); ++s) {
@@ -115,24 +126,46 @@ class PerfettoWriter : public RecordWriter {
     Proto w(&out_.buf());
     size_t pkt = w.begin(1);
     w.uint(10, kSequenceId);
-    w.uint(13, 1);  // SEQ_INCREMENTAL_STATE_CLEARED
-    size_t td = w.begin(60);
-    w.uint(1, kProcessUuid);
-    size_t pd = w.begin(3);
-    w.uint(1, p.pid);
-    w.bytes(6, p.user_name.empty() ? p.process_name : p.user_name);
-    w.end(pd);
-    w.end(td);
+    w.uint(13, 1);                  // SEQ_INCREMENTAL_STATE_CLEARED
+    size_t defaults = w.begin(59);  // trace_packet_defaults
+    w.uint(58, kClockMonotonic);    // timestamp_clock_id
+    w.end(defaults);
+    size_t snapshot = w.begin(6);  // clock_snapshot
+    for (auto [clock, ns] : {std::pair{kClockRealtime, p.clock_start.realtime_ns},
+                             std::pair{kClockMonotonic, p.clock_start.monotonic_ns}}) {
+      size_t c = w.begin(1);
+      w.uint(1, clock);
+      w.uint(2, ns);
+      w.end(c);
+    }
+    w.uint(2, kClockMonotonic);  // primary_trace_clock
+    w.end(snapshot);
     w.end(pkt);
-    const std::vector<ThreadStats>& threads = source.threads();
-    for (size_t i = 0; i < threads.size(); ++i) {
+    for (uint32_t i = 0; i < trace.processes().size(); ++i) {
+      const ProcessInfo& process = trace.processes()[i];
       pkt = w.begin(1);
       w.uint(10, kSequenceId);
-      td = w.begin(60);
+      size_t td = w.begin(60);
+      w.uint(1, kProcessUuid + i);
+      size_t pd = w.begin(3);
+      w.uint(1, process.pid);
+      w.bytes(6, process.user_name.empty() ? process.process_name : process.user_name);
+      w.end(pd);
+      w.end(td);
+      w.end(pkt);
+    }
+    const std::vector<ThreadStats>& threads = source.threads();
+    process_of_thread_.clear();
+    for (size_t i = 0; i < threads.size(); ++i) {
+      uint32_t process = threads[i].info.process < processes_ ? threads[i].info.process : 0;
+      process_of_thread_.push_back(process);
+      pkt = w.begin(1);
+      w.uint(10, kSequenceId);
+      size_t td = w.begin(60);
       w.uint(1, kThreadUuidBase + i);
-      w.uint(5, kProcessUuid);
+      w.uint(5, kProcessUuid + process);
       size_t th = w.begin(4);
-      w.uint(1, p.pid);
+      w.uint(1, threads[i].info.pid);
       w.uint(2, threads[i].info.tid);
       w.bytes(5, threads[i].info.name);
       w.end(th);
@@ -157,30 +190,37 @@ class PerfettoWriter : public RecordWriter {
     for (const IntervalMatch& x : matches) {
       if (x.rule == static_cast<uint32_t>(s)) m = &x;
     }
-    Lanes& lanes = lanes_[s];
     if (m == nullptr || m->kind == IntervalMatch::Kind::kUnmatchedEnd) {
       event(r, ts, kInstant, kThreadUuidBase + r.thread, true);
       return;
     }
     if (m->kind == IntervalMatch::Kind::kBegin) {
+      // The lanes of the begin record's process: its slices show under it.
+      uint32_t set = static_cast<uint32_t>(s) * processes_ + process_of_thread_[r.thread];
+      const uint64_t older = m->interval.tag;
+      if (m->replaced) {  // begun again before it ended: close the older one, free its lane
+        event(r, ts, kEnd, lane_uuid(lane_set_of(older), lane_of(older)), false);
+        lane_sets_[lane_set_of(older)].free.insert(lane_of(older));
+      }
+      Lanes& lanes = lane_sets_[set];
       uint32_t lane;
-      if (m->replaced) {  // begun again before it ended: close the older one
-        lane = static_cast<uint32_t>(m->interval.tag);
-        event(r, ts, kEnd, lane_uuid(s, lane), false);
+      if (m->replaced && lane_set_of(older) == set) {
+        lane = lane_of(older);  // the new one takes its lane
+        lanes.free.erase(lane);
       } else if (lanes.free.empty()) {
         lane = lanes.count++;
-        lane_descriptor(s, lane);
+        lane_descriptor(s, set, lane);
       } else {
         lane = *lanes.free.begin();
         lanes.free.erase(lanes.free.begin());
       }
-      *m->tag = lane;
-      event(r, ts, kBegin, lane_uuid(s, lane), true);
+      *m->tag = uint64_t{set} << 32 | lane;
+      event(r, ts, kBegin, lane_uuid(set, lane), true);
       return;
     }
-    uint32_t lane = static_cast<uint32_t>(m->interval.tag);
-    lanes.free.insert(lane);
-    event(r, ts, kEnd, lane_uuid(s, lane), true);
+    uint64_t tag = m->interval.tag;
+    lane_sets_[lane_set_of(tag)].free.insert(lane_of(tag));
+    event(r, ts, kEnd, lane_uuid(lane_set_of(tag), lane_of(tag)), true);
   }
 
   Status finish(RecordSource& source, ExportSummary* summary) override {
@@ -209,17 +249,21 @@ class PerfettoWriter : public RecordWriter {
   }
 
  private:
-  static uint64_t lane_uuid(int slice, uint32_t lane) {
-    return kLaneUuidBase + (uint64_t(slice) << 24) + lane;
+  // Lane sets: one per (slice rule, process), numbered rule * processes + process; an open
+  // interval's tag is its set << 32 | its lane.
+  static uint32_t lane_set_of(uint64_t tag) { return static_cast<uint32_t>(tag >> 32); }
+  static uint32_t lane_of(uint64_t tag) { return static_cast<uint32_t>(tag); }
+  static uint64_t lane_uuid(uint32_t set, uint32_t lane) {
+    return kLaneUuidBase + (uint64_t{set} << 24) + lane;
   }
 
-  void lane_descriptor(int slice, uint32_t lane) {
+  void lane_descriptor(int slice, uint32_t set, uint32_t lane) {
     Proto w(&out_.buf());
     size_t pkt = w.begin(1);
     w.uint(10, kSequenceId);
     size_t td = w.begin(60);
-    w.uint(1, lane_uuid(slice, lane));
-    w.uint(5, kProcessUuid);
+    w.uint(1, lane_uuid(set, lane));
+    w.uint(5, kProcessUuid + set % processes_);
     w.bytes(2, fmt::format("{} #{}", slices_[slice].rule.begin, lane));
     w.end(td);
     w.end(pkt);
@@ -281,7 +325,9 @@ class PerfettoWriter : public RecordWriter {
   ExportOptions options_;
   std::vector<ResolvedPair> slices_;
   IntervalMatcher intervals_;
-  std::vector<Lanes> lanes_;
+  uint32_t processes_ = 1;
+  std::vector<Lanes> lane_sets_;             // by lane set (lane_set_of)
+  std::vector<uint32_t> process_of_thread_;  // by thread index: its process's index
   OutFile out_;
   uint64_t base_ns_ = 0;
   std::vector<int> slice_of_;

@@ -4,7 +4,8 @@
 // CSV: a header "time_ns,tid,thread,seq,event,<every field name of the trace's events, in
 // order of first appearance; "fields.NAME" if NAME is one of the first five>", then one row per
 // record with the cells of fields the record's event does not have left empty (a wide table pandas
-// or a spreadsheet reads directly).
+// or a spreadsheet reads directly). A trace of several processes (`nanotrace run`) has a "pid"
+// column after time_ns.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -67,8 +68,10 @@ class CsvWriter : public LineWriter {
   Status begin(const Trace& trace, RecordSource& source) override {
     Status st = out_.open(options_.output);
     if (!st.ok()) return st;
+    const bool processes = trace.processes().size() > 1;
     for (const ThreadStats& t : source.threads()) {
       fmt::memory_buffer b;
+      if (processes) fmt::format_to(std::back_inserter(b), ",{}", t.info.pid);
       fmt::format_to(std::back_inserter(b), ",{},", t.info.tid);
       FieldValue name;
       name.type = abi::FieldType::kString;
@@ -105,10 +108,11 @@ class CsvWriter : public LineWriter {
       }
     }
     fmt::memory_buffer& b = out_.buf();
-    append(b, "time_ns,tid,thread,seq,event");
+    append(b, processes ? "time_ns,pid,tid,thread,seq,event" : "time_ns,tid,thread,seq,event");
     for (const std::string& c : columns) {
       b.push_back(',');
-      bool clash = c == "time_ns" || c == "tid" || c == "thread" || c == "seq" || c == "event";
+      bool clash = c == "time_ns" || c == "tid" || c == "thread" || c == "seq" || c == "event" ||
+                   (processes && c == "pid");
       if (clash) append(b, "fields.");
       FieldValue name;
       name.type = abi::FieldType::kString;
