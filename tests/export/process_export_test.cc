@@ -260,6 +260,8 @@ TEST_F(MultiProcessExportTest, CsvJsonLinesAndDumpCarryEachRecordsPid) {
     json r = json::parse(line);
     uint64_t pid = r["pid"], tid = r["tid"];
     EXPECT_TRUE(threads_.count({pid, tid})) << line;
+    // One clock from the first process's start, which every record follows: none is clamped.
+    EXPECT_GT(r["time_ns"].get<uint64_t>(), 0u) << line;
     ++jsonl[pid];
   }
   EXPECT_EQ(jsonl, records_by_pid_);
