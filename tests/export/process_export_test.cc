@@ -193,6 +193,58 @@ TEST_F(MultiProcessExportTest, PerfettoHasAProcessTrackPerProcessOnOneClock) {
   EXPECT_EQ(records, records_by_pid_);
 }
 
+// With --slice, each process's slices are on lanes of its own: the lane tracks are children
+// of the begin record's process track.
+TEST_F(MultiProcessExportTest, PerfettoSliceLanesBelongToTheBeginRecordsProcess) {
+  Proc e = run(kCli + " export " + trace() + " -f perfetto -o " + out("slices.pftrace") +
+               " --slice io_open:open_begin,io_open:open_end,call");
+  ASSERT_EQ(e.code, 0) << e.err;
+  std::map<uint64_t, uint64_t> begins_wanted;  // pid -> open_begin records
+  Proc d = run(kCli + " dump --json " + trace());
+  ASSERT_EQ(d.code, 0) << d.err;
+  for (const std::string& line : lines(d.out)) {
+    json r = json::parse(line);
+    if (r["event"] == "io_open:open_begin") ++begins_wanted[r["pid"].get<uint64_t>()];
+  }
+  ASSERT_GE(begins_wanted.size(), 2u);
+  std::vector<Field> packets;
+  ASSERT_TRUE(decode(read_file(out("slices.pftrace")), &packets));
+  std::map<uint64_t, uint64_t> process_track_pid;
+  std::map<uint64_t, uint64_t> lane_pid;  // lane track uuid -> its process's pid
+  std::map<uint64_t, uint64_t> begins;    // pid -> BEGIN events on its lanes
+  std::map<uint64_t, int> depth;
+  for (const Field& p : packets) {
+    std::vector<Field> pf;
+    ASSERT_TRUE(decode(p.bytes, &pf));
+    if (const Field* td = find(pf, 60)) {
+      std::vector<Field> desc;
+      ASSERT_TRUE(decode(td->bytes, &desc));
+      uint64_t uuid = find(desc, 1)->varint;
+      if (const Field* pd = find(desc, 3)) {
+        std::vector<Field> f;
+        ASSERT_TRUE(decode(pd->bytes, &f));
+        process_track_pid[uuid] = find(f, 1)->varint;
+      } else if (!find(desc, 4)) {  // a lane: named, no thread
+        ASSERT_NE(find(desc, 5), nullptr);
+        ASSERT_TRUE(process_track_pid.count(find(desc, 5)->varint));
+        lane_pid[uuid] = process_track_pid[find(desc, 5)->varint];
+      }
+      continue;
+    }
+    const Field* te = find(pf, 11);
+    if (!te) continue;
+    std::vector<Field> ev;
+    ASSERT_TRUE(decode(te->bytes, &ev));
+    uint64_t type = find(ev, 9)->varint, track = find(ev, 11)->varint;
+    if (type == 3) continue;
+    ASSERT_TRUE(lane_pid.count(track)) << track;
+    if (type == 1) ++begins[lane_pid[track]];
+    depth[track] += type == 1 ? 1 : -1;
+    ASSERT_TRUE(depth[track] == 0 || depth[track] == 1) << "slices on one lane must not overlap";
+  }
+  EXPECT_EQ(begins, begins_wanted);
+}
+
 // babeltrace2 reads the per-process CTF traces of the directory, merges them by time and
 // names each event's process from its trace's env: "[TIME] (+DELTA) HOST:PROC:(PID) EVENT:
 // { tid = T }, { FIELDS }".
