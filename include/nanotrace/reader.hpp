@@ -71,6 +71,7 @@ struct ThreadInfo {
   uint64_t written = 0;  // records written
   uint64_t dropped = 0;  // records dropped by the writer (discard/block without consumer)
   uint64_t consumed_records = 0;
+  bool kernel = false;  // one CPU's kernel events (read_all_with_kernel): tid 0, name "cpuN"
 };
 
 // A process's trigger (see abi::TriggerState), as read from its segment.

@@ -108,7 +108,22 @@ class ChromeWriter : public RecordWriter {
       append(b, "}}");
       separator = ",\n";
     }
+    bool kernel = false;
+    for (const ThreadStats& t : source.threads()) kernel = kernel || t.info.kernel;
+    if (kernel) {
+      fmt::format_to(it,
+                     "{}{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":0,\"args\":{{"
+                     "\"name\":\"kernel (ftrace)\"}}}}",
+                     separator, kKernelPid);
+    }
     for (const ThreadStats& t : source.threads()) {
+      if (t.info.kernel) {
+        fmt::format_to(it,
+                       ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},"
+                       "\"args\":{{\"name\":\"CPU {}\"}}}}",
+                       kKernelPid, t.info.slot, t.info.slot);
+        continue;
+      }
       fmt::format_to(it,
                      ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{"
                      "\"name\":",
@@ -121,6 +136,7 @@ class ChromeWriter : public RecordWriter {
   }
 
   void write(const Record& r) override {
+    if (r.event->is_kernel) return write_kernel(r);
     const Plan& plan = plans_[r.event->id];
     char* p = sink_.cursor();
     p = json::put(p, plan.prefix);
@@ -149,7 +165,12 @@ class ChromeWriter : public RecordWriter {
     // one key per tid, with their losses added (in the order of first appearance).
     std::vector<std::pair<uint32_t, uint64_t>> lost;
     std::unordered_map<uint32_t, size_t> index_of_tid;
+    std::vector<std::pair<uint32_t, uint64_t>> kernel_lost;  // by CPU
     for (const ThreadStats& t : source.threads()) {
+      if (t.info.kernel) {
+        kernel_lost.emplace_back(t.info.slot, t.lost());
+        continue;
+      }
       auto [at, added] = index_of_tid.emplace(t.info.tid, lost.size());
       if (added) lost.emplace_back(t.info.tid, 0);
       lost[at->second].second += t.lost();
@@ -157,6 +178,10 @@ class ChromeWriter : public RecordWriter {
     bool first = true;
     for (const auto& [tid, count] : lost) {
       fmt::format_to(it, "{}\"{}\":{}", first ? "" : ",", tid, count);
+      first = false;
+    }
+    for (const auto& [cpu, count] : kernel_lost) {
+      fmt::format_to(it, "{}\"cpu{}\":{}", first ? "" : ",", cpu, count);
       first = false;
     }
     append(b, "}}}\n");
@@ -176,6 +201,29 @@ class ChromeWriter : public RecordWriter {
     uint32_t fields = 0;
     int key = -1;  // with a --slice rule: the field whose value is the slice id
   };
+
+  // A kernel record (a file recorded with --kernel): an instant on its CPU's track of the
+  // kernel's pseudo-process, the thread it ran in and its fields as args. Rare next to user
+  // records, so formatted as it comes.
+  void write_kernel(const Record& r) {
+    kernel_line_.clear();
+    append(kernel_line_, ",\n{\"name\":");
+    json_string(kernel_line_, r.event->full_name());
+    append(kernel_line_, ",\"cat\":");
+    json_string(kernel_line_, r.event->group);
+    fmt::format_to(std::back_inserter(kernel_line_),
+                   ",\"ph\":\"i\",\"s\":\"t\",\"pid\":{},\"tid\":{},\"ts\":", kKernelPid, r.cpu);
+    micros(kernel_line_, r.time_ns);
+    fmt::format_to(std::back_inserter(kernel_line_), ",\"args\":{{\"tid\":{}", r.task);
+    for (uint32_t i = 0; i < r.field_count && i < r.event->fields.size(); ++i) {
+      kernel_line_.push_back(',');
+      json_string(kernel_line_, r.event->fields[i].name);
+      kernel_line_.push_back(':');
+      json_value(kernel_line_, display_value(r, i));
+    }
+    append(kernel_line_, "}}");
+    sink_.append(std::string_view(kernel_line_.data(), kernel_line_.size()));
+  }
 
   // Builds the plans; returns the most bytes a record takes, apart from its pid and tid.
   size_t plan_events(const std::vector<EventInfo>& events) {
@@ -261,8 +309,12 @@ class ChromeWriter : public RecordWriter {
     return p + 1;
   }
 
+  // The kernel's pseudo-process: no process has this pid (pid_max is at most 2^22).
+  static constexpr uint32_t kKernelPid = 0x7fffffff;
+
   ExportOptions options_;
   std::vector<ResolvedPair> slices_;
+  fmt::memory_buffer kernel_line_;
   TextSink sink_;
   json::PieceArena arena_;
   std::vector<Plan> plans_;  // by event id

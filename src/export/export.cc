@@ -69,7 +69,8 @@ Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options) {
       writer = exporter::make_jsonl_writer(options);
       break;
   }
-  auto source = trace.read_all();
+  // Kernel events (a file recorded with --kernel) go to every format but CTF, merged by time.
+  auto source = trace.read_all_with_kernel();
   Record record;
   if (!source->next(&record)) {
     return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",

@@ -36,7 +36,25 @@ void JsonLineEncoder::prepare(const Trace& trace, const std::vector<ThreadStats>
   }
 }
 
+// A kernel record: the user records' keys, plus its CPU and "kernel":true; tid is the thread
+// the event ran in.
+static void encode_kernel(fmt::memory_buffer& b, const Record& r) {
+  fmt::format_to(std::back_inserter(b), "{{\"time_ns\":{},\"tid\":{},\"cpu\":{},\"seq\":{},",
+                 r.time_ns, r.task, r.cpu, r.seq);
+  append(b, "\"kernel\":true,\"event\":");
+  json_string(b, r.event->full_name());
+  append(b, ",\"fields\":{");
+  for (uint32_t i = 0; i < r.field_count && i < r.event->fields.size(); ++i) {
+    if (i > 0) b.push_back(',');
+    json_string(b, r.event->fields[i].name);
+    b.push_back(':');
+    json_value(b, r.values[i]);
+  }
+  append(b, "}}\n");
+}
+
 void JsonLineEncoder::encode(fmt::memory_buffer& b, const Record& r) const {
+  if (r.event->is_kernel) return encode_kernel(b, r);
   auto put_uint = [&b](uint64_t v) {
     fmt::format_int n(v);
     b.append(n.data(), n.data() + n.size());

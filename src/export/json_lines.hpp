@@ -1,6 +1,7 @@
 // One record as a JSON object on one line, the text `nanotrace dump --json` prints and
 // `nanotrace export --format jsonl` writes (docs/export.md promises they are the same):
-// {"time_ns":..,"tid":..,"thread":"..","seq":..,"event":"group:event","fields":{..}}.
+// {"time_ns":..,"tid":..,"thread":"..","seq":..,"event":"group:event","fields":{..}}; a kernel
+// record: {"time_ns":..,"tid":..,"cpu":..,"seq":..,"kernel":true,"event":..,"fields":{..}}.
 // The constant text of each thread and event is prepared once.
 #pragma once
 

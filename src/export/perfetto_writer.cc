@@ -13,6 +13,10 @@
 //   with it closes it (END), so overlapping requests never break nesting; an end without a
 //   begin is an instant. Memory: one map entry per open interval.
 // - A thread with lost records gets a "nanotrace:lost" instant with the count at its end.
+// - Kernel events (a file recorded with --kernel) are instants with their fields on one track
+//   per CPU, under a "kernel (ftrace)" track; ftrace's losses are that CPU's "nanotrace:lost".
+//   They are TrackEvents, not Perfetto's own ftrace packets: the UI lists them, but does not
+//   build its CPU scheduling and thread-state tracks from them.
 // Timestamps: CLOCK_MONOTONIC ns (the first process's clock_start.monotonic_ns + time_ns; every
 // process's time_ns counts from that same start). The first packet declares it: a
 // ClockSnapshot (REALTIME and MONOTONIC at the start, MONOTONIC the primary trace clock) and
@@ -36,6 +40,7 @@ constexpr uint32_t kSequenceId = 1;
 constexpr uint64_t kProcessUuid = 0x6e616e6f00000001ull;
 constexpr uint64_t kThreadUuidBase = 0x6e616e6f10000000ull;
 constexpr uint64_t kLaneUuidBase = 0x6e616e6f20000000ull;
+constexpr uint64_t kKernelUuid = 0x6e616e6f30000000ull;
 enum EventType : uint64_t { kBegin = 1, kEnd = 2, kInstant = 3 };
 // BuiltinClock values (perfetto/common/builtin_clock.proto).
 constexpr uint64_t kClockRealtime = 1;
@@ -156,7 +161,31 @@ class PerfettoWriter : public RecordWriter {
     }
     const std::vector<ThreadStats>& threads = source.threads();
     process_of_thread_.clear();
+    bool kernel_track = false;
     for (size_t i = 0; i < threads.size(); ++i) {
+      if (threads[i].info.kernel) {
+        // A CPU's kernel events: a track of its own under one "kernel (ftrace)" track.
+        process_of_thread_.push_back(0);
+        if (!kernel_track) {
+          kernel_track = true;
+          pkt = w.begin(1);
+          w.uint(10, kSequenceId);
+          size_t td = w.begin(60);
+          w.uint(1, kKernelUuid);
+          w.bytes(2, "kernel (ftrace)");
+          w.end(td);
+          w.end(pkt);
+        }
+        pkt = w.begin(1);
+        w.uint(10, kSequenceId);
+        size_t td = w.begin(60);
+        w.uint(1, kThreadUuidBase + i);
+        w.uint(5, kKernelUuid);
+        w.bytes(2, fmt::format("CPU {}", threads[i].info.slot));
+        w.end(td);
+        w.end(pkt);
+        continue;
+      }
       uint32_t process = threads[i].info.process < processes_ ? threads[i].info.process : 0;
       process_of_thread_.push_back(process);
       pkt = w.begin(1);
@@ -179,6 +208,10 @@ class PerfettoWriter : public RecordWriter {
   void write(const Record& r) override {
     uint64_t ts = base_ns_ + r.time_ns;
     last_ts_[r.thread] = ts;
+    if (r.event->is_kernel) {  // an instant on its CPU's track; never part of a slice
+      event(r, ts, kInstant, kThreadUuidBase + r.thread, true);
+      return;
+    }
     // Every record goes through the matcher, which watches sequence numbers for losses.
     const std::vector<IntervalMatch>& matches = intervals_.add(r);
     int s = slice_of_[r.event->id];

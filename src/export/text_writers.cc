@@ -5,7 +5,8 @@
 // order of first appearance; "fields.NAME" if NAME is one of the first five>", then one row per
 // record with the cells of fields the record's event does not have left empty (a wide table pandas
 // or a spreadsheet reads directly). A trace of several processes (`nanotrace run`) has a "pid"
-// column after time_ns.
+// column after time_ns. A kernel event's row (a file recorded with --kernel) has the thread
+// it ran in as tid, "cpuN" as thread, and no pid.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -69,6 +70,7 @@ class CsvWriter : public LineWriter {
     Status st = out_.open(options_.output);
     if (!st.ok()) return st;
     const bool processes = trace.processes().size() > 1;
+    processes_ = processes;
     for (const ThreadStats& t : source.threads()) {
       fmt::memory_buffer b;
       if (processes) fmt::format_to(std::back_inserter(b), ",{}", t.info.pid);
@@ -80,8 +82,16 @@ class CsvWriter : public LineWriter {
       threads_.emplace_back(b.data(), b.size());
     }
     std::vector<std::string> columns;
-    const std::vector<EventInfo>& events = trace.events();
-    for (const EventInfo& e : events) {
+    // User events by id (1..N), then kernel events (N + 1 + their id).
+    std::vector<const EventInfo*> events;
+    for (const EventInfo& e : trace.events()) events.push_back(&e);
+    kernel_base_ = static_cast<uint32_t>(trace.events().size()) + 1;
+    for (const EventInfo& e : trace.kernel_events()) events.push_back(&e);
+    auto slot_of = [this](const EventInfo& e) {
+      return e.is_kernel ? kernel_base_ + e.id : uint32_t{e.id};
+    };
+    for (const EventInfo* ep : events) {
+      const EventInfo& e = *ep;
       for (const FieldInfo& f : e.fields) {
         if (std::find(columns.begin(), columns.end(), f.name) == columns.end()) {
           columns.push_back(f.name);
@@ -89,10 +99,13 @@ class CsvWriter : public LineWriter {
       }
     }
     columns_ = columns.size();
-    event_.assign(events.size() + 1, {});
-    field_of_column_.assign(events.size() + 1, std::vector<int>(columns_, -1));
-    for (const EventInfo& e : events) {
-      if (e.id == 0 || e.id > events.size()) continue;
+    const size_t slots = kernel_base_ + trace.kernel_events().size();
+    event_.assign(slots, {});
+    field_of_column_.assign(slots, std::vector<int>(columns_, -1));
+    for (const EventInfo* ep : events) {
+      const EventInfo& e = *ep;
+      const uint32_t id = slot_of(e);
+      if ((!e.is_kernel && (e.id == 0 || e.id >= kernel_base_)) || id >= slots) continue;
       FieldValue name;
       name.type = abi::FieldType::kString;
       std::string full = e.full_name();
@@ -100,11 +113,11 @@ class CsvWriter : public LineWriter {
       fmt::memory_buffer b;
       b.push_back(',');
       csv_value(b, name);
-      event_[e.id].assign(b.data(), b.size());
+      event_[id].assign(b.data(), b.size());
       for (size_t f = 0; f < e.fields.size(); ++f) {
         size_t c = static_cast<size_t>(std::find(columns.begin(), columns.end(), e.fields[f].name) -
                                        columns.begin());
-        if (field_of_column_[e.id][c] < 0) field_of_column_[e.id][c] = static_cast<int>(f);
+        if (field_of_column_[id][c] < 0) field_of_column_[id][c] = static_cast<int>(f);
       }
     }
     fmt::memory_buffer& b = out_.buf();
@@ -126,10 +139,17 @@ class CsvWriter : public LineWriter {
   void write(const Record& r) override {
     fmt::memory_buffer& b = out_.buf();
     put_uint(b, r.time_ns);
-    append(b, threads_[r.thread]);
+    uint32_t id = r.event->id;
+    if (r.event->is_kernel) {
+      // The thread it ran in (its process is not known: no pid), the CPU as thread name.
+      id += kernel_base_;
+      if (processes_) b.push_back(',');
+      fmt::format_to(std::back_inserter(b), ",{},cpu{}", r.task, r.cpu);
+    } else {
+      append(b, threads_[r.thread]);
+    }
     b.push_back(',');
     put_uint(b, r.seq);
-    uint16_t id = r.event->id;
     append(b, event_[id]);
     const std::vector<int>& map = field_of_column_[id];
     for (size_t c = 0; c < columns_; ++c) {
@@ -142,6 +162,8 @@ class CsvWriter : public LineWriter {
 
  private:
   size_t columns_ = 0;
+  uint32_t kernel_base_ = 1;  // the slot of kernel event 0 in event_ and field_of_column_
+  bool processes_ = false;
   std::vector<std::vector<int>> field_of_column_;
 };
 

@@ -35,6 +35,7 @@ KernelCpuStream::KernelCpuStream(const Trace& trace, std::shared_ptr<const Trace
       thread_(thread) {
   stats_.info.slot = cpu_.cpu;
   stats_.info.name = "cpu" + std::to_string(cpu_.cpu);
+  stats_.info.kernel = true;
   stats_.info.state = abi::SlotState::kExited;
   for (const file::KernelCpuLoss& l : tables_->meta().losses) {
     if (l.cpu != cpu_.cpu) continue;

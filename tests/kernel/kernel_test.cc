@@ -15,6 +15,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 
 #include "base/file_format.hpp"
 #include "common/child_process.hpp"
+#include "export/protobuf_decode.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace {
@@ -270,6 +272,107 @@ TEST(KernelTest, KernelEventsThatCannotBeCapturedAreAWarningNotAFailure) {
   EXPECT_NE(code, 0) << out;
   EXPECT_EQ(out.find('\n'), out.size() - 1) << "one line: " << out;
   run_command("rm -rf " + dir, &code);
+}
+
+// Kernel events reach every record-by-record export: JSON lines (the objects `dump --json`
+// prints), CSV rows, Chrome instants on the kernel's per-CPU tracks, Perfetto instants on
+// per-CPU tracks under a "kernel (ftrace)" track; each as many as `stats` counts.
+TEST(KernelTest, KernelEventsReachEveryExport) {
+  SKIP_WITHOUT_KERNEL_TRACING();
+  LoopWorkload w;
+  ASSERT_TRUE(w.ready());
+  const std::string file = temp_file("exports");
+  int code = 0;
+  std::string out =
+      run_command(kCli + " record " + w.pid() +
+                      " --kernel block:block_rq_issue,block:block_rq_complete --duration 0.5 -o " +
+                      file + " 2>&1",
+                  &code);
+  ASSERT_EQ(code, 0) << out;
+  out = run_command(kCli + " stats --json " + file, &code);
+  ASSERT_EQ(code, 0) << out;
+  uint64_t kernel = 0;
+  const json stats = json::parse(out);
+  for (const json& e : stats["events"]) {
+    if (e["event"].get<std::string>().rfind("block:", 0) == 0) kernel += e["count"].get<uint64_t>();
+  }
+  ASSERT_GT(kernel, 0u) << out;
+  auto exported = [&](const std::string& format) {
+    const std::string path = file + "." + format;
+    std::string said = run_command(
+        kCli + " export --format " + format + " -o " + path + " " + file + " 2>&1", &code);
+    EXPECT_EQ(code, 0) << said;
+    std::ifstream in(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ::unlink(path.c_str());
+    return text;
+  };
+  // JSON lines: exactly dump --json.
+  EXPECT_EQ(exported("jsonl"), run_command(kCli + " dump --json " + file, &code));
+  // CSV: one row per kernel event, its CPU as thread.
+  {
+    std::istringstream rows(exported("csv"));
+    std::string row;
+    uint64_t n = 0;
+    while (std::getline(rows, row)) n += row.find(",block:") != std::string::npos;
+    EXPECT_EQ(n, kernel);
+  }
+  // Chrome: instants of the kernel's pseudo-process, one track (tid) per CPU.
+  {
+    json chrome = json::parse(exported("chrome"));
+    uint64_t n = 0;
+    int64_t kernel_pid = -1;
+    for (const json& e : chrome["traceEvents"]) {
+      if (e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"] == "kernel (ftrace)") {
+        kernel_pid = e["pid"];
+      }
+    }
+    ASSERT_GE(kernel_pid, 0);
+    for (const json& e : chrome["traceEvents"]) {
+      if (e["pid"] != kernel_pid || e["ph"] != "i") continue;
+      ++n;
+      EXPECT_EQ(e["cat"], "block");
+      EXPECT_TRUE(e["args"].contains("tid"));
+    }
+    EXPECT_EQ(n, kernel);
+    EXPECT_TRUE(chrome["otherData"]["lost"].contains("cpu0"));
+  }
+  // Perfetto: instants on tracks whose parent is the "kernel (ftrace)" track.
+  {
+    namespace pb = nanotrace_export_test;
+    std::vector<pb::Field> packets;
+    ASSERT_TRUE(pb::decode(exported("perfetto"), &packets));
+    uint64_t kernel_track = 0, n = 0;
+    std::set<uint64_t> cpu_tracks;
+    for (const pb::Field& p : packets) {
+      std::vector<pb::Field> pf;
+      ASSERT_TRUE(pb::decode(p.bytes, &pf));
+      if (const pb::Field* td = pb::find(pf, 60)) {
+        std::vector<pb::Field> d;
+        ASSERT_TRUE(pb::decode(td->bytes, &d));
+        const pb::Field* name = pb::find(d, 2);
+        const pb::Field* parent = pb::find(d, 5);
+        if (name && name->bytes == "kernel (ftrace)") kernel_track = pb::find(d, 1)->varint;
+        if (parent && kernel_track != 0 && parent->varint == kernel_track) {
+          cpu_tracks.insert(pb::find(d, 1)->varint);
+        }
+      }
+      if (const pb::Field* te = pb::find(pf, 11)) {
+        std::vector<pb::Field> e;
+        ASSERT_TRUE(pb::decode(te->bytes, &e));
+        const pb::Field* track = pb::find(e, 11);
+        const pb::Field* name = pb::find(e, 23);
+        if (track && cpu_tracks.count(track->varint) && name &&
+            name->bytes.rfind("block:", 0) == 0) {
+          ++n;
+        }
+      }
+    }
+    EXPECT_NE(kernel_track, 0u);
+    EXPECT_FALSE(cpu_tracks.empty());
+    EXPECT_EQ(n, kernel);
+  }
+  ::unlink(file.c_str());
 }
 
 TEST(KernelTest, InstanceIsRemovedAfterTheRecordingAndAfterSigint) {

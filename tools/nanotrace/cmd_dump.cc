@@ -22,23 +22,6 @@ bool selected(const std::vector<std::string>& filters, const EventInfo& e) {
   return false;
 }
 
-// A kernel record as a JSON line: the user records' keys, plus its CPU; tid is the thread
-// the event ran in.
-void encode_kernel(fmt::memory_buffer& b, const Record& r) {
-  fmt::format_to(std::back_inserter(b), "{{\"time_ns\":{},\"tid\":{},\"cpu\":{},\"seq\":{},",
-                 r.time_ns, r.task, r.cpu, r.seq);
-  b.append(std::string_view("\"kernel\":true,\"event\":"));
-  exporter::json_string(b, r.event->full_name());
-  b.append(std::string_view(",\"fields\":{"));
-  for (uint32_t i = 0; i < r.field_count; ++i) {
-    if (i > 0) b.push_back(',');
-    exporter::json_string(b, r.event->fields[i].name);
-    b.push_back(':');
-    exporter::json_value(b, r.values[i]);
-  }
-  b.append(std::string_view("}}\n"));
-}
-
 }  // namespace
 
 int cmd_dump(const std::string& source, const DumpOptions& options) {
@@ -74,7 +57,7 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
     if (r.event->is_kernel) {
       line.clear();
       if (options.json) {
-        encode_kernel(line, r);
+        encoder.encode(line, r);
       } else {
         fmt::format_to(std::back_inserter(line), "{:>15} {:>7} {:<15} {:<28} {}\n", r.time_ns,
                        r.task, fmt::format("[cpu{}]", r.cpu),
