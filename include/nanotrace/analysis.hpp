@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -123,8 +124,12 @@ class PairMatcher {
   // Feeds one record (records not in the rule are ignored). threads: the source's thread
   // list, for names of the slowest pairs.
   void add(const Record& record, const std::vector<ThreadStats>& threads);
+  // Feeds every record of trace, as add() would get them from trace.read_all(), but read as
+  // columns of the rule's events only (several times faster). Returns the threads' final
+  // statistics (RecordSource::threads()).
+  std::vector<ThreadStats> add_all(Trace& trace);
   // Matched latencies so far, in arrival order (for callers drawing their own charts).
-  const std::vector<uint64_t>& latencies() const;
+  std::span<const uint64_t> latencies() const;
   // Closes the analysis: open intervals become unmatched begins, percentiles are computed.
   // lost_total: records the trace lost (IntervalMatcher::finish).
   LatencyReport finish(uint64_t lost_total = 0);
@@ -147,8 +152,9 @@ struct LatencyOptions {
 // (the message gives the begin and end counts).
 Result<LatencyReport> analyze_latency(Trace& trace, const LatencyOptions& options);
 
-// Stats of a set of latencies (sorts `latencies`). Exposed for tests and for the report.
+// Stats of a set of latencies (reorders `latencies`). Exposed for tests and for the report.
 LatencyStats compute_latency_stats(std::vector<uint64_t>* latencies);
+LatencyStats compute_latency_stats(std::span<uint64_t> latencies);
 
 // infer_pairs - begin/end rules guessed from event names in one group: X_start/X_end,
 // X_begin/X_end, start/stop, begin/end, submit/complete; key = the first field of the begin

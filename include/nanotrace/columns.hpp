@@ -132,8 +132,21 @@ struct EventTable {
   size_t rows() const { return time_ns.size(); }
 };
 
+// Records missing from one thread's sequence numbers (Record::seq jumps, or the thread's first
+// record is not number 0), placed where the stream shows it, as IntervalMatcher::add()
+// notices it record by record; records of events not selected count too.
+struct SequenceGap {
+  // Position (as EventTable::order) of the first row read after the gap; the gaps of a batch
+  // all come before the next batch's rows.
+  uint64_t row = 0;
+  uint32_t thread = 0;   // index into ColumnSet::threads
+  uint64_t records = 0;  // missing
+};
+
 struct ColumnSet {
   std::vector<EventTable> tables;
+  // This batch's gaps, in stream order (ColumnReader: the last, empty batch may hold some).
+  std::vector<SequenceGap> gaps;
   std::vector<ThreadStats> threads;  // per thread stream, as RecordSource::threads(), so far
   std::vector<uint32_t> thread_pid;  // per thread stream: the process it belongs to
   uint64_t rows = 0;                 // all tables
@@ -149,6 +162,9 @@ struct ColumnOptions {
   std::vector<std::string> events;
   // Fill EventTable::order (to interleave the tables again).
   bool row_order = false;
+  // Fields to read, by name: a table has columns only for its fields named here (in their
+  // order in the event); empty: every field.
+  std::vector<std::string> fields;
 };
 
 // Reads a trace's records as columns a batch at a time, in bounded memory: each batch is a

@@ -14,14 +14,16 @@
 // wrong records), an unmatched end after a loss, an unmatched begin followed by a loss.
 // Losses the stream does not show (see finish()) make every unmatched record lost-adjacent.
 //
-// Memory: one map entry per open interval.
+// Memory: one map entry per open interval (keys of 8 bytes, the scalar values, in a flat
+// table; other strings in a map by their text).
 //
 // Thread safety: an IntervalMatcher belongs to one thread.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -86,6 +88,20 @@ class IntervalMatcher {
   // belongs to; empty for records of no rule. Valid until the next call.
   const std::vector<IntervalMatch>& add(const Record& record);
 
+  // The same matching fed by parts, for callers that read columns (nanotrace/columns.hpp)
+  // rather than Records. add() is note_sequence() then match() for each rule of the record.
+  //
+  // note_loss: `records` records missing from one thread's sequence numbers at this point of
+  // the stream (ColumnSet::gaps), as add() notices a jump of Record::seq.
+  void note_loss(uint64_t records);
+  // match: one record of rule `rule`'s begin (begin = true) or end event, whose key field
+  // holds `key` (FieldValue::bits of a scalar) or `key_text` (a string's bytes). Returns what
+  // it did, as an element of add()'s result; valid until the next call.
+  const IntervalMatch& match(uint32_t rule, bool begin, uint64_t key, uint64_t time_ns,
+                             uint32_t thread);
+  const IntervalMatch& match(uint32_t rule, bool begin, std::string_view key_text, uint64_t time_ns,
+                             uint32_t thread);
+
   // Ends the stream: every interval still open becomes an unmatched begin. Returns them,
   // oldest first, as (rule, interval). lost_total: every record the trace lost (e.g. the sum
   // of ThreadStats::lost()); losses beyond the sequence gaps seen cannot be placed (a
@@ -97,22 +113,22 @@ class IntervalMatcher {
   uint64_t lost_seen() const { return lost_seen_; }
 
  private:
-  struct Open {
-    Interval interval;
-    uint64_t loss_epoch;  // gaps seen before it opened
-    uint64_t order;       // arrival, for finish()
-  };
+  struct Open;
+  struct OpenSet;  // one rule's open intervals
   void note_sequence(const Record& record);
+  template <class Map, class Key>
+  const IntervalMatch& match_in(Map& open, uint32_t rule, bool begin, const Key& key,
+                                uint64_t time_ns, uint32_t thread);
 
   std::vector<ResolvedPair> rules_;
-  std::vector<std::unordered_map<std::string, Open>> open_;  // per rule, by key bytes
+  std::vector<std::unique_ptr<OpenSet>> open_;  // per rule
   std::vector<IntervalCounts> counts_;
   std::vector<IntervalMatch> out_;
+  IntervalMatch one_;
   std::vector<uint64_t> next_seq_;  // per reader thread, the expected Record::seq (+1; 0 unseen)
   uint64_t loss_epoch_ = 0;         // sequence gaps seen
   uint64_t lost_seen_ = 0;
   uint64_t order_ = 0;
-  std::string key_;
 };
 
 }  // namespace nanotrace

@@ -1,36 +1,46 @@
 // IntervalMatcher: begin/end records paired by key value, per rule, with sequence gaps
 // turned into lost-adjacent flags.
+//
+// A key is compared as bytes: the text of a string, the 8 bytes of any other value. Keys of
+// 8 bytes (every scalar, and strings of exactly 8 bytes, which must meet the scalars with
+// the same bytes) live in a flat table keyed by that word; other strings in a map by text.
 #include <algorithm>
+#include <cstring>
+#include <unordered_map>
 
+#include "analysis/flat_key_map.hpp"
 #include "nanotrace/intervals.hpp"
 
 namespace nanotrace {
-namespace {
 
-// The key as map bytes: the text of a string, the 8 bytes of any other value.
-void key_bytes(const FieldValue& v, std::string* out) {
-  if (v.type == abi::FieldType::kString) {
-    out->assign(v.text);
-  } else {
-    out->assign(reinterpret_cast<const char*>(&v.bits), 8);
-  }
-}
+struct IntervalMatcher::Open {
+  Interval interval;
+  uint64_t loss_epoch = 0;  // gaps seen before it opened
+  uint64_t order = 0;       // arrival, for finish()
+};
 
-}  // namespace
+struct IntervalMatcher::OpenSet {
+  analysis::FlatKeyMap<Open> by_word;
+  std::unordered_map<std::string, Open> by_text;
+};
 
 IntervalMatcher::IntervalMatcher(std::vector<ResolvedPair> rules)
-    : rules_(std::move(rules)), open_(rules_.size()), counts_(rules_.size()) {}
+    : rules_(std::move(rules)), counts_(rules_.size()) {
+  for (size_t k = 0; k < rules_.size(); ++k) open_.push_back(std::make_unique<OpenSet>());
+}
 
 IntervalMatcher::~IntervalMatcher() = default;
 
 void IntervalMatcher::note_sequence(const Record& r) {
   if (r.thread >= next_seq_.size()) next_seq_.resize(r.thread + 1, 0);
   uint64_t expected = next_seq_[r.thread] == 0 ? 0 : next_seq_[r.thread] - 1;
-  if (r.seq > expected) {
-    ++loss_epoch_;
-    lost_seen_ += r.seq - expected;
-  }
+  if (r.seq > expected) note_loss(r.seq - expected);
   next_seq_[r.thread] = r.seq + 2;
+}
+
+void IntervalMatcher::note_loss(uint64_t records) {
+  ++loss_epoch_;
+  lost_seen_ += records;
 }
 
 const std::vector<IntervalMatch>& IntervalMatcher::add(const Record& r) {
@@ -40,60 +50,115 @@ const std::vector<IntervalMatch>& IntervalMatcher::add(const Record& r) {
   for (uint32_t k = 0; k < rules_.size(); ++k) {
     const ResolvedPair& rule = rules_[k];
     if (id >= rule.role.size() || rule.role[id] == 0) continue;
-    IntervalCounts& c = counts_[k];
-    key_bytes(r.values[rule.key_field[id]], &key_);
-    IntervalMatch m;
-    m.rule = k;
-    if (rule.role[id] == 1) {
-      ++c.begins;
-      m.kind = IntervalMatch::Kind::kBegin;
-      Open fresh{{r.time_ns, 0, r.thread, 0, 0, false}, loss_epoch_, order_++};
-      auto [it, inserted] = open_[k].try_emplace(key_, fresh);
-      if (!inserted) {
-        m.replaced = true;
-        m.interval = it->second.interval;
-        m.interval.lost_adjacent = it->second.loss_epoch != loss_epoch_;
-        ++c.unmatched_begins;
-        if (m.interval.lost_adjacent) ++c.lost_adjacent_unmatched;
-        it->second = fresh;
-      }
-      m.tag = &it->second.interval.tag;
-    } else {
-      ++c.ends;
-      auto it = open_[k].find(key_);
-      if (it == open_[k].end()) {
-        m.kind = IntervalMatch::Kind::kUnmatchedEnd;
-        m.lost_adjacent = loss_epoch_ != 0;
-        ++c.unmatched_ends;
-        if (m.lost_adjacent) ++c.lost_adjacent_unmatched;
-      } else {
-        m.kind = IntervalMatch::Kind::kEnd;
-        m.interval = it->second.interval;
-        m.interval.end_ns = r.time_ns;
-        m.interval.end_thread = r.thread;
-        m.interval.lost_adjacent = it->second.loss_epoch != loss_epoch_;
-        open_[k].erase(it);
-        ++c.pairs;
-        if (m.interval.lost_adjacent) ++c.lost_adjacent_pairs;
-      }
-    }
-    out_.push_back(m);
+    const FieldValue& v = r.values[rule.key_field[id]];
+    const bool begin = rule.role[id] == 1;
+    out_.push_back(v.type == abi::FieldType::kString
+                       ? match(k, begin, v.text, r.time_ns, r.thread)
+                       : match(k, begin, v.bits, r.time_ns, r.thread));
   }
   return out_;
+}
+
+const IntervalMatch& IntervalMatcher::match(uint32_t rule, bool begin, uint64_t key,
+                                            uint64_t time_ns, uint32_t thread) {
+  return match_in(open_[rule]->by_word, rule, begin, key, time_ns, thread);
+}
+
+const IntervalMatch& IntervalMatcher::match(uint32_t rule, bool begin, std::string_view key_text,
+                                            uint64_t time_ns, uint32_t thread) {
+  if (key_text.size() == 8) {
+    uint64_t word;
+    std::memcpy(&word, key_text.data(), 8);
+    return match_in(open_[rule]->by_word, rule, begin, word, time_ns, thread);
+  }
+  return match_in(open_[rule]->by_text, rule, begin, key_text, time_ns, thread);
+}
+
+namespace {
+
+// Both maps behind one set of calls.
+template <class V>
+std::pair<V*, bool> emplace_open(analysis::FlatKeyMap<V>& m, uint64_t key, const V& v) {
+  return m.try_emplace(key, v);
+}
+template <class V>
+std::pair<V*, bool> emplace_open(std::unordered_map<std::string, V>& m, std::string_view key,
+                                 const V& v) {
+  auto [it, inserted] = m.try_emplace(std::string(key), v);
+  return {&it->second, inserted};
+}
+template <class V>
+bool take_open(analysis::FlatKeyMap<V>& m, uint64_t key, V* out) {
+  return m.take(key, out);
+}
+template <class V>
+bool take_open(std::unordered_map<std::string, V>& m, std::string_view key, V* out) {
+  auto it = m.find(std::string(key));
+  if (it == m.end()) return false;
+  *out = it->second;
+  m.erase(it);
+  return true;
+}
+
+}  // namespace
+
+template <class Map, class Key>
+const IntervalMatch& IntervalMatcher::match_in(Map& open, uint32_t rule, bool begin, const Key& key,
+                                               uint64_t time_ns, uint32_t thread) {
+  IntervalCounts& c = counts_[rule];
+  IntervalMatch& m = one_;
+  m = IntervalMatch{};
+  m.rule = rule;
+  if (begin) {
+    ++c.begins;
+    m.kind = IntervalMatch::Kind::kBegin;
+    Open fresh{{time_ns, 0, thread, 0, 0, false}, loss_epoch_, order_++};
+    auto [o, inserted] = emplace_open(open, key, fresh);
+    if (!inserted) {
+      m.replaced = true;
+      m.interval = o->interval;
+      m.interval.lost_adjacent = o->loss_epoch != loss_epoch_;
+      ++c.unmatched_begins;
+      if (m.interval.lost_adjacent) ++c.lost_adjacent_unmatched;
+      *o = fresh;
+    }
+    m.tag = &o->interval.tag;
+    return m;
+  }
+  ++c.ends;
+  Open o;
+  if (!take_open(open, key, &o)) {
+    m.kind = IntervalMatch::Kind::kUnmatchedEnd;
+    m.lost_adjacent = loss_epoch_ != 0;
+    ++c.unmatched_ends;
+    if (m.lost_adjacent) ++c.lost_adjacent_unmatched;
+    return m;
+  }
+  m.kind = IntervalMatch::Kind::kEnd;
+  m.interval = o.interval;
+  m.interval.end_ns = time_ns;
+  m.interval.end_thread = thread;
+  m.interval.lost_adjacent = o.loss_epoch != loss_epoch_;
+  ++c.pairs;
+  if (m.interval.lost_adjacent) ++c.lost_adjacent_pairs;
+  return m;
 }
 
 std::vector<std::pair<uint32_t, Interval>> IntervalMatcher::finish(uint64_t lost_total) {
   const bool unplaced = lost_total > lost_seen_;
   std::vector<std::pair<uint64_t, std::pair<uint32_t, Interval>>> left;
   for (uint32_t k = 0; k < open_.size(); ++k) {
-    for (auto& [key, o] : open_[k]) {
+    auto leave = [&](const Open& o) {
       Interval i = o.interval;
       i.lost_adjacent = unplaced || o.loss_epoch != loss_epoch_;
       ++counts_[k].unmatched_begins;
       if (i.lost_adjacent) ++counts_[k].lost_adjacent_unmatched;
       left.push_back({o.order, {k, i}});
-    }
-    open_[k].clear();
+    };
+    open_[k]->by_word.for_each([&](uint64_t, const Open& o) { leave(o); });
+    for (const auto& [key, o] : open_[k]->by_text) leave(o);
+    open_[k]->by_word.clear();
+    open_[k]->by_text.clear();
     // Every unmatched record, the ones counted on the way included.
     IntervalCounts& c = counts_[k];
     if (unplaced) c.lost_adjacent_unmatched = c.unmatched_begins + c.unmatched_ends;

@@ -3,8 +3,13 @@
 // slowest pairs, splitting by a field of the begin event, and pair rules inferred from
 // event names.
 //
-// Memory: 8 bytes per matched pair (the latency) plus one map entry per open interval; the
-// slowest-N list is a heap of N entries.
+// analyze_latency reads the trace as columns of the rule's two events and only the fields it
+// needs (ColumnReader), and feeds the matcher row by row in stream order, sequence gaps
+// included: the same pairs as records fed one by one, without decoding every record.
+//
+// Memory: 8 bytes per matched pair (the latency, in a ColumnArray: no copies as it grows)
+// plus one table slot per open interval and a batch of columns; the slowest-N list is a heap
+// of N entries.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,40 +19,67 @@
 #include <unordered_map>
 
 #include "nanotrace/analysis.hpp"
+#include "nanotrace/columns.hpp"
 #include "nanotrace/intervals.hpp"
 
 namespace nanotrace {
 
-LatencyStats compute_latency_stats(std::vector<uint64_t>* v) {
+LatencyStats compute_latency_stats(std::vector<uint64_t>* latencies) {
+  return compute_latency_stats(std::span<uint64_t>(*latencies));
+}
+
+LatencyStats compute_latency_stats(std::span<uint64_t> v) {
   LatencyStats s;
-  s.count = v->size();
-  if (v->empty()) return s;
-  std::sort(v->begin(), v->end());
-  auto rank = [&](double p) {
+  s.count = v.size();
+  if (v.empty()) return s;
+  auto bucket = [](uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); };
+  // One pass for the extremes, the sum and the histogram; selection rather than a sort for
+  // the ranks (a sort of millions of latencies cost more than matching them).
+  uint64_t counts[65] = {};
+  unsigned __int128 sum = 0;
+  s.min_ns = s.max_ns = v.front();
+  for (uint64_t x : v) {
+    s.min_ns = x < s.min_ns ? x : s.min_ns;
+    s.max_ns = x > s.max_ns ? x : s.max_ns;
+    sum += x;
+    ++counts[bucket(x)];
+  }
+  if (sum >> 64 == 0) {
+    // Exact, as the long double sum of the values in any order is below 2^64.
+    s.mean_ns = static_cast<double>(static_cast<long double>(static_cast<uint64_t>(sum)) / s.count);
+  } else {
+    // Inexact: the rounding of the sum depends on the order, which is ascending.
+    std::sort(v.begin(), v.end());
+    long double total = 0;
+    for (uint64_t x : v) total += x;
+    s.mean_ns = static_cast<double>(total / s.count);
+  }
+  auto index = [&](double p) {
     // Nearest rank: the smallest value with at least p% of the values at or below it.
     auto k = static_cast<uint64_t>(std::ceil(p / 100.0 * static_cast<double>(s.count)));
     if (k == 0) k = 1;
     if (k > s.count) k = s.count;
-    return (*v)[k - 1];
+    return k - 1;
   };
-  s.min_ns = v->front();
-  s.max_ns = v->back();
-  s.p50_ns = rank(50);
-  s.p90_ns = rank(90);
-  s.p99_ns = rank(99);
-  s.p999_ns = rank(99.9);
-  long double sum = 0;
-  for (uint64_t x : *v) sum += x;
-  s.mean_ns = static_cast<double>(sum / s.count);
-  auto bucket = [](uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); };
+  const double percents[] = {50, 90, 99, 99.9};
+  uint64_t* const ranks[] = {&s.p50_ns, &s.p90_ns, &s.p99_ns, &s.p999_ns};
+  auto from = v.begin();  // everything before is at or below the last rank placed
+  for (int r = 0; r < 4; ++r) {
+    auto at = v.begin() + static_cast<ptrdiff_t>(index(percents[r]));
+    if (at >= from) {
+      std::nth_element(from, at, v.end());
+      from = at + 1;
+    }
+    *ranks[r] = *at;
+  }
   int lo = bucket(s.min_ns), hi = bucket(s.max_ns);
   s.histogram.resize(hi - lo + 1);
   for (int b = lo; b <= hi; ++b) {
     HistogramBucket& h = s.histogram[b - lo];
     h.lo_ns = b == 0 ? 0 : uint64_t{1} << (b - 1);
     h.hi_ns = b >= 64 ? UINT64_MAX : uint64_t{1} << b;
+    h.count = counts[b];
   }
-  for (uint64_t x : *v) ++s.histogram[bucket(x) - lo].count;
   return s;
 }
 
@@ -80,12 +112,48 @@ struct PairMatcher::Impl {
   uint32_t top = 0;
   std::vector<Group> groups;
   std::unordered_map<std::string, uint32_t> group_index;
-  std::vector<uint64_t> all;
+  ColumnArray<uint64_t> all;  // grows without copies, on huge pages
   std::priority_queue<Slow, std::vector<Slow>, std::greater<Slow>> slowest;
   std::vector<std::pair<uint32_t, std::string>> thread_names;  // tid, name
   std::vector<uint32_t> thread_pids;
   uint64_t records = 0;
   std::string scratch;
+
+  void name_threads(const std::vector<ThreadStats>& threads) {
+    if (!thread_names.empty()) return;
+    for (const ThreadStats& t : threads) {
+      thread_names.emplace_back(t.info.tid, t.info.name);
+      thread_pids.push_back(t.info.pid);
+    }
+  }
+
+  // The --by group of a begin record whose by field shows `shown` (display_value).
+  uint32_t group_of(const FieldValue& shown) {
+    scratch = format_value(shown);
+    auto [it, inserted] = group_index.try_emplace(scratch, static_cast<uint32_t>(groups.size()));
+    if (inserted) groups.push_back({scratch, {}, 0});
+    return it->second;
+  }
+
+  // A begin opened an interval of group g (and may have ended an unmatched one).
+  void began(const IntervalMatch& m, uint32_t g) {
+    if (m.replaced) ++groups[m.interval.tag].unmatched_begins;
+    *m.tag = g;
+  }
+
+  // A pair ended; key() gives the end record's key value, for the slowest pairs.
+  template <class KeyOf>
+  void ended(const IntervalMatch& m, const KeyOf& key) {
+    const Interval& i = m.interval;
+    uint64_t lat = i.latency_ns();
+    if (!by.empty()) groups[i.tag].latencies.push_back(lat);
+    all.push_back(lat);
+    if (top > 0 && (slowest.size() < top || lat > slowest.top().latency_ns)) {
+      slowest.push(
+          Slow{lat, i.begin_ns, i.begin_thread, static_cast<uint32_t>(i.tag), format_value(key())});
+      if (slowest.size() > top) slowest.pop();
+    }
+  }
 };
 
 PairMatcher::PairMatcher() : impl_(std::make_unique<Impl>()) {}
@@ -128,41 +196,120 @@ void PairMatcher::add(const Record& r, const std::vector<ThreadStats>& threads) 
   ++d.records;
   const std::vector<IntervalMatch>& matches = d.intervals->add(r);
   if (matches.empty()) return;
-  if (d.thread_names.empty()) {
-    for (const ThreadStats& t : threads) {
-      d.thread_names.emplace_back(t.info.tid, t.info.name);
-      d.thread_pids.push_back(t.info.pid);
-    }
-  }
+  d.name_threads(threads);
   const IntervalMatch& m = matches.front();
   const uint16_t id = r.event->id;
   if (m.kind == IntervalMatch::Kind::kBegin) {
-    if (m.replaced) ++d.groups[m.interval.tag].unmatched_begins;
-    uint32_t g = 0;
-    if (d.by_field[id] >= 0) {
-      d.scratch = format_value(display_value(r, static_cast<uint32_t>(d.by_field[id])));
-      auto [it, inserted] =
-          d.group_index.try_emplace(d.scratch, static_cast<uint32_t>(d.groups.size()));
-      if (inserted) d.groups.push_back({d.scratch, {}, 0});
-      g = it->second;
-    }
-    *m.tag = g;
-    return;
-  }
-  if (m.kind != IntervalMatch::Kind::kEnd) return;
-  const Interval& i = m.interval;
-  uint64_t lat = i.latency_ns();
-  d.groups[i.tag].latencies.push_back(lat);
-  d.all.push_back(lat);
-  if (d.top > 0 && (d.slowest.size() < d.top || lat > d.slowest.top().latency_ns)) {
-    const FieldValue& k = r.values[d.intervals->rules()[0].key_field[id]];
-    d.slowest.push(
-        Slow{lat, i.begin_ns, i.begin_thread, static_cast<uint32_t>(i.tag), format_value(k)});
-    if (d.slowest.size() > d.top) d.slowest.pop();
+    const int f = d.by_field[id];
+    d.began(m, f >= 0 ? d.group_of(display_value(r, static_cast<uint32_t>(f))) : 0);
+  } else if (m.kind == IntervalMatch::Kind::kEnd) {
+    d.ended(m, [&] { return r.values[d.intervals->rules()[0].key_field[id]]; });
   }
 }
 
-const std::vector<uint64_t>& PairMatcher::latencies() const { return impl_->all; }
+namespace {
+
+constexpr size_t kBatchRows = 64 << 10;
+
+// One table of a batch as the matching loop reads it.
+struct PairTable {
+  const EventTable* table;
+  const uint64_t* time_ns;
+  const uint32_t* thread;
+  const uint16_t* event;     // null: every row is ids[0]
+  const FieldColumn* key;    // null: the table's event is not in the rule
+  const FieldColumn* by;     // null: no --by
+  const uint64_t* key_bits;  // null: a string key
+  bool begin;
+};
+
+}  // namespace
+
+std::vector<ThreadStats> PairMatcher::add_all(Trace& trace) {
+  Impl& d = *impl_;
+  IntervalMatcher& matcher = *d.intervals;
+  const ResolvedPair& rule = matcher.rules()[0];
+  ColumnOptions options;
+  options.events = {rule.rule.begin, rule.rule.end};
+  options.row_order = true;
+  options.fields = {rule.rule.key};
+  if (!d.by.empty()) options.fields.push_back(d.by);
+  auto reader = ColumnReader::open(trace, options);
+  if (!reader.ok()) return {};  // cannot happen: the rule's events were resolved
+  ColumnSet batch;
+  std::vector<PairTable> tables;
+  std::vector<uint64_t> rows;  // per position in the batch: table << 32 | row
+  uint64_t first = 0;          // position of the batch's first row
+  bool more = true;
+  while (more) {
+    more = (*reader)->next(&batch, kBatchRows);
+    if (batch.rows > 0) d.name_threads(batch.threads);
+    tables.clear();
+    for (const EventTable& t : batch.tables) {
+      // Every id of a table has one full name and field layout: one role, one key field.
+      const uint16_t id = t.ids[0];
+      PairTable p{&t, t.time_ns.data(), t.thread.data(), nullptr, nullptr, nullptr, nullptr, false};
+      if (t.ids.size() > 1) p.event = t.event.data();
+      auto column = [&](const std::string& name) -> const FieldColumn* {
+        for (const FieldColumn& f : t.fields) {
+          if (f.info.name == name) return &f;
+        }
+        return nullptr;
+      };
+      if (id < rule.role.size() && rule.role[id] != 0) {
+        p.key = column(rule.rule.key);
+        if (!p.key->is_string()) p.key_bits = p.key->bits.data();
+        p.begin = rule.role[id] == 1;
+        if (p.begin && d.by_field[id] >= 0) p.by = column(d.by);
+      }
+      tables.push_back(p);
+    }
+    rows.resize(batch.rows);
+    for (uint32_t k = 0; k < tables.size(); ++k) {
+      const EventTable& t = *tables[k].table;
+      const uint64_t* order = t.order.data();
+      for (uint32_t i = 0; i < t.rows(); ++i) rows[order[i] - first] = uint64_t{k} << 32 | i;
+    }
+    size_t gap = 0;
+    for (uint64_t pos = 0; pos < batch.rows; ++pos) {
+      while (gap < batch.gaps.size() && batch.gaps[gap].row <= first + pos) {
+        matcher.note_loss(batch.gaps[gap++].records);
+      }
+      const PairTable& p = tables[rows[pos] >> 32];
+      const auto i = static_cast<uint32_t>(rows[pos]);
+      if (p.key == nullptr) continue;
+      if (p.event != nullptr) {
+        const uint16_t id = p.event[i];  // defensive: ids outside the rule are not matched
+        if (id >= rule.role.size() || rule.role[id] == 0) continue;
+      }
+      const IntervalMatch& m =
+          p.key_bits != nullptr
+              ? matcher.match(0, p.begin, p.key_bits[i], p.time_ns[i], p.thread[i])
+              : matcher.match(0, p.begin, p.key->string_at(i), p.time_ns[i], p.thread[i]);
+      if (m.kind == IntervalMatch::Kind::kBegin) {
+        uint32_t g = 0;
+        if (p.by != nullptr) {
+          // The call site's own field: its enum names, as display_value() shows them.
+          const uint16_t id = p.event != nullptr ? p.event[i] : p.table->ids[0];
+          const FieldInfo& f = trace.event_by_id(id)->fields[static_cast<size_t>(d.by_field[id])];
+          const FieldValue v = p.by->value_at(i);
+          g = d.group_of(f.value_names.empty() ? v : named_value(f, v));
+        }
+        d.began(m, g);
+      } else if (m.kind == IntervalMatch::Kind::kEnd) {
+        d.ended(m, [&] { return p.key->value_at(i); });
+      }
+    }
+    for (; gap < batch.gaps.size(); ++gap) matcher.note_loss(batch.gaps[gap].records);
+    first += batch.rows;
+  }
+  for (const ThreadStats& t : batch.threads) d.records += t.records;
+  return batch.threads;
+}
+
+std::span<const uint64_t> PairMatcher::latencies() const {
+  return {impl_->all.data(), impl_->all.size()};
+}
 
 LatencyReport PairMatcher::finish(uint64_t lost_total) {
   Impl& d = *impl_;
@@ -190,8 +337,7 @@ LatencyReport PairMatcher::finish(uint64_t lost_total) {
   }
   std::stable_sort(rep.groups.begin(), rep.groups.end(),
                    [](const LatencyStats& a, const LatencyStats& b) { return a.count > b.count; });
-  std::vector<uint64_t> all = std::move(d.all);
-  rep.overall = compute_latency_stats(&all);
+  rep.overall = compute_latency_stats(std::span<uint64_t>(d.all.data(), d.all.size()));
   rep.overall.unmatched_begins = unmatched_begins;
   while (!d.slowest.empty()) {
     const Slow& s = d.slowest.top();
@@ -216,10 +362,7 @@ LatencyReport PairMatcher::finish(uint64_t lost_total) {
 Result<LatencyReport> analyze_latency(Trace& trace, const LatencyOptions& options) {
   auto matcher = PairMatcher::create(trace, options.rule, options.by, options.top);
   if (!matcher.ok()) return matcher.status();
-  auto source = trace.read_all();
-  const std::vector<ThreadStats>& threads = source->threads();
-  Record r;
-  while (source->next(&r)) (*matcher)->add(r, threads);
+  const std::vector<ThreadStats> threads = (*matcher)->add_all(trace);
   uint64_t lost = 0, corrupt_blocks = 0;
   for (const ThreadStats& t : threads) {
     lost += t.lost();

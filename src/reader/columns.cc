@@ -41,12 +41,14 @@ struct Cursor {
   uint32_t offset = 0;
   uint64_t seq = 0;
   uint64_t ticks = 0;
+  uint64_t expected_seq = 0;  // of the current span's first record, without a loss
 
   // Moves onto the next record if the span is used up; false at the stream's end.
   bool load() {
     while (offset >= span.bytes) {
       if (!source->next(&span)) return false;
       offset = 0;
+      expected_seq = seq;
       seq = span.first_seq;
     }
     ticks = abi::expand_ticks(span.base_ticks, load_u64(span.data + offset) >> 16);
@@ -57,6 +59,19 @@ struct Cursor {
 }  // namespace
 
 struct ColumnReader::Impl {
+  struct Step {
+    bool string;
+    int column;  // index into EventTable::fields, -1: not read
+  };
+  struct Table {
+    std::string name;
+    std::vector<uint16_t> ids;
+    const EventInfo* layout;
+    std::vector<Step> steps;  // the layout's first fields, up to the last one read or walked
+    uint32_t tail_bytes;      // the scalars after them
+    int columns = 0;          // fields read
+  };
+
   Impl(Trace& t, ColumnOptions o) : trace(t), sizer(t), options(std::move(o)) {}
 
   // Tables for the selected events: one per (full name, field names and types).
@@ -78,10 +93,35 @@ struct ColumnReader::Impl {
       }
       Layout layout(e.full_name(), std::move(names), std::move(types));
       auto [it, inserted] = index.try_emplace(std::move(layout), static_cast<int>(tables.size()));
-      if (inserted) tables.push_back({e.full_name(), {}, &e});
+      if (inserted) tables.push_back(make_table(e));
       tables[static_cast<size_t>(it->second)].ids.push_back(e.id);
       table_of[e.id] = it->second;
     }
+  }
+
+  // How take() decodes a record of e's layout: the fields up to the last one read or
+  // walked (a string: its length moves what follows), then scalars stepped over at once.
+  Table make_table(const EventInfo& e) const {
+    Table t{e.full_name(), {}, &e, {}, 0};
+    size_t walked = 0;
+    for (size_t i = 0; i < e.fields.size(); ++i) {
+      const FieldInfo& f = e.fields[i];
+      const bool string = f.type == abi::FieldType::kString;
+      const bool read = wanted(f.name);
+      t.steps.push_back({string, read ? t.columns++ : -1});
+      if (read || string) walked = i + 1;
+    }
+    t.tail_bytes = static_cast<uint32_t>(8 * (t.steps.size() - walked));
+    t.steps.resize(walked);
+    return t;
+  }
+
+  bool wanted(const std::string& field) const {
+    if (options.fields.empty()) return true;
+    for (const std::string& f : options.fields) {
+      if (f == field) return true;
+    }
+    return false;
   }
 
   void start() {
@@ -102,6 +142,7 @@ struct ColumnReader::Impl {
         out.name = t.name;
         out.ids = t.ids;
         for (const FieldInfo& f : t.layout->fields) {
+          if (!wanted(f.name)) continue;
           FieldColumn c;
           c.info = f;
           out.fields.push_back(std::move(c));
@@ -122,6 +163,7 @@ struct ColumnReader::Impl {
         if (f.is_string()) f.offsets.push_back(0);
       }
     }
+    batch->gaps.clear();
     batch->rows = 0;
   }
 
@@ -172,6 +214,9 @@ struct ColumnReader::Impl {
   // walk that made the span checked every record in it (ids, string lengths, sizes).
   void take(Cursor& c, uint32_t thread, ColumnSet* out) {
     const uint8_t* rec = c.span.data + c.offset;
+    if (c.offset == 0 && c.seq > c.expected_seq) {
+      out->gaps.push_back({position, thread, c.seq - c.expected_seq});
+    }
     const uint16_t id = static_cast<uint16_t>(load_u64(rec) & 0xffff);
     const int k = id < table_of.size() ? table_of[id] : -1;
     if (k < 0) {
@@ -186,28 +231,27 @@ struct ColumnReader::Impl {
       if (options.row_order) t.order.push_back(position);
       ++position;
       ++out->rows;
+      const Table& layout = tables[static_cast<size_t>(k)];
       const uint8_t* p = rec + 8;
-      for (FieldColumn& f : t.fields) {
-        if (f.info.type == abi::FieldType::kString) {
+      for (const Step& step : layout.steps) {
+        if (step.string) {
           uint32_t n = p[0];
-          f.text.append(reinterpret_cast<const char*>(p + 1), n);
-          f.offsets.push_back(f.text.size());
+          if (step.column >= 0) {
+            FieldColumn& f = t.fields[static_cast<size_t>(step.column)];
+            f.text.append(reinterpret_cast<const char*>(p + 1), n);
+            f.offsets.push_back(f.text.size());
+          }
           p += abi::string_slot_bytes(n);
         } else {
-          f.bits.push_back(load_u64(p));
+          if (step.column >= 0)
+            t.fields[static_cast<size_t>(step.column)].bits.push_back(load_u64(p));
           p += 8;
         }
       }
-      c.offset += static_cast<uint32_t>(p - rec);
+      c.offset += static_cast<uint32_t>(p - rec) + layout.tail_bytes;
     }
     ++c.seq;
   }
-
-  struct Table {
-    std::string name;
-    std::vector<uint16_t> ids;
-    const EventInfo* layout;
-  };
 
   Trace& trace;
   reader::RecordSizer sizer;
