@@ -59,6 +59,23 @@ class FlatKeyMap {
     }
   }
 
+  // The value of key, and whether it was inserted (as V{}, for the caller to fill in place)
+  // rather than found. The pointer is valid until the next insertion or erasure.
+  std::pair<V*, bool> find_or_insert(uint64_t key) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    for (size_t i = home(key);; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (!s.used) {
+        s.used = true;
+        s.key = key;
+        s.value = V{};
+        ++size_;
+        return {&s.value, true};
+      }
+      if (s.key == key) return {&s.value, false};
+    }
+  }
+
   // The value of key, or null.
   V* find(uint64_t key) {
     if (size_ == 0) return nullptr;
@@ -66,6 +83,22 @@ class FlatKeyMap {
       Slot& s = slots_[i];
       if (!s.used) return nullptr;
       if (s.key == key) return &s.value;
+    }
+  }
+
+  // Calls f(value) on key's value, then removes it; false (and no call) if key is absent.
+  // The value is used where it lies: no copy out.
+  template <class F>
+  bool take_with(uint64_t key, F&& f) {
+    if (size_ == 0) return false;
+    for (size_t i = home(key);; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (!s.used) return false;
+      if (s.key == key) {
+        f(s.value);
+        erase_slot(i);
+        return true;
+      }
     }
   }
 

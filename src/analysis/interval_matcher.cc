@@ -78,24 +78,23 @@ namespace {
 
 // Both maps behind one set of calls.
 template <class V>
-std::pair<V*, bool> emplace_open(analysis::FlatKeyMap<V>& m, uint64_t key, const V& v) {
-  return m.try_emplace(key, v);
+std::pair<V*, bool> find_or_insert(analysis::FlatKeyMap<V>& m, uint64_t key) {
+  return m.find_or_insert(key);
 }
 template <class V>
-std::pair<V*, bool> emplace_open(std::unordered_map<std::string, V>& m, std::string_view key,
-                                 const V& v) {
-  auto [it, inserted] = m.try_emplace(std::string(key), v);
+std::pair<V*, bool> find_or_insert(std::unordered_map<std::string, V>& m, std::string_view key) {
+  auto [it, inserted] = m.try_emplace(std::string(key));
   return {&it->second, inserted};
 }
-template <class V>
-bool take_open(analysis::FlatKeyMap<V>& m, uint64_t key, V* out) {
-  return m.take(key, out);
+template <class V, class F>
+bool take_open(analysis::FlatKeyMap<V>& m, uint64_t key, F&& f) {
+  return m.take_with(key, f);
 }
-template <class V>
-bool take_open(std::unordered_map<std::string, V>& m, std::string_view key, V* out) {
+template <class V, class F>
+bool take_open(std::unordered_map<std::string, V>& m, std::string_view key, F&& f) {
   auto it = m.find(std::string(key));
   if (it == m.end()) return false;
-  *out = it->second;
+  f(it->second);
   m.erase(it);
   return true;
 }
@@ -112,35 +111,40 @@ const IntervalMatch& IntervalMatcher::match_in(Map& open, uint32_t rule, bool be
   if (begin) {
     ++c.begins;
     m.kind = IntervalMatch::Kind::kBegin;
-    Open fresh{{time_ns, 0, thread, 0, 0, false}, loss_epoch_, order_++};
-    auto [o, inserted] = emplace_open(open, key, fresh);
+    auto [o, inserted] = find_or_insert(open, key);
     if (!inserted) {
       m.replaced = true;
       m.interval = o->interval;
       m.interval.lost_adjacent = o->loss_epoch != loss_epoch_;
       ++c.unmatched_begins;
       if (m.interval.lost_adjacent) ++c.lost_adjacent_unmatched;
-      *o = fresh;
+      o->interval = Interval{};
     }
+    // Filled in place: a copy of a fresh Open through the stack stalls on its own stores.
+    o->interval.begin_ns = time_ns;
+    o->interval.begin_thread = thread;
+    o->loss_epoch = loss_epoch_;
+    o->order = order_++;
     m.tag = &o->interval.tag;
     return m;
   }
   ++c.ends;
-  Open o;
-  if (!take_open(open, key, &o)) {
+  const bool found = take_open(open, key, [&](const Open& o) {
+    m.kind = IntervalMatch::Kind::kEnd;
+    m.interval = o.interval;
+    m.interval.end_ns = time_ns;
+    m.interval.end_thread = thread;
+    m.interval.lost_adjacent = o.loss_epoch != loss_epoch_;
+  });
+  if (found) {
+    ++c.pairs;
+    if (m.interval.lost_adjacent) ++c.lost_adjacent_pairs;
+  } else {
     m.kind = IntervalMatch::Kind::kUnmatchedEnd;
     m.lost_adjacent = loss_epoch_ != 0;
     ++c.unmatched_ends;
     if (m.lost_adjacent) ++c.lost_adjacent_unmatched;
-    return m;
   }
-  m.kind = IntervalMatch::Kind::kEnd;
-  m.interval = o.interval;
-  m.interval.end_ns = time_ns;
-  m.interval.end_thread = thread;
-  m.interval.lost_adjacent = o.loss_epoch != loss_epoch_;
-  ++c.pairs;
-  if (m.interval.lost_adjacent) ++c.lost_adjacent_pairs;
   return m;
 }
 
