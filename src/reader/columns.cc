@@ -67,9 +67,10 @@ struct ColumnReader::Impl {
     std::string name;
     std::vector<uint16_t> ids;
     const EventInfo* layout;
-    std::vector<Step> steps;  // the layout's first fields, up to the last one read or walked
-    uint32_t tail_bytes;      // the scalars after them
-    int columns = 0;          // fields read
+    std::vector<Step> steps;   // the layout's first fields, up to the last one read or walked
+    uint32_t tail_bytes;       // the scalars after them
+    int columns = 0;           // fields read
+    bool every_field = false;  // columns for all fields: the steps need not be consulted
   };
 
   Impl(Trace& t, ColumnOptions o) : trace(t), sizer(t), options(std::move(o)) {}
@@ -112,6 +113,7 @@ struct ColumnReader::Impl {
       if (read || string) walked = i + 1;
     }
     t.tail_bytes = static_cast<uint32_t>(8 * (t.steps.size() - walked));
+    t.every_field = t.columns == static_cast<int>(e.fields.size());
     t.steps.resize(walked);
     return t;
   }
@@ -169,22 +171,25 @@ struct ColumnReader::Impl {
 
   void read(ColumnSet* out, size_t max_rows) {
     while (!live.empty() && out->rows < max_rows) {
-      // The thread whose next record comes first, and the one after it.
+      // The thread whose next record comes first, and the one after it, in one pass: live is
+      // in index order, so on equal clock values the one met first (lower index) stays ahead.
       size_t best = 0;
-      for (size_t j = 1; j < live.size(); ++j) {
-        if (cursors[live[j]].ticks < cursors[live[best]].ticks) best = j;  // ties: lower index
-      }
-      const uint32_t b = live[best];
+      uint64_t best_ticks = cursors[live[0]].ticks;
       uint64_t bound_ticks = ~uint64_t{0};
       uint32_t bound = ~uint32_t{0};
-      for (uint32_t i : live) {
-        if (i == b) continue;
-        const uint64_t t = cursors[i].ticks;
-        if (t < bound_ticks || (t == bound_ticks && i < bound)) {
+      for (size_t j = 1; j < live.size(); ++j) {
+        const uint64_t t = cursors[live[j]].ticks;
+        if (t < best_ticks) {
+          bound_ticks = best_ticks;
+          bound = live[best];
+          best_ticks = t;
+          best = j;
+        } else if (t < bound_ticks) {
           bound_ticks = t;
-          bound = i;
+          bound = live[j];
         }
       }
+      const uint32_t b = live[best];
       Cursor& c = cursors[b];
       for (;;) {
         take(c, b, out);
@@ -233,19 +238,32 @@ struct ColumnReader::Impl {
       ++out->rows;
       const Table& layout = tables[static_cast<size_t>(k)];
       const uint8_t* p = rec + 8;
-      for (const Step& step : layout.steps) {
-        if (step.string) {
-          uint32_t n = p[0];
-          if (step.column >= 0) {
-            FieldColumn& f = t.fields[static_cast<size_t>(step.column)];
+      if (layout.every_field) {
+        for (FieldColumn& f : t.fields) {
+          if (f.info.type == abi::FieldType::kString) {
+            uint32_t n = p[0];
             f.text.append(reinterpret_cast<const char*>(p + 1), n);
             f.offsets.push_back(f.text.size());
+            p += abi::string_slot_bytes(n);
+          } else {
+            f.bits.push_back(load_u64(p));
+            p += 8;
           }
-          p += abi::string_slot_bytes(n);
-        } else {
-          if (step.column >= 0)
-            t.fields[static_cast<size_t>(step.column)].bits.push_back(load_u64(p));
-          p += 8;
+        }
+      } else {
+        for (const Step& step : layout.steps) {
+          FieldColumn* f = step.column >= 0 ? &t.fields[static_cast<size_t>(step.column)] : nullptr;
+          if (step.string) {
+            uint32_t n = p[0];
+            if (f != nullptr) {
+              f->text.append(reinterpret_cast<const char*>(p + 1), n);
+              f->offsets.push_back(f->text.size());
+            }
+            p += abi::string_slot_bytes(n);
+          } else {
+            if (f != nullptr) f->bits.push_back(load_u64(p));
+            p += 8;
+          }
         }
       }
       c.offset += static_cast<uint32_t>(p - rec) + layout.tail_bytes;

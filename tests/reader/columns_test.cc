@@ -180,6 +180,49 @@ TEST(ColumnsTest, EveryFieldTypeAndStringsFromSegmentAndFile) {
   std::filesystem::remove(segment);
 }
 
+TEST(ColumnsTest, SelectedFieldsHoldTheValuesOfAFullRead) {
+  std::string segment = run_helper(kBin + "/export_helper --pairs 300");
+  ASSERT_FALSE(segment.empty());
+  auto trace = Trace::open(segment);
+  ASSERT_TRUE(trace.ok());
+  auto all = read_columns(**trace);
+  ASSERT_TRUE(all.ok());
+  // Strings before, between and after the fields read (their lengths move what follows).
+  ColumnOptions options;
+  options.fields = {"second", "small", "id", "i64", "dev"};
+  auto some = read_columns(**trace, options);
+  ASSERT_TRUE(some.ok());
+  ASSERT_EQ(some->tables.size(), all->tables.size());
+  EXPECT_EQ(some->rows, all->rows);
+  size_t compared = 0;
+  for (size_t k = 0; k < all->tables.size(); ++k) {
+    const EventTable &a = all->tables[k], &s = some->tables[k];
+    ASSERT_EQ(s.rows(), a.rows()) << a.name;
+    EXPECT_EQ(std::vector<uint64_t>(s.time_ns.begin(), s.time_ns.end()),
+              std::vector<uint64_t>(a.time_ns.begin(), a.time_ns.end()));
+    size_t next = 0;  // the selected columns keep the event's field order
+    for (const FieldColumn& f : a.fields) {
+      bool wanted = false;
+      for (const std::string& name : options.fields) wanted = wanted || name == f.info.name;
+      if (!wanted) continue;
+      ASSERT_LT(next, s.fields.size()) << a.name;
+      const FieldColumn& g = s.fields[next++];
+      ASSERT_EQ(g.info.name, f.info.name);
+      for (size_t i = 0; i < a.rows(); ++i) {
+        if (f.is_string()) {
+          ASSERT_EQ(g.string_at(i), f.string_at(i)) << a.name << " " << f.info.name << " " << i;
+        } else {
+          ASSERT_EQ(g.bits[i], f.bits[i]) << a.name << " " << f.info.name << " " << i;
+        }
+        ++compared;
+      }
+    }
+    EXPECT_EQ(next, s.fields.size()) << a.name;
+  }
+  EXPECT_GT(compared, 600u);
+  std::filesystem::remove(segment);
+}
+
 TEST(ColumnsTest, AnEventWithoutFields) {
   std::string segment = run_helper(kBin + "/export_helper --pairs 8");
   ASSERT_FALSE(segment.empty());
