@@ -1,0 +1,34 @@
+// The latency comparison of latency_columns_test.cc on a trace file of several processes
+// (`nanotrace run` of two pairs_program processes under a shell): thread streams of every
+// process, merged, with the event ids the processes share.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "analysis/latency_compare.hpp"
+
+namespace nanotrace {
+namespace {
+
+using namespace latency_test;
+
+TEST(LatencyProcessesTest, SameAsRecordByRecordAcrossProcesses) {
+  const std::string file = "/tmp/nanotrace-latency-processes-" + std::to_string(getpid()) + ".ntr";
+  int code = 0;
+  std::string out = testing::run_command(kBin + "/nanotrace run -o " + file + " -- sh -c '" + kBin +
+                                             "/pairs_program --rounds 200 & " + kBin +
+                                             "/pairs_program --rounds 300; wait' 2>&1",
+                                         &code);
+  ASSERT_EQ(code, 0) << out;
+  auto trace = Trace::open(file);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  ASSERT_GE((*trace)->processes().size(), 3u);  // the shell and both programs
+  std::vector<LatencyReport> reps = expect_same(**trace);
+  EXPECT_EQ(reps[0].begins, (200u + 300u) * 3 * 8 + 2 * 20);
+  std::filesystem::remove(file);
+}
+
+}  // namespace
+}  // namespace nanotrace
