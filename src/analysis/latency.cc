@@ -259,8 +259,8 @@ std::vector<ThreadStats> PairMatcher::add_all(Trace& trace) {
         return nullptr;
       };
       if (id < rule.role.size() && rule.role[id] != 0) {
-        p.key = column(rule.rule.key);
-        if (!p.key->is_string()) p.key_bits = p.key->bits.data();
+        p.key = column(rule.rule.key);  // present: resolve_pair found it in every event
+        if (p.key != nullptr && !p.key->is_string()) p.key_bits = p.key->bits.data();
         p.begin = rule.role[id] == 1;
         if (p.begin && d.by_field[id] >= 0) p.by = column(d.by);
       }
