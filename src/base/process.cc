@@ -18,6 +18,12 @@
 
 namespace nanotrace::sys {
 
+double monotonic_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 bool tsc_is_invariant() {
   unsigned eax, ebx, ecx, edx;
   if (!__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) || eax < 0x80000007u) return false;

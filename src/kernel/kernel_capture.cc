@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/process.hpp"
 #include "kernel/tracefs_cxx.hpp"
 
 namespace nanotrace::kernel {
@@ -20,12 +21,6 @@ namespace {
 // Sub-buffers one chunk carries at most (1 MiB of 4 KiB pages): the reader checks a whole
 // chunk before it uses any of it.
 constexpr size_t kPagesPerChunk = 256;
-
-double now_s() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 // The threads of the processes that are still alive, sorted.
 std::vector<uint32_t> threads_of(const std::vector<uint32_t>& pids) {
@@ -121,7 +116,7 @@ Result<std::unique_ptr<KernelCapture>> KernelCapture::start(const CaptureOptions
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
   }();
-  c->last_drain_ = now_s();
+  c->last_drain_ = sys::monotonic_seconds();
   return c;
 }
 
@@ -164,7 +159,7 @@ void KernelCapture::follow(uint32_t pid) {
 }
 
 Status KernelCapture::drain(const PageSink& sink, bool final) {
-  const double now = now_s();
+  const double now = sys::monotonic_seconds();
   if (!final && now - last_drain_ < 0.01) return Status::Ok();
   last_drain_ = now;
   if (final && !stopped_) {

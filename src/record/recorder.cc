@@ -29,12 +29,6 @@
 namespace nanotrace {
 namespace {
 
-double now_s() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 // Whether the target still runs, without reading /proc on every pass: a pidfd (polled)
 // turns readable when the process exits, and also cuts a sleep short then.
 class TargetWatch {
@@ -262,7 +256,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
     };
   }
 
-  const double t0 = now_s();
+  const double t0 = sys::monotonic_seconds();
   double last_progress = t0, last_loss = t0, last_snapshot = 0;
   TargetWatch target(p.pid, start_time);
   double prev_pass = t0;
@@ -271,14 +265,14 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   for (;;) {
     uint64_t moved = 0;
     bool stopped = false;
-    const double pass_start = now_s();
+    const double pass_start = sys::monotonic_seconds();
     s = drainer.pass(hook, /*final=*/false, &moved, &stopped);
     if (!s.ok()) return s;
     if (kernel) {
       s = kernel->drain(/*final=*/false);
       if (!s.ok()) return s;
     }
-    double now = now_s();
+    double now = sys::monotonic_seconds();
     if (snapshot_wanted && now - last_snapshot >= 1.0) {
       snapshot_wanted = false;
       last_snapshot = now;
@@ -345,7 +339,8 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
     } else if (busiest > 0) {
       idle_us = 50;
       double quarter = static_cast<double>(drainer.ring_size()) / 4;
-      double wait = quarter * interval / static_cast<double>(busiest) - (now_s() - pass_start);
+      double wait = quarter * interval / static_cast<double>(busiest) -
+                    (sys::monotonic_seconds() - pass_start);
       if (wait > 0.01) wait = 0.01;
       if (wait >= 20e-6) target.sleep_us(static_cast<uint64_t>(wait * 1e6));
     } else {
@@ -364,7 +359,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   static const char* kReasons[] = {"complete",      "interrupted",     "target exited",
                                    "duration over", "stop-on matched", "error"};
   summary.reason = kReasons[static_cast<uint32_t>(reason)];
-  summary.seconds = now_s() - t0;
+  summary.seconds = sys::monotonic_seconds() - t0;
   fill_counts(drainer, out, &summary);
   return summary;
 }

@@ -36,12 +36,6 @@
 namespace nanotrace {
 namespace {
 
-double now_s() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 // One process image being recorded.
 struct Recorded {
   std::unique_ptr<Trace> trace;
@@ -209,7 +203,8 @@ class Session {
 uint64_t new_run_id() {
   uint64_t id = 0;
   if (getrandom(&id, sizeof(id), 0) != sizeof(id)) {
-    id = static_cast<uint64_t>(getpid()) << 32 ^ static_cast<uint64_t>(now_s() * 1e9);
+    id = static_cast<uint64_t>(getpid()) << 32 ^
+         static_cast<uint64_t>(sys::monotonic_seconds() * 1e9);
   }
   return id == 0 ? 1 : id;
 }
@@ -318,7 +313,7 @@ Result<RunSummary> run_command(const RunOptions& o) {
     return Status::FromErrno("cannot run " + o.command[0], exec_errno);
   }
 
-  const double t0 = now_s();
+  const double t0 = sys::monotonic_seconds();
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
   Session session(run_id, out);
   int status = 0;
@@ -327,19 +322,19 @@ Result<RunSummary> run_command(const RunOptions& o) {
   double last_follow = 0;
   size_t followed = 0;
   uint64_t idle_us = 50;
-  double prev_pass = now_s();
+  double prev_pass = sys::monotonic_seconds();
   while (!exited) {
     if (o.forward_signal != nullptr) {
       if (int sig = o.forward_signal->exchange(0); sig != 0) kill(child, sig);
     }
-    double now = now_s();
+    double now = sys::monotonic_seconds();
     if (now - last_scan >= 0.002) {
       last_scan = now;
       s = session.scan();
       if (!s.ok()) break;
     }
     uint64_t moved = 0;
-    const double pass_start = now_s();
+    const double pass_start = sys::monotonic_seconds();
     s = session.pass(false, &moved);
     if (!s.ok()) break;
     if (kernel) {
@@ -369,7 +364,8 @@ Result<RunSummary> run_command(const RunOptions& o) {
       // Not every 50 us while records flow: a recorder that polls that often takes a core
       // from the program on a small machine.
       idle_us = 50;
-      const double wait = session.quarter_ring_s(interval) - (now_s() - pass_start);
+      const double wait =
+          session.quarter_ring_s(interval) - (sys::monotonic_seconds() - pass_start);
       if (wait >= 20e-6) idle_us = static_cast<uint64_t>(wait * 1e6);
     } else {
       idle_us = idle_us * 2 > 5000 ? 5000 : idle_us * 2;
@@ -416,7 +412,7 @@ Result<RunSummary> run_command(const RunOptions& o) {
     summary.exit_code = 128 + summary.killed_by;
     summary.core_dumped = WCOREDUMP(status);
   }
-  summary.seconds = now_s() - t0;
+  summary.seconds = sys::monotonic_seconds() - t0;
   summary.processes = session.processes();
   summary.records = session.records();
   summary.file_bytes = out.bytes_written();
