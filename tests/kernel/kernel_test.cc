@@ -335,7 +335,12 @@ TEST(KernelTest, KernelEventsReachEveryExport) {
       EXPECT_TRUE(e["args"].contains("tid"));
     }
     EXPECT_EQ(n, kernel);
-    EXPECT_TRUE(chrome["otherData"]["lost"].contains("cpu0"));
+    // ftrace's losses per CPU (of the CPUs whose events the file holds: one at least).
+    uint64_t cpu_keys = 0;
+    for (const auto& [key, count] : chrome["otherData"]["lost"].items()) {
+      cpu_keys += key.rfind("cpu", 0) == 0;
+    }
+    EXPECT_GE(cpu_keys, 1u) << chrome["otherData"].dump();
   }
   // Perfetto: instants on tracks whose parent is the "kernel (ftrace)" track.
   {
