@@ -48,7 +48,10 @@ std::string segment_path();
 Mode mode();
 
 // How long the rings keep recording after a trigger matched: a number of events (all
-// threads together) or a time. Both zero: freeze on the matching record itself.
+// threads together) or a time. Both zero: freeze on the matching record itself. A record
+// counts as inside the window when its thread reserves it; each thread may add the one
+// record it had in flight (for a time window: stamped past the deadline if the thread was
+// preempted between reserving and stamping it).
 struct TriggerWindow {
   uint64_t after_events = 0;
   uint64_t after_ns = 0;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <map>
+
 #include "common/child_process.hpp"
 #include "common/records.hpp"
 #include "nanotrace/abi.hpp"
@@ -92,13 +94,19 @@ TEST(TriggerTest, TimeWindowAndBadExpressions) {
   const TriggerInfo& trig = (*trace)->process().trigger;
   ASSERT_EQ(trig.state, abi::TriggerState::kFrozen);
   EXPECT_EQ(trig.seq, 1000u);
-  // Every published record lies within 200 us of the match.
+  // Every record admitted lies within 200 us of the match. A record is admitted when its
+  // thread reserves it and stamped just after; a thread preempted in between stamps it
+  // late, so each thread may end with one record stamped past the deadline, never two.
   auto result = testing::read_test_records(**trace);
   // The process set its deadline with the tick rate it knew when it fired (measured over a
   // 1 ms baseline in a young process, to 1e-4); the rate read now is a later estimate, so
   // allow their difference (1 %, far above it).
   uint64_t window_ticks = (*trace)->process().ticks_per_second / 5000 * 101 / 100;
-  for (const auto& r : result.records) EXPECT_LE(r.ticks, trig.ticks + window_ticks);
+  std::map<uint32_t, uint64_t> late_per_thread;
+  for (const auto& r : result.records) {
+    if (r.ticks > trig.ticks + window_ticks) ++late_per_thread[r.thread];
+  }
+  for (const auto& [thread, late] : late_per_thread) EXPECT_LE(late, 1u) << "thread " << thread;
   EXPECT_LT(result.threads.at(0).info.written, 2000000u);
   child.close_stdin();
   child.wait();
