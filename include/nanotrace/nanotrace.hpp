@@ -69,18 +69,21 @@ bool special_event(const Site& site, uint64_t* record) noexcept;
 bool register_sites(Site* const* begin, Site* const* end) noexcept;
 void unregister_sites(Site* const* begin, Site* const* end) noexcept;
 
-[[gnu::always_inline]] inline uint64_t now_ticks() noexcept {
+[[gnu::always_inline]] inline uint64_t now_ticks() {
   if (__builtin_expect(g_clock_is_tsc, 1)) return __rdtsc();
   return monotonic_ticks();
 }
 
 // One instruction, so a signal handler on this thread cannot interleave with it.
-[[gnu::always_inline]] inline void count_record(abi::ThreadSlot* slot) noexcept {
+[[gnu::always_inline]] inline void count_record(abi::ThreadSlot* slot) {
   asm volatile("addq $1, %0" : "+m"(slot->written));
 }
 
+// emit and its helpers cannot throw (what they call is noexcept) yet are not declared
+// noexcept: that would give every traced function an exception region, whose personality
+// routine loads libstdc++ into programs that would not otherwise need it.
 template <class... A>
-[[gnu::always_inline]] inline void emit(const Site& site, const A&... args) noexcept {
+[[gnu::always_inline]] inline void emit(const Site& site, const A&... args) {
   uint32_t bytes;
   if constexpr ((kIsString<std::remove_cvref_t<A>> || ...)) {
     bytes = (8 + ... + payload_bytes(args));

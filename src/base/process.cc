@@ -13,7 +13,6 @@
 
 #include <climits>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 namespace nanotrace::sys {
@@ -31,10 +30,21 @@ bool tsc_is_invariant() {
   return (edx & (1u << 8)) != 0;
 }
 
+std::string read_proc_file(const char* path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[4096];
+  ssize_t n;
+  do {
+    n = read(fd, buf, sizeof(buf));
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
 uint64_t proc_start_time(uint32_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return 0;
+  std::string line = read_proc_file(("/proc/" + std::to_string(pid) + "/stat").c_str());
+  if (line.empty()) return 0;
   size_t close = line.rfind(')');
   if (close == std::string::npos) return 0;
   // After "pid (comm) ", the state is field 3; starttime is field 22.

@@ -16,6 +16,9 @@ bool tsc_is_invariant();
 double monotonic_seconds();
 // Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), 0 if unknown.
 uint64_t proc_start_time(uint32_t pid);
+// The first 4 KiB of a small /proc file ("" if it cannot be read). Plain system calls: the
+// runtime calls it at start-up, where an ifstream would pull in the C++ library's locales.
+std::string read_proc_file(const char* path);
 // True if pid is alive and, when start_time is non-zero, is the same process.
 bool process_alive(uint32_t pid, uint64_t start_time);
 struct SegmentName {

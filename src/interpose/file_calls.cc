@@ -103,12 +103,7 @@ bool is_runtime_fd(int fd) {
 // descriptor, the segment moves to another number first (under the runtime's lock, which
 // every user of the descriptor but a thread's first claim holds).
 void move_runtime_fd_from(int newfd) {
-  if (!is_runtime_fd(newfd)) return;
-  runtime::Runtime& rt = runtime::Runtime::instance();
-  std::lock_guard lock(rt.mu);
-  if (rt.segment.fd != newfd) return;
-  const int moved = fcntl(newfd, F_DUPFD_CLOEXEC, newfd + 1);
-  if (moved >= 0) rt.segment.fd = moved;
+  if (is_runtime_fd(newfd)) runtime::Runtime::instance().move_segment_fd_from(newfd);
 }
 
 }  // namespace

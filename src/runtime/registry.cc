@@ -3,6 +3,7 @@
 // every site is published into the segment's event table, and site enable flags follow the
 // segment's group table. Modules unregister their sites when unloaded. Also the public
 // control API (nanotrace/control.hpp), process exit and fork.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -222,6 +223,13 @@ Status Runtime::restart_locked() {
   }
   start_failed = false;
   return start_locked();
+}
+
+void Runtime::move_segment_fd_from(int fd) {
+  std::lock_guard lock(mu);
+  if (!started.load(std::memory_order_acquire) || segment.fd != fd) return;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
+  if (moved >= 0) segment.fd = moved;
 }
 
 namespace {

@@ -128,6 +128,9 @@ class Runtime {
   void apply_groups_locked();
   // REQUIRES: mu held. Tears down and rebuilds the segment (before any ring is claimed).
   Status restart_locked();
+  // The program is about to make `fd` name another file (dup2 onto it): if `fd` is the
+  // segment's descriptor, the segment moves to another number first. Takes mu.
+  void move_segment_fd_from(int fd);
 
   // Control thread (control_thread.cc).
   void start_control_thread();

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <random>
 #include <string>
 
@@ -32,10 +31,8 @@ constexpr uint64_t kTableChunk = 64u << 10;  // table bytes are allocated in ste
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
 std::string read_comm() {
-  std::ifstream in("/proc/self/comm");
-  std::string s;
-  std::getline(in, s);
-  return s;
+  std::string s = sys::read_proc_file("/proc/self/comm");
+  return s.substr(0, s.find('\n'));
 }
 
 void copy_name(char* dst, size_t cap, const std::string& src) {
