@@ -237,7 +237,10 @@ struct alignas(64) ThreadSlot {
   // Reader line: written only by the attached consumer.
   alignas(64) uint64_t consumed;  // position up to which the consumer has read (block/discard)
   uint32_t consumer_seq;          // futex word the writer sleeps on in block mode
-  uint32_t reserved1;
+  // The generation the consumed* fields describe, stored after them. A consumer that took
+  // the previous thread's records may store its counts after the slot was claimed again:
+  // fields of another generation mean nothing of this one was read.
+  uint32_t consumed_generation;
   uint64_t consumed_records;  // records the consumer has taken
   uint64_t consumed_dropped;  // drops the consumer has accounted for (reported)
   char name[16];              // thread name at claim time (written by the claimer)

@@ -63,7 +63,10 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
   block_size_ = p.block_size;
   stats_.info = info;
   end_ = info.head;
-  if (writable_slot_) {
+  // An earlier consumer's counts are about this thread only if they name its generation.
+  const bool counts_are_this_threads =
+      __atomic_load_n(&slot_->consumed_generation, __ATOMIC_ACQUIRE) == info.generation;
+  if (writable_slot_ && counts_are_this_threads) {
     pos_ = __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE);
     expected_seq_ = __atomic_load_n(&slot_->consumed_records, __ATOMIC_ACQUIRE);
     // Drops an earlier consumer reported are not ours to report again.
@@ -76,7 +79,8 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
   }
   mode_ = p.mode;
   writer_gone_ = !p.alive;
-  uint64_t consumed = __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE);
+  uint64_t consumed =
+      counts_are_this_threads ? __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE) : 0;
   if (end_ >= kMaxPosition || consumed >= kMaxPosition) {
     ++stats_.corrupt_blocks;
     done_ = true;
@@ -174,6 +178,8 @@ void LiveThreadStream::publish_consumed() {
   __atomic_store_n(&writable_slot_->consumed_records, expected_seq_, __ATOMIC_RELEASE);
   __atomic_store_n(&writable_slot_->consumed_dropped, stats_.info.dropped, __ATOMIC_RELEASE);
   __atomic_store_n(&writable_slot_->consumed, pos_, __ATOMIC_RELEASE);
+  // Last: the counts describe this generation, even if the slot was claimed again meanwhile.
+  __atomic_store_n(&writable_slot_->consumed_generation, stats_.info.generation, __ATOMIC_RELEASE);
   __atomic_fetch_add(&writable_slot_->consumer_seq, 1, __ATOMIC_RELEASE);
   if (__atomic_load_n(&writable_slot_->writer_waiting, __ATOMIC_SEQ_CST) != 0) {
     sys::futex_wake_all(&writable_slot_->consumer_seq);

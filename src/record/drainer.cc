@@ -117,7 +117,10 @@ Status Drainer::start_stream(uint32_t slot, uint32_t generation, bool initial, S
   st->name.assign(s.name, ::strnlen(s.name, sizeof(s.name)));
   st->state = __atomic_load_n(&s.state, __ATOMIC_ACQUIRE);
   uint64_t head = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
-  uint64_t consumed = __atomic_load_n(&s.consumed, __ATOMIC_ACQUIRE);
+  // An earlier consumer's counts are about this thread only if they name its generation.
+  const bool counts_are_this_threads =
+      __atomic_load_n(&s.consumed_generation, __ATOMIC_ACQUIRE) == generation;
+  uint64_t consumed = counts_are_this_threads ? __atomic_load_n(&s.consumed, __ATOMIC_ACQUIRE) : 0;
   // A generation that began since we attached has all its drops in this recording (its
   // counter starts at 0 when the slot is claimed), even those before a pass first saw it.
   // The first pass runs after attaching, so whether a generation existed before comes from
@@ -128,15 +131,16 @@ Status Drainer::start_stream(uint32_t slot, uint32_t generation, bool initial, S
   }
   // Of a thread that was running, the drops an earlier consumer reported are not ours; every
   // other drop happened after the records still in the ring, which this file starts with.
-  st->dropped_at_start =
-      consume_ && initial ? __atomic_load_n(&s.consumed_dropped, __ATOMIC_ACQUIRE) : 0;
+  st->dropped_at_start = consume_ && initial && counts_are_this_threads
+                             ? __atomic_load_n(&s.consumed_dropped, __ATOMIC_ACQUIRE)
+                             : 0;
   // A consumer's position also bounds a snapshot in block and discard modes: what lies before
   // it was taken by that consumer, not lost.
   // Only a generation that existed before we started can have been partly consumed by
   // someone else; a later one starts at 0 (its consumed field may still be the previous
   // generation's while the claim is in progress).
-  if (initial && (consume_ || mode_ != abi::Mode::kOverwrite) && consumed <= head &&
-      head < kMaxPosition) {
+  if (initial && counts_are_this_threads && (consume_ || mode_ != abi::Mode::kOverwrite) &&
+      consumed <= head && head < kMaxPosition) {
     st->first_pos = consumed;
     st->seq = __atomic_load_n(&s.consumed_records, __ATOMIC_ACQUIRE);
   }
@@ -190,6 +194,9 @@ void Drainer::publish(StreamState& st) {
   __atomic_store_n(&s->consumed_dropped, st.dropped, __ATOMIC_RELEASE);
   __atomic_store_n(&s->consumed_records, st.seq, __ATOMIC_RELEASE);
   __atomic_store_n(&s->consumed, pos, __ATOMIC_RELEASE);
+  // Last: the slot may have been claimed again since the check above, and the counts then
+  // describe the previous thread, which this says.
+  __atomic_store_n(&s->consumed_generation, st.generation, __ATOMIC_RELEASE);
   __atomic_fetch_add(&s->consumer_seq, 1, __ATOMIC_RELEASE);
   if (__atomic_load_n(&s->writer_waiting, __ATOMIC_SEQ_CST) != 0) {
     sys::futex_wake_all(&s->consumer_seq);

@@ -77,6 +77,23 @@ void bump_slot_epoch(abi::SegmentHeader* h) {
   if (__atomic_load_n(&h->slot_waiters, __ATOMIC_SEQ_CST) != 0) sys::futex_wake_all(&h->slot_epoch);
 }
 
+// What the consumer has read of the slot's current thread: its counts describe the
+// generation it stored last, and another generation's mean nothing of this one was read.
+struct Consumed {
+  uint64_t position = 0, records = 0, dropped = 0;
+};
+Consumed consumed_of_this_generation(const abi::ThreadSlot* s) {
+  Consumed c;
+  if (__atomic_load_n(&s->consumed_generation, __ATOMIC_ACQUIRE) !=
+      __atomic_load_n(&s->generation, __ATOMIC_ACQUIRE)) {
+    return c;
+  }
+  c.position = __atomic_load_n(&s->consumed, __ATOMIC_ACQUIRE);
+  c.records = __atomic_load_n(&s->consumed_records, __ATOMIC_ACQUIRE);
+  c.dropped = __atomic_load_n(&s->consumed_dropped, __ATOMIC_ACQUIRE);
+  return c;
+}
+
 bool try_take(abi::ThreadSlot* s, uint32_t expected) {
   return __atomic_compare_exchange_n(&s->state, &expected, state_of(SlotState::kClaiming), false,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
@@ -91,8 +108,8 @@ bool finish_claim(Runtime& rt, uint32_t i, uint32_t previous) {
   bool was_prepared = __atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0;
   if (previous == state_of(SlotState::kExited)) {
     // Records of the previous thread nobody read, and drops nobody reported, are lost.
-    uint64_t unread = s->written - __atomic_load_n(&s->consumed_records, __ATOMIC_ACQUIRE) +
-                      s->dropped - __atomic_load_n(&s->consumed_dropped, __ATOMIC_ACQUIRE);
+    Consumed c = consumed_of_this_generation(s);
+    uint64_t unread = s->written - c.records + s->dropped - c.dropped;
     if (unread != 0) __atomic_fetch_add(&h->lost_reclaimed, unread, __ATOMIC_RELAXED);
   }
   // Readers detect reuse through the generation, bumped before anything else changes.
@@ -137,12 +154,10 @@ bool claim_once(Runtime& rt) {
       if (pass == 0) {
         fits = state == state_of(SlotState::kFree) &&
                __atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0;
-      } else if (pass == 1) {
-        fits = state == state_of(SlotState::kExited) &&
-               __atomic_load_n(&s->consumed, __ATOMIC_ACQUIRE) >=
-                   __atomic_load_n(&s->head, __ATOMIC_ACQUIRE) &&
-               __atomic_load_n(&s->consumed_records, __ATOMIC_ACQUIRE) >= s->written;
-      } else {
+      } else if (pass == 1 && state == state_of(SlotState::kExited)) {
+        Consumed c = consumed_of_this_generation(s);
+        fits = c.position >= __atomic_load_n(&s->head, __ATOMIC_ACQUIRE) && c.records >= s->written;
+      } else if (pass == 2) {
         fits = state == state_of(SlotState::kFree);
       }
       if (fits && try_take(s, state) && finish_claim(rt, i, state)) return true;
@@ -211,7 +226,7 @@ bool room_for_block(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t blo
   auto mode = static_cast<abi::Mode>(h->mode);
   if (mode == abi::Mode::kOverwrite) return true;
   auto has_room = [&] {
-    return __atomic_load_n(&s->consumed, __ATOMIC_ACQUIRE) + h->ring_size >= next + block;
+    return consumed_of_this_generation(s).position + h->ring_size >= next + block;
   };
   if (has_room()) {
     t_slow.consumer_stuck = false;
@@ -220,7 +235,7 @@ bool room_for_block(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t blo
   uint64_t timeout = h->block_timeout_ns;
   if (mode == abi::Mode::kDiscard || timeout == 0 || !consumer_alive(rt)) return false;
   if (t_slow.consumer_stuck &&
-      __atomic_load_n(&s->consumed, __ATOMIC_ACQUIRE) == t_slow.stuck_at_consumed) {
+      consumed_of_this_generation(s).position == t_slow.stuck_at_consumed) {
     return false;
   }
   uint64_t start = monotonic_ns();
@@ -239,7 +254,7 @@ bool room_for_block(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t blo
   }
   __atomic_store_n(&s->writer_waiting, 0, __ATOMIC_RELAXED);
   t_slow.consumer_stuck = !room;
-  if (!room) t_slow.stuck_at_consumed = __atomic_load_n(&s->consumed, __ATOMIC_ACQUIRE);
+  if (!room) t_slow.stuck_at_consumed = consumed_of_this_generation(s).position;
   return room;
 }
 
