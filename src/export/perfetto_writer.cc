@@ -21,15 +21,13 @@
 // process's time_ns counts from that same start). The first packet declares it: a
 // ClockSnapshot (REALTIME and MONOTONIC at the start, MONOTONIC the primary trace clock) and
 // MONOTONIC as the sequence's default timestamp clock, since a TracePacket's timestamp is
-// BOOTTIME unless said otherwise. Nested messages get a 4-byte padded varint length that is
-// patched when the message ends (as protozero does).
+// BOOTTIME unless said otherwise. The encoder is protobuf_writer.hpp.
 #include <algorithm>
-#include <cstring>
 #include <set>
 #include <utility>
 
-#include "base/utf8.hpp"
 #include "export/output.hpp"
+#include "export/protobuf_writer.hpp"
 #include "export/writers.hpp"
 #include "nanotrace/intervals.hpp"
 
@@ -45,63 +43,6 @@ enum EventType : uint64_t { kBegin = 1, kEnd = 2, kInstant = 3 };
 // BuiltinClock values (perfetto/common/builtin_clock.proto).
 constexpr uint64_t kClockRealtime = 1;
 constexpr uint64_t kClockMonotonic = 3;
-
-// Minimal protobuf encoder writing into a fmt::memory_buffer.
-class Proto {
- public:
-  explicit Proto(fmt::memory_buffer* b) : b_(b) {}
-  void varint(uint64_t v) {
-    char tmp[10];
-    int n = 0;
-    while (v >= 0x80) {
-      tmp[n++] = static_cast<char>(v | 0x80);
-      v >>= 7;
-    }
-    tmp[n++] = static_cast<char>(v);
-    b_->append(tmp, tmp + n);
-  }
-  void tag(uint32_t field, uint32_t wire) { varint(uint64_t{field} << 3 | wire); }
-  void uint(uint32_t field, uint64_t v) {
-    tag(field, 0);
-    varint(v);
-  }
-  void fixed64(uint32_t field, uint64_t bits) {
-    tag(field, 1);
-    char tmp[8];
-    std::memcpy(tmp, &bits, 8);
-    b_->append(tmp, tmp + 8);
-  }
-  // A string field: protobuf strings must be valid UTF-8 (utf8::valid repairs them).
-  void bytes(uint32_t field, std::string_view s) {
-    if (!utf8::is_valid(s)) {
-      std::string repaired = utf8::valid(s);
-      return raw_bytes(field, repaired);
-    }
-    raw_bytes(field, s);
-  }
-  void raw_bytes(uint32_t field, std::string_view s) {
-    tag(field, 2);
-    varint(s.size());
-    b_->append(s.data(), s.data() + s.size());
-  }
-  // Opens a nested message; returns the offset of its length to patch in end().
-  size_t begin(uint32_t field) {
-    tag(field, 2);
-    size_t at = b_->size();
-    const char pad[4] = {'\x80', '\x80', '\x80', '\0'};
-    b_->append(pad, pad + 4);
-    return at;
-  }
-  void end(size_t at) {
-    size_t len = b_->size() - at - 4;
-    char* p = b_->data() + at;
-    for (int i = 0; i < 3; ++i) p[i] = static_cast<char>((len >> (7 * i) & 0x7f) | 0x80);
-    p[3] = static_cast<char>(len >> 21 & 0x7f);
-  }
-
- private:
-  fmt::memory_buffer* b_;
-};
 
 // The lanes of one slice rule: an open interval's tag is its lane.
 struct Lanes {
