@@ -13,20 +13,23 @@
 //   with it closes it (END), so overlapping requests never break nesting; an end without a
 //   begin is an instant. Memory: one map entry per open interval.
 // - A thread with lost records gets a "nanotrace:lost" instant with the count at its end.
-// - Kernel events (a file recorded with --kernel) are instants with their fields on one track
-//   per CPU, under a "kernel (ftrace)" track; ftrace's losses are that CPU's "nanotrace:lost".
-//   They are TrackEvents, not Perfetto's own ftrace packets: the UI lists them, but does not
-//   build its CPU scheduling and thread-state tracks from them.
+// - Kernel events (a file recorded with --kernel) are Perfetto's own ftrace packets
+//   (perfetto_ftrace.hpp): the UI draws CPU tracks and thread states from them. A ProcessTree
+//   names the traced threads and processes; FtraceStats carry ftrace's losses per CPU, and a
+//   CPU with losses also gets its "nanotrace:lost" instant on a track of its own under a
+//   "kernel (ftrace)" track.
 // Timestamps: CLOCK_MONOTONIC ns (the first process's clock_start.monotonic_ns + time_ns; every
 // process's time_ns counts from that same start). The first packet declares it: a
-// ClockSnapshot (REALTIME and MONOTONIC at the start, MONOTONIC the primary trace clock) and
-// MONOTONIC as the sequence's default timestamp clock, since a TracePacket's timestamp is
-// BOOTTIME unless said otherwise. The encoder is protobuf_writer.hpp.
+// ClockSnapshot (REALTIME and MONOTONIC at the start, MONOTONIC the primary trace clock; with
+// kernel events also the sequence clock of ftrace bundles) and MONOTONIC as the sequence's
+// default timestamp clock, since a TracePacket's timestamp is BOOTTIME unless said otherwise.
+// The encoder is protobuf_writer.hpp.
 #include <algorithm>
 #include <set>
 #include <utility>
 
 #include "export/output.hpp"
+#include "export/perfetto_ftrace.hpp"
 #include "export/protobuf_writer.hpp"
 #include "export/writers.hpp"
 #include "nanotrace/intervals.hpp"
@@ -84,6 +87,13 @@ class PerfettoWriter : public RecordWriter {
       w.uint(2, ns);
       w.end(c);
     }
+    if (!trace.kernel_events().empty()) {
+      // The clock ftrace bundles are stamped in (perfetto_ftrace.hpp): CLOCK_MONOTONIC.
+      size_t c = w.begin(1);
+      w.uint(1, kFtraceSequenceClock);
+      w.uint(2, p.clock_start.monotonic_ns);
+      w.end(c);
+    }
     w.uint(2, kClockMonotonic);  // primary_trace_clock
     w.end(snapshot);
     w.end(pkt);
@@ -102,29 +112,9 @@ class PerfettoWriter : public RecordWriter {
     }
     const std::vector<ThreadStats>& threads = source.threads();
     process_of_thread_.clear();
-    bool kernel_track = false;
     for (size_t i = 0; i < threads.size(); ++i) {
-      if (threads[i].info.kernel) {
-        // A CPU's kernel events: a track of its own under one "kernel (ftrace)" track.
+      if (threads[i].info.kernel) {  // a CPU: its records go to ftrace bundles
         process_of_thread_.push_back(0);
-        if (!kernel_track) {
-          kernel_track = true;
-          pkt = w.begin(1);
-          w.uint(10, kSequenceId);
-          size_t td = w.begin(60);
-          w.uint(1, kKernelUuid);
-          w.bytes(2, "kernel (ftrace)");
-          w.end(td);
-          w.end(pkt);
-        }
-        pkt = w.begin(1);
-        w.uint(10, kSequenceId);
-        size_t td = w.begin(60);
-        w.uint(1, kThreadUuidBase + i);
-        w.uint(5, kKernelUuid);
-        w.bytes(2, fmt::format("CPU {}", threads[i].info.slot));
-        w.end(td);
-        w.end(pkt);
         continue;
       }
       uint32_t process = threads[i].info.process < processes_ ? threads[i].info.process : 0;
@@ -143,14 +133,20 @@ class PerfettoWriter : public RecordWriter {
       w.end(pkt);
     }
     last_ts_.assign(threads.size(), 0);
+    if (!trace.kernel_events().empty()) {
+      ftrace_ = std::make_unique<FtraceBundleWriter>(trace.kernel_events(), kSequenceId);
+      write_process_tree(trace, threads, kSequenceId, base_ns_, &out_.buf());
+      write_ftrace_stats(threads, false, kSequenceId, base_ns_, &out_.buf());
+    }
     return Status::Ok();
   }
 
   void write(const Record& r) override {
     uint64_t ts = base_ns_ + r.time_ns;
     last_ts_[r.thread] = ts;
-    if (r.event->is_kernel) {  // an instant on its CPU's track; never part of a slice
-      event(r, ts, kInstant, kThreadUuidBase + r.thread, true);
+    if (r.event->is_kernel) {  // an FtraceEvent; never part of a slice
+      if (ftrace_) ftrace_->add(r, ts, &out_.buf());
+      out_.maybe_flush();
       return;
     }
     // Every record goes through the matcher, which watches sequence numbers for losses.
@@ -200,8 +196,36 @@ class PerfettoWriter : public RecordWriter {
   Status finish(RecordSource& source, ExportSummary* summary) override {
     const std::vector<ThreadStats>& threads = source.threads();
     Proto w(&out_.buf());
+    uint64_t end_ts = base_ns_;
+    for (uint64_t ts : last_ts_) end_ts = std::max(end_ts, ts);
+    if (ftrace_) {
+      ftrace_->flush(&out_.buf());
+      write_ftrace_stats(threads, true, kSequenceId, end_ts, &out_.buf());
+    }
+    bool kernel_track = false;
     for (size_t i = 0; i < threads.size(); ++i) {
       if (threads[i].lost() == 0) continue;
+      if (threads[i].info.kernel) {
+        // A CPU's losses: an instant on a track of its own under one "kernel (ftrace)" track.
+        if (!kernel_track) {
+          kernel_track = true;
+          size_t pkt = w.begin(1);
+          w.uint(10, kSequenceId);
+          size_t td = w.begin(60);
+          w.uint(1, kKernelUuid);
+          w.bytes(2, "kernel (ftrace)");
+          w.end(td);
+          w.end(pkt);
+        }
+        size_t pkt = w.begin(1);
+        w.uint(10, kSequenceId);
+        size_t td = w.begin(60);
+        w.uint(1, kThreadUuidBase + i);
+        w.uint(5, kKernelUuid);
+        w.bytes(2, fmt::format("CPU {}", threads[i].info.slot));
+        w.end(td);
+        w.end(pkt);
+      }
       size_t pkt = w.begin(1);
       w.uint(8, last_ts_[i] ? last_ts_[i] : base_ns_);
       w.uint(10, kSequenceId);
@@ -307,6 +331,7 @@ class PerfettoWriter : public RecordWriter {
   std::vector<int> slice_of_;
   std::vector<uint64_t> last_ts_;
   std::string name_;
+  std::unique_ptr<FtraceBundleWriter> ftrace_;  // set when the trace has kernel events
 };
 
 }  // namespace

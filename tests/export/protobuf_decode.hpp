@@ -58,4 +58,16 @@ inline const Field* find(const std::vector<Field>& fs, uint32_t number) {
   return nullptr;
 }
 
+// Every field with this number (a repeated field), in order.
+inline std::vector<const Field*> find_all(const std::vector<Field>& fs, uint32_t number) {
+  std::vector<const Field*> out;
+  for (const Field& f : fs) {
+    if (f.number == number) out.push_back(&f);
+  }
+  return out;
+}
+
+// A varint field as protobuf's int32/int64 (two's complement).
+inline int64_t as_signed(const Field& f) { return static_cast<int64_t>(f.varint); }
+
 }  // namespace nanotrace_export_test

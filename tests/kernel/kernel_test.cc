@@ -15,7 +15,6 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -24,6 +23,7 @@
 #include "base/file_format.hpp"
 #include "common/child_process.hpp"
 #include "export/protobuf_decode.hpp"
+#include "kernel/kernel_workload.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace {
@@ -33,70 +33,7 @@ using nlohmann::json;
 using testing::ChildProcess;
 using testing::run_command;
 
-const std::string kBin = NANOTRACE_BIN_DIR;
-const std::string kCli = kBin + "/nanotrace";
-const char kInstances[] = "/sys/kernel/tracing/instances";
-
-#define SKIP_WITHOUT_KERNEL_TRACING()                                                 \
-  do {                                                                                \
-    if (::geteuid() != 0) GTEST_SKIP() << "kernel tracing needs root";                \
-    if (::access("/dev/loop-control", F_OK) != 0) GTEST_SKIP() << "no loop driver";   \
-    if (::access("/sys/kernel/tracing/instances", F_OK) != 0 &&                       \
-        std::system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") != 0) { \
-      GTEST_SKIP() << "no tracefs";                                                   \
-    }                                                                                 \
-  } while (0)
-
-// Instances a recorder with this pid created (nanotrace-<pid>-<start time>).
-std::vector<std::string> instances_of(pid_t pid) {
-  std::vector<std::string> out;
-  DIR* d = opendir(kInstances);
-  if (!d) return out;
-  const std::string prefix = "nanotrace-" + std::to_string(pid) + "-";
-  while (dirent* e = readdir(d)) {
-    if (std::string(e->d_name).rfind(prefix, 0) == 0) out.push_back(e->d_name);
-  }
-  closedir(d);
-  return out;
-}
-
-bool wait_for(const std::function<bool()>& done, int seconds) {
-  for (int i = 0; i < seconds * 20; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return done();
-}
-
-// iograph running dependent 4 KiB reads on a loop device, traced, until killed.
-class LoopWorkload {
- public:
-  LoopWorkload() {
-    proc_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{kBin + "/iograph", "bench", "--target", "loop", "--shapes", "rope",
-                                 "--size", "128", "--repeat", "1000000", "--warmup", "0",
-                                 "--backends", "uring-ready", "--trace"},
-        std::vector<std::string>{"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=4M"});
-    pid_ = proc_->pid();
-    ready_ = wait_for(
-        [&] { return ::access(testing::segment_of(proc_->pid()).c_str(), F_OK) == 0; }, 60);
-  }
-  ~LoopWorkload() {
-    proc_.reset();  // SIGKILL; the loop device clears itself on the last close
-    for (const std::string& s : testing::segments_of(pid_)) ::unlink(s.c_str());
-  }
-  bool ready() const { return ready_; }
-  std::string pid() const { return std::to_string(proc_->pid()); }
-
- private:
-  std::unique_ptr<ChildProcess> proc_;
-  pid_t pid_ = 0;
-  bool ready_ = false;
-};
-
-std::string temp_file(const char* name) {
-  return "/tmp/nanotrace-kernel-test-" + std::to_string(getpid()) + "-" + name + ".ntr";
-}
+using namespace kernel_testing;
 
 TEST(KernelTest, IoStagesOfALoopDeviceAreInOrderOnOneClock) {
   SKIP_WITHOUT_KERNEL_TRACING();
@@ -275,8 +212,8 @@ TEST(KernelTest, KernelEventsThatCannotBeCapturedAreAWarningNotAFailure) {
 }
 
 // Kernel events reach every record-by-record export: JSON lines (the objects `dump --json`
-// prints), CSV rows, Chrome instants on the kernel's per-CPU tracks, Perfetto instants on
-// per-CPU tracks under a "kernel (ftrace)" track; each as many as `stats` counts.
+// prints), CSV rows, Chrome instants on the kernel's per-CPU tracks, Perfetto FtraceEvents in
+// per-CPU bundles; each as many as `stats` counts.
 TEST(KernelTest, KernelEventsReachEveryExport) {
   SKIP_WITHOUT_KERNEL_TRACING();
   LoopWorkload w;
@@ -342,39 +279,23 @@ TEST(KernelTest, KernelEventsReachEveryExport) {
     }
     EXPECT_GE(cpu_keys, 1u) << chrome["otherData"].dump();
   }
-  // Perfetto: instants on tracks whose parent is the "kernel (ftrace)" track.
+  // Perfetto: FtraceEvents in per-CPU FtraceEventBundles (perfetto_kernel_test.cc checks
+  // each one).
   {
     namespace pb = nanotrace_export_test;
     std::vector<pb::Field> packets;
     ASSERT_TRUE(pb::decode(exported("perfetto"), &packets));
-    uint64_t kernel_track = 0, n = 0;
-    std::set<uint64_t> cpu_tracks;
+    uint64_t n = 0;
     for (const pb::Field& p : packets) {
       std::vector<pb::Field> pf;
       ASSERT_TRUE(pb::decode(p.bytes, &pf));
-      if (const pb::Field* td = pb::find(pf, 60)) {
-        std::vector<pb::Field> d;
-        ASSERT_TRUE(pb::decode(td->bytes, &d));
-        const pb::Field* name = pb::find(d, 2);
-        const pb::Field* parent = pb::find(d, 5);
-        if (name && name->bytes == "kernel (ftrace)") kernel_track = pb::find(d, 1)->varint;
-        if (parent && kernel_track != 0 && parent->varint == kernel_track) {
-          cpu_tracks.insert(pb::find(d, 1)->varint);
-        }
-      }
-      if (const pb::Field* te = pb::find(pf, 11)) {
-        std::vector<pb::Field> e;
-        ASSERT_TRUE(pb::decode(te->bytes, &e));
-        const pb::Field* track = pb::find(e, 11);
-        const pb::Field* name = pb::find(e, 23);
-        if (track && cpu_tracks.count(track->varint) && name &&
-            name->bytes.rfind("block:", 0) == 0) {
-          ++n;
-        }
+      if (const pb::Field* bundle = pb::find(pf, 1)) {
+        std::vector<pb::Field> b;
+        ASSERT_TRUE(pb::decode(bundle->bytes, &b));
+        EXPECT_TRUE(pb::find(b, 1)) << "a bundle has its CPU";
+        n += pb::find_all(b, 2).size();
       }
     }
-    EXPECT_NE(kernel_track, 0u);
-    EXPECT_FALSE(cpu_tracks.empty());
     EXPECT_EQ(n, kernel);
   }
   ::unlink(file.c_str());

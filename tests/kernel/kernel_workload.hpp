@@ -1,0 +1,88 @@
+// What the kernel tests share: the CLI's path, the skip when kernel tracing is not possible,
+// our tracefs instances, and a traced workload doing I/O on a loop device.
+#pragma once
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/child_process.hpp"
+
+namespace nanotrace::kernel_testing {
+
+using testing::ChildProcess;
+
+inline const std::string kBin = NANOTRACE_BIN_DIR;
+inline const std::string kCli = kBin + "/nanotrace";
+inline constexpr char kInstances[] = "/sys/kernel/tracing/instances";
+
+#define SKIP_WITHOUT_KERNEL_TRACING()                                                 \
+  do {                                                                                \
+    if (::geteuid() != 0) GTEST_SKIP() << "kernel tracing needs root";                \
+    if (::access("/dev/loop-control", F_OK) != 0) GTEST_SKIP() << "no loop driver";   \
+    if (::access("/sys/kernel/tracing/instances", F_OK) != 0 &&                       \
+        std::system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") != 0) { \
+      GTEST_SKIP() << "no tracefs";                                                   \
+    }                                                                                 \
+  } while (0)
+
+// Instances a recorder with this pid created (nanotrace-<pid>-<start time>).
+inline std::vector<std::string> instances_of(pid_t pid) {
+  std::vector<std::string> out;
+  DIR* d = opendir(kInstances);
+  if (!d) return out;
+  const std::string prefix = "nanotrace-" + std::to_string(pid) + "-";
+  while (dirent* e = readdir(d)) {
+    if (std::string(e->d_name).rfind(prefix, 0) == 0) out.push_back(e->d_name);
+  }
+  closedir(d);
+  return out;
+}
+
+inline bool wait_for(const std::function<bool()>& done, int seconds) {
+  for (int i = 0; i < seconds * 20; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
+// iograph running dependent 4 KiB reads on a loop device, traced, until killed.
+class LoopWorkload {
+ public:
+  LoopWorkload() {
+    proc_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{kBin + "/iograph", "bench", "--target", "loop", "--shapes", "rope",
+                                 "--size", "128", "--repeat", "1000000", "--warmup", "0",
+                                 "--backends", "uring-ready", "--trace"},
+        std::vector<std::string>{"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=4M"});
+    pid_ = proc_->pid();
+    ready_ = wait_for(
+        [&] { return ::access(testing::segment_of(proc_->pid()).c_str(), F_OK) == 0; }, 60);
+  }
+  ~LoopWorkload() {
+    proc_.reset();  // SIGKILL; the loop device clears itself on the last close
+    for (const std::string& s : testing::segments_of(pid_)) ::unlink(s.c_str());
+  }
+  bool ready() const { return ready_; }
+  std::string pid() const { return std::to_string(proc_->pid()); }
+
+ private:
+  std::unique_ptr<ChildProcess> proc_;
+  pid_t pid_ = 0;
+  bool ready_ = false;
+};
+
+inline std::string temp_file(const char* name) {
+  return "/tmp/nanotrace-kernel-test-" + std::to_string(getpid()) + "-" + name + ".ntr";
+}
+
+}  // namespace nanotrace::kernel_testing
