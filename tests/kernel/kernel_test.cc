@@ -23,7 +23,7 @@
 #include "base/file_format.hpp"
 #include "common/child_process.hpp"
 #include "export/protobuf_decode.hpp"
-#include "kernel/kernel_workload.hpp"
+#include "kernel/kernel_fixture.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace {
@@ -33,7 +33,7 @@ using nlohmann::json;
 using testing::ChildProcess;
 using testing::run_command;
 
-using namespace kernel_testing;
+using namespace kernel_test;  // NOLINT: the shared helpers
 
 TEST(KernelTest, IoStagesOfALoopDeviceAreInOrderOnOneClock) {
   SKIP_WITHOUT_KERNEL_TRACING();

@@ -19,13 +19,14 @@
 #include <vector>
 
 #include "export/protobuf_decode.hpp"
-#include "kernel/kernel_workload.hpp"
+#include "kernel/kernel_fixture.hpp"
 
 namespace nanotrace {
 namespace {
 
-using namespace kernel_testing;
+using namespace kernel_test;  // NOLINT: the shared helpers
 using nlohmann::json;
+using testing::ChildProcess;
 using testing::run_command;
 namespace pb = nanotrace_export_test;
 
@@ -376,16 +377,8 @@ TEST(KernelTest, PerfettoExportCarriesFtraceLossesPerCpu) {
   ChildProcess recorder({kCli, "record", std::to_string(burst.pid()), "--kernel",
                          "syscalls:sys_enter_getppid", "--kernel-buffer", "4", "-o", file},
                         {});
-  auto enabled = [&] {
-    for (const std::string& name : instances_of(recorder.pid())) {
-      std::ifstream e(std::string(kInstances) + "/" + name +
-                      "/events/syscalls/sys_enter_getppid/enable");
-      std::string v;
-      if (e >> v && v == "1") return true;
-    }
-    return false;
-  };
-  ASSERT_TRUE(wait_for(enabled, 60));
+  ASSERT_TRUE(
+      wait_for([&] { return capture_enabled(recorder.pid(), "syscalls/sys_enter_getppid"); }, 60));
   burst.write_line("go");
   ASSERT_EQ(burst.read_line(), "done");
   ::kill(recorder.pid(), SIGINT);

@@ -1,5 +1,6 @@
-// What the kernel tests share: the CLI's path, the skip when kernel tracing is not possible,
-// our tracefs instances, and a traced workload doing I/O on a loop device.
+// What the kernel tests share: where the programs are, the skip when kernel tracing is not
+// possible here, our recorders' tracefs instances, polling with a deadline, and a traced
+// workload doing I/O on a loop device.
 #pragma once
 
 #include <dirent.h>
@@ -8,6 +9,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,9 +18,7 @@
 
 #include "common/child_process.hpp"
 
-namespace nanotrace::kernel_testing {
-
-using testing::ChildProcess;
+namespace nanotrace::kernel_test {
 
 inline const std::string kBin = NANOTRACE_BIN_DIR;
 inline const std::string kCli = kBin + "/nanotrace";
@@ -47,6 +47,17 @@ inline std::vector<std::string> instances_of(pid_t pid) {
   return out;
 }
 
+// True once the recorder with this pid has enabled `event` ("system/event") in its instance:
+// the kernel capture is on.
+inline bool capture_enabled(pid_t recorder, const std::string& event) {
+  for (const std::string& name : instances_of(recorder)) {
+    std::ifstream e(std::string(kInstances) + "/" + name + "/events/" + event + "/enable");
+    std::string v;
+    if (e >> v && v == "1") return true;
+  }
+  return false;
+}
+
 inline bool wait_for(const std::function<bool()>& done, int seconds) {
   for (int i = 0; i < seconds * 20; ++i) {
     if (done()) return true;
@@ -55,11 +66,15 @@ inline bool wait_for(const std::function<bool()>& done, int seconds) {
   return done();
 }
 
+inline std::string temp_file(const char* name) {
+  return "/tmp/nanotrace-kernel-test-" + std::to_string(getpid()) + "-" + name + ".ntr";
+}
+
 // iograph running dependent 4 KiB reads on a loop device, traced, until killed.
 class LoopWorkload {
  public:
   LoopWorkload() {
-    proc_ = std::make_unique<ChildProcess>(
+    proc_ = std::make_unique<testing::ChildProcess>(
         std::vector<std::string>{kBin + "/iograph", "bench", "--target", "loop", "--shapes", "rope",
                                  "--size", "128", "--repeat", "1000000", "--warmup", "0",
                                  "--backends", "uring-ready", "--trace"},
@@ -76,13 +91,9 @@ class LoopWorkload {
   std::string pid() const { return std::to_string(proc_->pid()); }
 
  private:
-  std::unique_ptr<ChildProcess> proc_;
+  std::unique_ptr<testing::ChildProcess> proc_;
   pid_t pid_ = 0;
   bool ready_ = false;
 };
 
-inline std::string temp_file(const char* name) {
-  return "/tmp/nanotrace-kernel-test-" + std::to_string(getpid()) + "-" + name + ".ntr";
-}
-
-}  // namespace nanotrace::kernel_testing
+}  // namespace nanotrace::kernel_test
