@@ -1,12 +1,13 @@
 // Exporting nanotrace data to other tools' formats: CTF 1.8 (babeltrace2, Trace Compass),
 // Chrome Trace Event JSON (chrome://tracing, Perfetto UI), Perfetto protobuf TrackEvent
-// packets, CSV and JSON lines.
+// packets (kernel events as Perfetto's ftrace packets), CSV and JSON lines.
 //
 // Every exporter streams: it reads the trace once, merged by time, and re-encodes each record
 // as it comes, so memory is bounded by the reader's per-thread block buffers plus one output
 // buffer (CTF: one packet buffer per thread), whatever the size of the trace. Per-thread loss
 // counts (ThreadStats::lost()) are carried into the output where the format can say so (CTF:
-// events_discarded; Chrome JSON: otherData; Perfetto: a "nanotrace:lost" instant).
+// events_discarded; Chrome JSON: otherData; Perfetto: a "nanotrace:lost" instant, and
+// ftrace's per CPU in FtraceStats too).
 //
 // Thread safety: the functions take a Trace, which belongs to one thread at a time; calls on
 // different Traces may run concurrently.
