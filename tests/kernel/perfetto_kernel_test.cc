@@ -339,7 +339,9 @@ TEST(KernelTest, PerfettoExportHoldsEveryKernelEventAsPerfettoFtrace) {
       std::vector<pb::Field> e;
       ASSERT_TRUE(pb::decode(te->bytes, &e));
       const pb::Field* name = pb::find(e, 23);
-      if (name) EXPECT_FALSE(per_event.count(name->bytes)) << name->bytes;
+      if (name) {
+        EXPECT_FALSE(per_event.count(name->bytes)) << name->bytes;
+      }
     }
   }
   EXPECT_EQ(ftrace_clock_start, monotonic_start) << "the ftrace clock is CLOCK_MONOTONIC";
