@@ -89,6 +89,11 @@ struct TriggerInfo {
   uint64_t frozen_ticks = 0;  // kFrozen: clock value when the rings froze
 };
 
+// "none", "armed", "fired", "frozen" (what every tool and binding prints).
+const char* trigger_state_name(abi::TriggerState state);
+// "running", "exited", "crashed": the state the process left in its segment.
+const char* process_state_name(abi::ProcessState state);
+
 struct ProcessInfo {
   std::string path;  // segment path
   uint32_t pid = 0;

@@ -22,32 +22,6 @@ namespace {
 
 const char* clock_name(abi::ClockKind k) { return k == abi::ClockKind::kTsc ? "tsc" : "monotonic"; }
 
-const char* state_name(abi::ProcessState s) {
-  switch (s) {
-    case abi::ProcessState::kRunning:
-      return "running";
-    case abi::ProcessState::kExited:
-      return "exited";
-    case abi::ProcessState::kCrashed:
-      return "crashed";
-  }
-  return "unknown";
-}
-
-const char* trigger_state_name(abi::TriggerState s) {
-  switch (s) {
-    case abi::TriggerState::kNone:
-      return "none";
-    case abi::TriggerState::kArmed:
-      return "armed";
-    case abi::TriggerState::kFired:
-      return "fired";
-    case abi::TriggerState::kFrozen:
-      return "frozen";
-  }
-  return "unknown";
-}
-
 py::dict trigger_dict(const Trace& trace, const TriggerInfo& t) {
   py::dict d;
   d["state"] = trigger_state_name(t.state);
@@ -70,7 +44,7 @@ py::dict process_dict(const Trace& trace) {
   d["pid"] = p.pid;
   d["path"] = p.path;
   d["alive"] = p.alive;
-  d["state"] = state_name(p.state);
+  d["state"] = process_state_name(p.state);
   d["mode"] = mode_name(p.mode);
   d["clock"] = clock_name(p.clock);
   d["process_name"] = text(p.process_name);

@@ -68,4 +68,30 @@ const char* mode_name(abi::Mode m) {
   return "unknown";
 }
 
+const char* trigger_state_name(abi::TriggerState state) {
+  switch (state) {
+    case abi::TriggerState::kNone:
+      return "none";
+    case abi::TriggerState::kArmed:
+      return "armed";
+    case abi::TriggerState::kFired:
+      return "fired";
+    case abi::TriggerState::kFrozen:
+      return "frozen";
+  }
+  return "unknown";
+}
+
+const char* process_state_name(abi::ProcessState state) {
+  switch (state) {
+    case abi::ProcessState::kRunning:
+      return "running";
+    case abi::ProcessState::kExited:
+      return "exited";
+    case abi::ProcessState::kCrashed:
+      return "crashed";
+  }
+  return "unknown";
+}
+
 }  // namespace nanotrace

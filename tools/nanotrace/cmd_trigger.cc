@@ -11,23 +11,6 @@
 #include "nanotrace/trigger.hpp"
 
 namespace nanotrace::cli {
-namespace {
-
-const char* trigger_state_name(abi::TriggerState s) {
-  switch (s) {
-    case abi::TriggerState::kNone:
-      return "none";
-    case abi::TriggerState::kArmed:
-      return "armed";
-    case abi::TriggerState::kFired:
-      return "fired (recording the post-trigger window)";
-    case abi::TriggerState::kFrozen:
-      return "frozen";
-  }
-  return "unknown";
-}
-
-}  // namespace
 
 int cmd_arm(const std::string& source, const std::string& expression, const std::string& after) {
   RemoteTriggerWindow window;
@@ -78,7 +61,8 @@ int cmd_status(const std::string& source) {
   fmt::print("  mode {}, {} threads, consumer {}\n", mode_name(p.mode), t.threads().size(),
              p.consumer_pid ? std::to_string(p.consumer_pid) : std::string("none"));
   const TriggerInfo& trig = p.trigger;
-  fmt::print("  trigger: {}{}\n", trigger_state_name(trig.state),
+  fmt::print("  trigger: {}{}{}\n", trigger_state_name(trig.state),
+             trig.state == abi::TriggerState::kFired ? " (recording the post-trigger window)" : "",
              trig.expression.empty() ? "" : " on " + utf8::escape_text(trig.expression));
   if (trig.state == abi::TriggerState::kFired || trig.state == abi::TriggerState::kFrozen) {
     const EventInfo* e = t.event_by_id(trig.event);
