@@ -238,6 +238,12 @@ class Trace {
   // recorded CPU after the user-space threads (tid 0, name "cpuN", its losses: ftrace's
   // overruns and drops); Record::cpu and Record::task are set.
   std::unique_ptr<RecordSource> read_all_with_kernel();
+  // The kernel records of one recorded CPU alone, in its order (for per-CPU outputs such as
+  // CTF streams): index below kernel_cpu_count(), in the order read_all_with_kernel lists the
+  // CPUs. Its threads() is that CPU's one entry (Record::thread 0). Opened one at a time, a
+  // file with many CPUs holds one sub-buffer in memory, not one per CPU.
+  uint32_t kernel_cpu_count() const;
+  std::unique_ptr<RecordSource> read_kernel_cpu(uint32_t index);
 
   // Reads every thread's ring as it is now (records written before this call), merged by
   // time. consume: also advance the consumer positions (REQUIRES: writable and

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <set>
@@ -23,6 +25,8 @@ bool is_tsdl_keyword(const std::string& s) {
       "typedef", "unsigned", "variant",        "void",   "_Bool",   "_Complex", "_Imaginary"};
   return kWords.count(s) != 0;
 }
+
+}  // namespace
 
 // A TSDL identifier for a field name. babeltrace2 strips one leading underscore from CTF 1.8
 // field names, so keywords and names starting with '_' get one prepended.
@@ -51,6 +55,61 @@ std::string tsdl_string(std::string_view raw) {
   }
   return out + "\"";
 }
+
+std::string uuid_text(const uint8_t uuid[16]) {
+  std::string s;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    s += fmt::format("{:02x}", uuid[i]);
+  }
+  return s;
+}
+
+std::string host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
+  return host;
+}
+
+ExportClock export_clock(Trace& trace) {
+  ExportClock clock;
+  make_uuid(trace.process(), clock.uuid);
+  // The earliest kernel event is the first of some CPU's (each CPU's are in time order); the
+  // capture start is recorded just after ftrace was switched on, so one may precede it.
+  int64_t earliest = 0;
+  for (uint32_t c = 0; c < trace.kernel_cpu_count(); ++c) {
+    Record r;
+    if (trace.read_kernel_cpu(c)->next(&r))
+      earliest = std::min(earliest, signed_ns(trace, r.ticks));
+  }
+  clock.lead_ns = static_cast<uint64_t>(-earliest);
+  return clock;
+}
+
+int64_t signed_ns(const Trace& trace, uint64_t ticks) {
+  // ticks_to_ns counts from the segment start and stops at 0: an earlier value is measured
+  // as the same distance after the start.
+  const uint64_t start = trace.process().clock_start.ticks;
+  if (ticks >= start) return static_cast<int64_t>(trace.ticks_to_ns(ticks));
+  const uint64_t before = start - ticks;
+  if (before > start) return -static_cast<int64_t>(trace.ticks_to_ns(UINT64_MAX) >> 1);
+  return -static_cast<int64_t>(trace.ticks_to_ns(start + before));
+}
+
+std::string clock_declaration(const Trace& trace, const ExportClock& clock) {
+  const uint64_t origin = trace.process().clock_start.realtime_ns - clock.lead_ns;
+  const char* since = clock.lead_ns > 0              ? "earliest kernel event"
+                      : trace.processes().size() > 1 ? "first process's segment start"
+                                                     : "segment start";
+  return fmt::format(
+      "clock {{\n  name = nanotrace;\n  uuid = \"{}\";\n"
+      "  description = \"nanotrace time since the {}, in ns\";\n"
+      "  freq = 1000000000;\n  precision = 1;\n  offset_s = {};\n  offset = {};\n"
+      "  absolute = true;\n}};\n\n",
+      uuid_text(clock.uuid), since, origin / 1000000000, origin % 1000000000);
+}
+
+namespace {
 
 // The field types below are declared in metadata() with align = 64: each occupies the first
 // bytes of its 8-byte slot (little-endian), the rest is skipped as alignment padding.
@@ -82,15 +141,6 @@ const char* tsdl_type(abi::FieldType t) {
   }
 }
 
-std::string uuid_text(const uint8_t uuid[16]) {
-  std::string s;
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
-    s += fmt::format("{:02x}", uuid[i]);
-  }
-  return s;
-}
-
 }  // namespace
 
 void make_uuid(const ProcessInfo& p, uint8_t uuid[16]) {
@@ -108,8 +158,7 @@ void make_uuid(const ProcessInfo& p, uint8_t uuid[16]) {
 }
 
 std::string metadata(const Trace& trace, const ProcessInfo& p, const uint8_t uuid[16],
-                     const uint8_t clock_uuid[16]) {
-  const ProcessInfo& first = trace.process();
+                     const ExportClock& clock) {
   fmt::memory_buffer m;
   auto out = std::back_inserter(m);
   fmt::format_to(out, "/* CTF 1.8 */\n\n");
@@ -142,21 +191,12 @@ std::string metadata(const Trace& trace, const ProcessInfo& p, const uint8_t uui
                  "    packed_uint8_t uuid[16];\n    packed_uint32_t stream_id;\n"
                  "    packed_uint64_t stream_instance_id;\n  }};\n}};\n\n",
                  uuid_text(uuid));
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
   fmt::format_to(out,
                  "env {{\n  tracer_name = \"nanotrace\";\n  tracer_major = 0;\n"
                  "  tracer_minor = 1;\n  hostname = {};\n  procname = {};\n  vpid = {};\n"
                  "  clock_ticks_per_second = {};\n}};\n\n",
-                 tsdl_string(host), tsdl_string(p.process_name), p.pid, p.ticks_per_second);
-  uint64_t start = first.clock_start.realtime_ns;
-  fmt::format_to(out,
-                 "clock {{\n  name = nanotrace;\n  uuid = \"{}\";\n"
-                 "  description = \"nanotrace time since the {}segment start, in ns\";\n"
-                 "  freq = 1000000000;\n  precision = 1;\n  offset_s = {};\n  offset = {};\n"
-                 "  absolute = true;\n}};\n\n",
-                 uuid_text(clock_uuid), trace.processes().size() > 1 ? "first process's " : "",
-                 start / 1000000000, start % 1000000000);
+                 tsdl_string(host_name()), tsdl_string(p.process_name), p.pid, p.ticks_per_second);
+  fmt::format_to(out, "{}", clock_declaration(trace, clock));
   // The event header is a record's word0: id in bits 0-15, the clock stamp in bits 16-63.
   fmt::format_to(out,
                  "typealias integer {{ size = 64; align = 8; signed = false; "

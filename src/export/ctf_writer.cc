@@ -11,7 +11,9 @@
 // A trace of several processes (`nanotrace run`) becomes one CTF trace per process, each in its
 // own subdirectory with its own metadata (procname and vpid in the env, as LTTng's per-process
 // traces have), all on one clock: babeltrace2 given the top directory merges them by time and
-// names each event's process, and Trace Compass opens them as an experiment.
+// names each event's process, and Trace Compass opens them as an experiment. Kernel events
+// (a file recorded with --kernel) are one more CTF trace on the same clock, in kernel/
+// (ctf_kernel.cc); the user-space trace then has its subdirectory even for one process.
 // Streams are independent, so up to one worker per CPU (at most 8) exports them side by side.
 // Memory: one packet buffer (packet_bytes, at least one block) per worker, whatever the
 // trace size.
@@ -109,7 +111,8 @@ struct Shared {
   const ExportOptions& options;
   std::vector<EventPlan> plans;                // by event id
   std::vector<std::array<uint8_t, 16>> uuids;  // by process: its CTF trace's uuid
-  bool per_process = false;                    // one CTF trace per process, in subdirectories
+  ctf::ExportClock clock;
+  bool per_process = false;  // one CTF trace per process, in subdirectories
   uint64_t packet_bytes = 0;
   std::mutex mu;
   bool dir_tried = false;
@@ -156,11 +159,12 @@ struct Shared {
     }
     dir_status = remove_old_output(out, trace.source_fd());
     if (!dir_status.ok()) return dir_status;
-    // The process subdirectories of an earlier multi-process export: emptied of what it wrote
+    // The process and kernel subdirectories of an earlier export: emptied of what it wrote
     // and removed (a symbolic link is not followed; a directory holding other files stays).
     for (const auto& entry : fs::directory_iterator(out, ec)) {
       std::string name = entry.path().filename().string();
-      if (name.rfind("process-", 0) != 0 || entry.is_symlink(ec) || !entry.is_directory(ec)) {
+      if ((name.rfind("process-", 0) != 0 && name != "kernel") || entry.is_symlink(ec) ||
+          !entry.is_directory(ec)) {
         continue;
       }
       dir_status = remove_old_output(entry.path().string(), trace.source_fd());
@@ -264,7 +268,8 @@ class StreamWriter {
 
   // Rewrites a record's clock stamp into ns since the segment start.
   void stamp(uint8_t* p, uint64_t word0, uint64_t base_ticks) {
-    uint64_t ns = trace_.ticks_to_ns(abi::expand_ticks(base_ticks, word0 >> 16));
+    uint64_t ns =
+        trace_.ticks_to_ns(abi::expand_ticks(base_ticks, word0 >> 16)) + shared_.clock.lead_ns;
     if (ns < last_ns_) ns = last_ns_;
     if (packet_empty_) {
       begin_ns_ = ns;
@@ -490,8 +495,12 @@ Status write_file(const std::string& path, const std::string& text, int source_f
 Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
   Shared shared{trace, options};
   shared.plans = build_plans(trace);
+  shared.clock = ctf::export_clock(trace);
   const std::vector<ProcessInfo>& processes = trace.processes();
-  shared.per_process = processes.size() > 1;
+  // Kernel events are a CTF trace of their own, in a subdirectory: babeltrace2 does not look
+  // inside a directory that is itself a trace, so the user-space trace gets one too.
+  const bool kernel = trace.kernel_cpu_count() > 0;
+  shared.per_process = processes.size() > 1 || kernel;
   shared.process_dirs.resize(processes.size());
   uint32_t block_size = trace.process().block_size;
   for (const ProcessInfo& p : processes) {
@@ -536,6 +545,18 @@ Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
     summary.records += w->records();
     summary.threads += w->streams();
   }
+  if (kernel) {
+    Status st = shared.ensure_directory();
+    if (!st.ok()) return st;
+    auto k = ctf::export_kernel(trace, shared.dir + "/kernel", shared.packet_bytes, shared.clock);
+    if (!k.ok()) return k.status();
+    summary.records += k->records;
+    summary.threads += k->streams;
+    summary.lost += k->lost;
+    summary.corrupt_blocks += k->corrupt_blocks;
+    summary.bytes_written += k->bytes;
+    summary.buffer_bytes += k->buffer_bytes;
+  }
   if (summary.records == 0) {
     return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
                                         trace.process().pid, trace.process().path));
@@ -554,7 +575,7 @@ Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
     std::string dir = shared.per_process ? shared.process_dirs[p] : shared.dir;
     if (dir.empty()) continue;
     std::string text = ctf::metadata(trace, p < processes.size() ? processes[p] : trace.process(),
-                                     shared.uuids[p].data(), shared.uuids[0].data());
+                                     shared.uuids[p].data(), shared.clock);
     Status st = write_file(dir + "/metadata", text, trace.source_fd());
     if (!st.ok()) return st;
     summary.bytes_written += text.size();

@@ -1,6 +1,7 @@
 // Trace::read_all: the merged record stream of a live segment (one LiveThreadStream per
 // thread) or of a trace file (one FileThreadStream per thread generation it holds), and
-// Trace::read_spans: the same streams, unmerged, as raw record spans.
+// Trace::read_spans: the same streams, unmerged, as raw record spans. With kernel events: the
+// same merge with one stream per CPU, or one CPU's stream alone.
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -57,6 +58,18 @@ std::unique_ptr<RecordSource> Trace::read_all_with_kernel() {
         std::make_unique<reader::KernelCpuStream>(*this, file_, kernel_, c, thread)));
   }
   return std::make_unique<reader::MergedSource<reader::AnyStream>>(std::move(streams));
+}
+
+uint32_t Trace::kernel_cpu_count() const {
+  return file_ && kernel_ ? static_cast<uint32_t>(file_->kernel_data.size()) : 0;
+}
+
+std::unique_ptr<RecordSource> Trace::read_kernel_cpu(uint32_t index) {
+  std::vector<std::unique_ptr<reader::KernelCpuStream>> one;
+  if (index < kernel_cpu_count()) {
+    one.push_back(std::make_unique<reader::KernelCpuStream>(*this, file_, kernel_, index, 0));
+  }
+  return std::make_unique<reader::MergedSource<reader::KernelCpuStream>>(std::move(one));
 }
 
 std::vector<std::unique_ptr<SpanSource>> Trace::read_spans() {
