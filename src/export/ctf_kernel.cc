@@ -176,8 +176,11 @@ class CpuStreamWriter {
     record_.clear();
     // On the export's clock (r.time_ns stops at the segment start), never going back within
     // a stream.
-    const int64_t ns = signed_ns(trace_, r.ticks) + static_cast<int64_t>(lead_ns_);
-    last_ns_ = std::max<uint64_t>(last_ns_, static_cast<uint64_t>(std::max<int64_t>(ns, 0)));
+    const int64_t ns = signed_ns(trace_, r.ticks);
+    const uint64_t early = ns < 0 ? static_cast<uint64_t>(-ns) : 0;
+    const uint64_t at =
+        ns >= 0 ? static_cast<uint64_t>(ns) + lead_ns_ : (early > lead_ns_ ? 0 : lead_ns_ - early);
+    last_ns_ = std::max(last_ns_, at);
     put<uint16_t>(r.event->id);
     put<uint64_t>(last_ns_);
     put<int32_t>(static_cast<int32_t>(r.task));

@@ -75,25 +75,30 @@ ExportClock export_clock(Trace& trace) {
   ExportClock clock;
   make_uuid(trace.process(), clock.uuid);
   // The earliest kernel event is the first of some CPU's (each CPU's are in time order); the
-  // capture start is recorded just after ftrace was switched on, so one may precede it.
+  // capture start is recorded just after ftrace was switched on, so one may precede it. A
+  // stamp more than kMaxLeadNs before the start is damage, not an early event: it is
+  // exported at the origin.
+  constexpr int64_t kMaxLeadNs = 3600 * int64_t{1000000000};
   int64_t earliest = 0;
   for (uint32_t c = 0; c < trace.kernel_cpu_count(); ++c) {
     Record r;
-    if (trace.read_kernel_cpu(c)->next(&r))
+    if (trace.read_kernel_cpu(c)->next(&r)) {
       earliest = std::min(earliest, signed_ns(trace, r.ticks));
+    }
   }
-  clock.lead_ns = static_cast<uint64_t>(-earliest);
+  clock.lead_ns = static_cast<uint64_t>(std::min(-earliest, kMaxLeadNs));
   return clock;
 }
 
 int64_t signed_ns(const Trace& trace, uint64_t ticks) {
   // ticks_to_ns counts from the segment start and stops at 0: an earlier value is measured
   // as the same distance after the start.
+  constexpr uint64_t kMax = INT64_MAX;
   const uint64_t start = trace.process().clock_start.ticks;
-  if (ticks >= start) return static_cast<int64_t>(trace.ticks_to_ns(ticks));
+  if (ticks >= start) return static_cast<int64_t>(std::min(trace.ticks_to_ns(ticks), kMax));
   const uint64_t before = start - ticks;
-  if (before > start) return -static_cast<int64_t>(trace.ticks_to_ns(UINT64_MAX) >> 1);
-  return -static_cast<int64_t>(trace.ticks_to_ns(start + before));
+  if (before > UINT64_MAX - start) return -static_cast<int64_t>(kMax);  // a damaged start
+  return -static_cast<int64_t>(std::min(trace.ticks_to_ns(start + before), kMax));
 }
 
 std::string clock_declaration(const Trace& trace, const ExportClock& clock) {

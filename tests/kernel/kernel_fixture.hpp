@@ -1,6 +1,6 @@
 // What the kernel tests share: where the programs are, the skip when kernel tracing is not
-// possible here, our recorders' tracefs instances, polling with a deadline, and a traced
-// workload doing I/O on a loop device.
+// possible here, our recorders' tracefs instances, polling with a deadline, a traced
+// workload doing I/O on a loop device, and the chunks of a trace file, to damage them.
 #pragma once
 
 #include <dirent.h>
@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -16,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/file_format.hpp"
 #include "common/child_process.hpp"
 
 namespace nanotrace::kernel_test {
@@ -95,5 +98,30 @@ class LoopWorkload {
   pid_t pid_ = 0;
   bool ready_ = false;
 };
+// The file's chunks: (offset of the header, header).
+inline std::vector<std::pair<size_t, file::ChunkHeader>> chunks_of(const std::string& bytes) {
+  std::vector<std::pair<size_t, file::ChunkHeader>> out;
+  size_t off = sizeof(file::FileHeader);
+  while (off + sizeof(file::ChunkHeader) <= bytes.size()) {
+    file::ChunkHeader c;
+    std::memcpy(&c, bytes.data() + off, sizeof(c));
+    out.push_back({off, c});
+    off += sizeof(c) + c.stored_size;
+  }
+  return out;
+}
+
+// Rewrites a chunk's payload in place and fixes both checksums, so that only the reader's
+// own checks stand between the bytes and a crash.
+inline void forge(std::string& bytes, size_t off, const std::string& payload) {
+  file::ChunkHeader c;
+  std::memcpy(&c, bytes.data() + off, sizeof(c));
+  ASSERT_EQ(payload.size(), c.stored_size);
+  ASSERT_EQ(c.flags, 0);
+  std::memcpy(bytes.data() + off + sizeof(c), payload.data(), payload.size());
+  c.payload_crc = file::crc32c(0, payload.data(), payload.size());
+  c.header_crc = file::crc32c(0, &c, offsetof(file::ChunkHeader, header_crc));
+  std::memcpy(bytes.data() + off, &c, sizeof(c));
+}
 
 }  // namespace nanotrace::kernel_test

@@ -341,32 +341,6 @@ TEST(KernelTest, CleanRemovesTheInstanceOfAKilledRecorder) {
   ::unlink(file.c_str());
 }
 
-// The file's chunks: (offset of the header, header).
-std::vector<std::pair<size_t, file::ChunkHeader>> chunks_of(const std::string& bytes) {
-  std::vector<std::pair<size_t, file::ChunkHeader>> out;
-  size_t off = sizeof(file::FileHeader);
-  while (off + sizeof(file::ChunkHeader) <= bytes.size()) {
-    file::ChunkHeader c;
-    std::memcpy(&c, bytes.data() + off, sizeof(c));
-    out.push_back({off, c});
-    off += sizeof(c) + c.stored_size;
-  }
-  return out;
-}
-
-// Rewrites a chunk's payload in place and fixes both checksums, so that only the reader's
-// own checks stand between the bytes and a crash.
-void forge(std::string& bytes, size_t off, const std::string& payload) {
-  file::ChunkHeader c;
-  std::memcpy(&c, bytes.data() + off, sizeof(c));
-  ASSERT_EQ(payload.size(), c.stored_size);
-  ASSERT_EQ(c.flags, 0);
-  std::memcpy(bytes.data() + off + sizeof(c), payload.data(), payload.size());
-  c.payload_crc = file::crc32c(0, payload.data(), payload.size());
-  c.header_crc = file::crc32c(0, &c, offsetof(file::ChunkHeader, header_crc));
-  std::memcpy(bytes.data() + off, &c, sizeof(c));
-}
-
 uint64_t read_everything(const std::string& path, uint64_t* kernel_records, std::string* warning) {
   auto t = Trace::open(path);
   if (!t.ok()) return 0;
