@@ -19,10 +19,12 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/child_process.hpp"
 #include "kernel/kernel_fixture.hpp"
+#include "nanotrace/reader.hpp"
 
 namespace nanotrace {
 namespace {
@@ -293,6 +295,65 @@ TEST(KernelTest, CtfExportHasAKernelTraceOnTheUserClockWithLttngNames) {
     }
   }
   EXPECT_GE(compared, 2 * kCalls);
+  run_command("rm -rf " + dir, &code);
+  ::unlink(file.c_str());
+}
+
+// `run --kernel` starts the capture before the command: its first system calls (the dynamic
+// loader's openat) come before its segment exists. The CTF trace keeps them in order and
+// apart (dump's time_ns stops at 0 there), and the user events keep their wall-clock times.
+TEST(KernelTest, CtfExportOfARunKeepsKernelEventsFromBeforeTheSegment) {
+  SKIP_WITHOUT_KERNEL_TRACING();
+  const std::string file = temp_file("ctf-run");
+  int code = 0;
+  std::string out =
+      run_command("echo go | " + kCli +
+                      " run --kernel syscalls:sys_enter_openat,syscalls:sys_exit_openat,"
+                      "syscalls:sys_enter_getppid -o " +
+                      file + " -- " + kBin + "/nanotrace_syscall_burst 100 2>&1",
+                  &code);
+  ASSERT_EQ(code, 0) << out;
+  const std::string dir = file + ".ctf";
+  out = run_command(kCli + " export --format ctf -o " + dir + " " + file + " 2>&1", &code);
+  ASSERT_EQ(code, 0) << out;
+  std::string err;
+  out = run_split("babeltrace2 --clock-seconds " + dir, &err, &code);
+  ASSERT_EQ(code, 0) << err;
+  // "[SECONDS.NANOSECONDS] (+..) SOURCE NAME: ..." -> (ns since the epoch, name, kernel?)
+  static const std::regex kLine(R"(^\[(\d+)\.(\d{9})\] \(\+[^)]*\) (\S+) ([^ ]+): )");
+  std::vector<std::tuple<uint64_t, std::string, bool>> events;
+  for (const std::string& line : lines_of(out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, kLine)) << line;
+    events.emplace_back(std::stoull(m[1]) * 1000000000 + std::stoull(m[2]), m[4],
+                        m[3].str().find(':') == std::string::npos);
+  }
+  ASSERT_FALSE(events.empty());
+  // The first user event: its wall-clock time is nanotrace's.
+  auto trace = Trace::open(file);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  uint64_t burst_ns = 0;
+  for (const std::string& line : lines_of(run_command(kCli + " dump --json " + file, &code))) {
+    const json j = json::parse(line);
+    if (j["event"] == "test:burst") burst_ns = j["time_ns"];
+  }
+  size_t first_user = 0;
+  while (first_user < events.size() && std::get<2>(events[first_user])) ++first_user;
+  ASSERT_LT(first_user, events.size());
+  EXPECT_EQ(std::get<1>(events[first_user]), "test:burst");
+  EXPECT_EQ(std::get<0>(events[first_user]),
+            (*trace)->process().clock_start.realtime_ns + burst_ns);
+  // Kernel events before it, in order and not all at one instant.
+  std::set<uint64_t> times;
+  for (size_t i = 0; i < first_user; ++i) {
+    EXPECT_EQ(std::get<1>(events[i]).rfind("syscall_", 0), 0u) << std::get<1>(events[i]);
+    if (i > 0) {
+      EXPECT_GE(std::get<0>(events[i]), std::get<0>(events[i - 1]));
+    }
+    times.insert(std::get<0>(events[i]));
+  }
+  EXPECT_GE(first_user, 2u) << "the loader's openat calls come before the segment";
+  EXPECT_GE(times.size(), 2u);
   run_command("rm -rf " + dir, &code);
   ::unlink(file.c_str());
 }
