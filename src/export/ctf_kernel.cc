@@ -189,9 +189,11 @@ class CpuStreamWriter {
       FieldValue v = i < r.field_count ? r.values[i] : FieldValue{};
       if (fields[i].type == abi::FieldType::kString) {
         // Text as the user-space strings are exported: each ill-formed sequence one U+FFFD.
-        // The reader cut it at its first NUL, so the NUL that ends it here is its only one.
+        // It ends at its first NUL (the reader cuts it there already): a CTF string cannot
+        // hold one, and the rest of the event would be read from the wrong place.
         text_.clear();
         utf8::append_valid(text_, v.text);
+        text_.erase(std::find(text_.begin(), text_.end(), '\0'), text_.end());
         record_.insert(record_.end(), text_.begin(), text_.end());
         record_.push_back(0);
         continue;
