@@ -40,17 +40,23 @@ struct FirstPass {
   uint64_t first_ns = 0, last_ns = 0, records = 0;
 };
 
-FirstPass count_records(Trace& trace, uint64_t window) {
+// Events are counted by slot (TimelineContext::slot_of): user-space ids, then kernel events.
+uint32_t kernel_base(const Trace& trace) {
+  return static_cast<uint32_t>(trace.events().size() + 1);
+}
+size_t event_slots(const Trace& trace) { return kernel_base(trace) + trace.kernel_events().size(); }
+
+FirstPass count_records(Trace& trace, uint64_t window, const report::TimelineContext& ctx) {
   FirstPass p;
-  p.per_event.assign(trace.events().size() + 1, 0);
+  p.per_event.assign(event_slots(trace), 0);
   p.bin_ns = std::max<uint64_t>(window / 10, 1);
-  auto source = trace.read_all();
+  auto source = trace.read_all_with_kernel();
   Record r;
   while (source->next(&r)) {
     if (p.records == 0) p.first_ns = r.time_ns;
     p.last_ns = std::max(p.last_ns, r.time_ns);
     ++p.records;
-    ++p.per_event[r.event->id];
+    ++p.per_event[ctx.slot_of(*r.event)];
     if (r.thread >= p.per_thread.size()) p.per_thread.resize(r.thread + 1, 0);
     ++p.per_thread[r.thread];
     uint64_t b = r.time_ns / p.bin_ns;
@@ -86,11 +92,14 @@ uint64_t busiest_window(const FirstPass& p, uint64_t window) {
 }
 
 // Records per event name (one name may cover several call sites), most first.
-std::vector<std::pair<std::string, uint64_t>> counts_by_name(const Trace& trace,
-                                                             const std::vector<uint64_t>& per_id) {
+std::vector<std::pair<std::string, uint64_t>> counts_by_name(
+    const Trace& trace, const report::TimelineContext& ctx, const std::vector<uint64_t>& per_slot) {
   std::map<std::string, uint64_t> by_name;
-  for (const EventInfo& e : trace.events()) {
-    if (e.id < per_id.size() && per_id[e.id] > 0) by_name[e.full_name()] += per_id[e.id];
+  for (const auto* list : {&trace.events(), &trace.kernel_events()}) {
+    for (const EventInfo& e : *list) {
+      const uint32_t slot = ctx.slot_of(e);
+      if (slot < per_slot.size() && per_slot[slot] > 0) by_name[e.full_name()] += per_slot[slot];
+    }
   }
   std::vector<std::pair<std::string, uint64_t>> counts(by_name.begin(), by_name.end());
   std::stable_sort(counts.begin(), counts.end(),
@@ -112,13 +121,16 @@ void choose_event_colors(const Trace& trace,
     legend->push_back(
         {report::kOtherEvent, fmt::format("{} other event{}", others, others == 1 ? "" : "s")});
   }
-  ctx->event_color.assign(trace.events().size() + 1, -1);
-  ctx->event_name.assign(trace.events().size() + 1, "?");
-  for (const EventInfo& e : trace.events()) {
-    if (e.id >= ctx->event_color.size()) continue;
-    auto it = index.find(e.full_name());
-    if (it != index.end()) ctx->event_color[e.id] = it->second;
-    ctx->event_name[e.id] = html(e.full_name(), 64);
+  ctx->event_color.assign(event_slots(trace), -1);
+  ctx->event_name.assign(event_slots(trace), "?");
+  for (const auto* list : {&trace.events(), &trace.kernel_events()}) {
+    for (const EventInfo& e : *list) {
+      const uint32_t slot = ctx->slot_of(e);
+      if (slot >= ctx->event_color.size()) continue;
+      auto it = index.find(e.full_name());
+      if (it != index.end()) ctx->event_color[slot] = it->second;
+      ctx->event_name[slot] = html(e.full_name(), 64);
+    }
   }
 }
 
@@ -158,14 +170,18 @@ void write_summary(fmt::memory_buffer& b, const Trace& trace, const PageData& d,
                        "<th class=\"l\">name</th><th>records</th><th>overwritten</th>"
                        "<th>dropped</th></tr>"));
   for (const ThreadStats& t : d.threads) {
+    // A CPU's kernel events are a row of their own: "kernel", "cpuN".
     fmt::format_to(it,
                    "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                   t.info.tid, html(t.info.name), t.records, t.overwritten, t.dropped);
+                   t.info.kernel ? std::string("kernel") : std::to_string(t.info.tid),
+                   html(t.info.name), t.records, t.overwritten, t.dropped);
   }
   b.append(
       std::string_view("</table>\n<h2>Events</h2>\n<table id=\"event-table\"><tr>"
                        "<th class=\"l\">event</th><th>records</th><th>share</th></tr>"));
-  for (const auto& [name, n] : counts_by_name(trace, d.per_event)) {
+  report::TimelineContext slots;
+  slots.kernel_base = kernel_base(trace);
+  for (const auto& [name, n] : counts_by_name(trace, slots, d.per_event)) {
     double share = 100.0 * static_cast<double>(n) / static_cast<double>(d.records);
     fmt::format_to(it,
                    "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\"><svg width=\"204\" "
@@ -231,7 +247,9 @@ Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& optio
   }
   const uint64_t window = std::max<uint64_t>(options.window_ns, 1000);
 
-  const FirstPass first = count_records(trace, window);
+  report::TimelineContext ctx;
+  ctx.kernel_base = kernel_base(trace);
+  const FirstPass first = count_records(trace, window, ctx);
   if (first.records == 0) {
     return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
                                         trace.process().pid, trace.process().path));
@@ -244,9 +262,8 @@ Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& optio
     d.rules.push_back(std::move(resolve_pair(trace, rule)).value());
   const uint64_t w0 = busiest_window(first, window), w1 = w0 + window;
 
-  report::TimelineContext ctx;
   std::vector<report::LegendEntry> event_legend, rule_legend;
-  choose_event_colors(trace, counts_by_name(trace, first.per_event), &ctx, &event_legend);
+  choose_event_colors(trace, counts_by_name(trace, ctx, first.per_event), &ctx, &event_legend);
   for (size_t p = 0; p < d.rules.size(); ++p) {
     rule_legend.push_back({report::rule_color(p), d.rules[p].rule.label()});
   }
@@ -261,8 +278,8 @@ Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& optio
   // pass's last one are left out, so both passes describe the same records.
   IntervalMatcher intervals(d.rules);
   std::vector<std::vector<uint64_t>> latencies(d.rules.size());
-  d.per_event.assign(trace.events().size() + 1, 0);
-  auto source = trace.read_all();
+  d.per_event.assign(event_slots(trace), 0);
+  auto source = trace.read_all_with_kernel();
   ctx.threads = &source->threads();
   Record r;
   while (source->next(&r)) {
@@ -271,10 +288,11 @@ Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& optio
       continue;
     }
     ++d.records;
-    ++d.per_event[r.event->id];
+    ++d.per_event[ctx.slot_of(*r.event)];
     const uint32_t row = rows.row_of(r);
     overview.add_record(row, r, ctx);
     if (busiest.covers(r.time_ns)) busiest.add_record(row, r, ctx);
+    if (r.event->is_kernel) continue;  // pairs are of user-space events
     for (const IntervalMatch& m : intervals.add(r)) {
       if (m.kind != IntervalMatch::Kind::kEnd) continue;
       latencies[m.rule].push_back(m.interval.latency_ns());
@@ -284,8 +302,12 @@ Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& optio
     }
   }
   d.threads = source->threads();
-  for (const ThreadStats& t : d.threads) d.lost += t.lost();
-  intervals.finish(d.lost);
+  uint64_t user_lost = 0;
+  for (const ThreadStats& t : d.threads) {
+    d.lost += t.lost();
+    if (!t.info.kernel) user_lost += t.lost();
+  }
+  intervals.finish(user_lost);
   for (size_t p = 0; p < d.rules.size(); ++p) {
     d.counts.push_back(intervals.counts(static_cast<uint32_t>(p)));
     d.latency.push_back(compute_latency_stats(&latencies[p]));

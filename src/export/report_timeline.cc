@@ -22,6 +22,10 @@ double bar_height(uint64_t v, uint64_t max, double lane) {
 }
 
 std::string record_sample(const Record& r, const TimelineContext& ctx) {
+  if (r.event->is_kernel) {
+    return fmt::format("{} ns, kernel, cpu {}, task {}, {}: {}", r.time_ns, r.cpu, r.task,
+                       html(r.event->full_name(), 64), html(format_fields(r), kSampleBytes));
+  }
   uint32_t tid = r.thread < ctx.threads->size() ? (*ctx.threads)[r.thread].info.tid : 0;
   return fmt::format("{} ns, tid {}, {}: {}", r.time_ns, tid, html(r.event->full_name(), 64),
                      html(format_fields(r), kSampleBytes));
@@ -44,7 +48,9 @@ RowSet RowSet::by_thread(const std::vector<ThreadStats>& threads,
   s.thread_row_.assign(threads.size(), UINT32_MAX);
   for (uint32_t t : order) {
     s.thread_row_[t] = static_cast<uint32_t>(s.labels_.size());
-    s.labels_.push_back(fmt::format("{} {}", threads[t].info.tid, threads[t].info.name));
+    const ThreadInfo& info = threads[t].info;
+    s.labels_.push_back(info.kernel ? fmt::format("kernel {}", info.name)
+                                    : fmt::format("{} {}", info.tid, info.name));
   }
   size_t others = threads.size() - order.size();
   s.labels_.push_back(fmt::format("{} other thread{}", others, others == 1 ? "" : "s"));
@@ -82,7 +88,12 @@ void Timeline::add_record(uint32_t row, const Record& r, const TimelineContext& 
     samples_.push_back(record_sample(r, ctx));
   }
   max_records_ = std::max(max_records_, c.records);
-  const uint16_t id = r.event->id;
+  const uint32_t slot = ctx.slot_of(*r.event);
+  if (slot > UINT16_MAX) {
+    ++c.other_records;
+    return;
+  }
+  const auto id = static_cast<uint16_t>(slot);
   for (size_t k = 0; k < c.event.size(); ++k) {
     if (c.event_records[k] == 0) c.event[k] = id;
     if (c.event[k] == id) {

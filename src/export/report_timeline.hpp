@@ -58,9 +58,13 @@ class RowSet {
 // What the timelines need to know about the trace to draw and label records.
 struct TimelineContext {
   const std::vector<ThreadStats>* threads = nullptr;  // tids of sample records
-  std::vector<int> event_color;                       // per event id: report_text.hpp index
-  std::vector<std::string> event_name;                // per event id: full name, as HTML
+  std::vector<int> event_color;                       // per event slot: report_text.hpp index
+  std::vector<std::string> event_name;                // per event slot: full name, as HTML
   const std::vector<ResolvedPair>* rules = nullptr;
+  // Events are counted and coloured by slot: a user-space event's id, and after them the
+  // kernel events (whose ids index Trace::kernel_events(), a list of their own).
+  uint32_t kernel_base = 0;
+  uint32_t slot_of(const EventInfo& e) const { return e.is_kernel ? kernel_base + e.id : e.id; }
 };
 
 class Timeline {

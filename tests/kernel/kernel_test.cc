@@ -298,6 +298,25 @@ TEST(KernelTest, KernelEventsReachEveryExport) {
     }
     EXPECT_EQ(n, kernel);
   }
+  // The report: the kernel events counted among the events, a row per CPU in its thread
+  // table and on its timelines ("kernel cpuN").
+  {
+    const std::string html_path = file + ".html";
+    std::string said = run_command(kCli + " report " + file + " -o " + html_path + " 2>&1", &code);
+    ASSERT_EQ(code, 0) << said;
+    std::ifstream in(html_path);
+    std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ::unlink(html_path.c_str());
+    uint64_t counted = 0;
+    for (const char* name : {"block:block_rq_issue", "block:block_rq_complete"}) {
+      const std::string cell = std::string("<tr><td class=\"l\">") + name + "</td><td>";
+      const size_t at = html.find(cell);
+      if (at != std::string::npos) counted += std::stoull(html.substr(at + cell.size()));
+    }
+    EXPECT_EQ(counted, kernel);
+    EXPECT_NE(html.find("<td>kernel</td><td class=\"l\">cpu"), std::string::npos);
+    EXPECT_NE(html.find(">kernel cpu"), std::string::npos) << "no timeline row of a CPU";
+  }
   ::unlink(file.c_str());
 }
 
