@@ -46,6 +46,10 @@ void make_uuid(const ProcessInfo& process, uint8_t uuid[16]);
 std::string field_identifier(const std::string& name, std::set<std::string>* used);
 // A quoted TSDL string literal: valid UTF-8, quotes and backslashes escaped, controls blanked.
 std::string tsdl_string(std::string_view raw);
+// The TSDL type a scalar field is declared with ("int8_t", "double", "xint64_t"...), and the
+// bytes that type reads.
+const char* tsdl_type(abi::FieldType t);
+uint32_t declared_bytes(abi::FieldType t);
 std::string uuid_text(const uint8_t uuid[16]);
 std::string host_name();
 

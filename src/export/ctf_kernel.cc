@@ -30,55 +30,14 @@ namespace {
 // cpu_id (u32). Everything is byte-aligned: events follow at once.
 constexpr size_t kPrefixBytes = kPacketHeaderBytes + 6 * 8 + 4;
 
+// A kernel field's TSDL type: text is a NUL-terminated string, scalars as the user streams'.
 const char* kernel_type(abi::FieldType t) {
-  using abi::FieldType;
-  switch (t) {
-    case FieldType::kI8:
-      return "int8_t";
-    case FieldType::kI16:
-      return "int16_t";
-    case FieldType::kI32:
-      return "int32_t";
-    case FieldType::kI64:
-      return "int64_t";
-    case FieldType::kU8:
-    case FieldType::kBool:
-      return "uint8_t";
-    case FieldType::kU16:
-      return "uint16_t";
-    case FieldType::kU32:
-      return "uint32_t";
-    case FieldType::kF32:
-    case FieldType::kF64:
-      return "double";
-    case FieldType::kPointer:
-      return "xint64_t";
-    case FieldType::kString:
-      return "string";
-    default:
-      return "uint64_t";
-  }
+  return t == abi::FieldType::kString ? "string" : tsdl_type(t);
 }
 
 // Bytes a scalar field takes in an event (0 for text).
 uint32_t scalar_bytes(abi::FieldType t) {
-  using abi::FieldType;
-  switch (t) {
-    case FieldType::kI8:
-    case FieldType::kU8:
-    case FieldType::kBool:
-      return 1;
-    case FieldType::kI16:
-    case FieldType::kU16:
-      return 2;
-    case FieldType::kI32:
-    case FieldType::kU32:
-      return 4;
-    case FieldType::kString:
-      return 0;
-    default:
-      return 8;
-  }
+  return t == abi::FieldType::kString ? 0 : declared_bytes(t);
 }
 
 // The kernel trace's uuid: the first process's, changed so that it differs from every

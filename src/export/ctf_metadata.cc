@@ -114,8 +114,6 @@ std::string clock_declaration(const Trace& trace, const ExportClock& clock) {
       uuid_text(clock.uuid), since, origin / 1000000000, origin % 1000000000);
 }
 
-namespace {
-
 // The field types below are declared in metadata() with align = 64: each occupies the first
 // bytes of its 8-byte slot (little-endian), the rest is skipped as alignment padding.
 const char* tsdl_type(abi::FieldType t) {
@@ -146,7 +144,23 @@ const char* tsdl_type(abi::FieldType t) {
   }
 }
 
-}  // namespace
+uint32_t declared_bytes(abi::FieldType t) {
+  using abi::FieldType;
+  switch (t) {
+    case FieldType::kI8:
+    case FieldType::kU8:
+    case FieldType::kBool:
+      return 1;
+    case FieldType::kI16:
+    case FieldType::kU16:
+      return 2;
+    case FieldType::kI32:
+    case FieldType::kU32:
+      return 4;
+    default:
+      return 8;
+  }
+}
 
 void make_uuid(const ProcessInfo& p, uint8_t uuid[16]) {
   uint64_t a = p.clock_start.realtime_ns ^ (uint64_t{p.pid} << 32);

@@ -56,25 +56,6 @@ constexpr uint8_t kString = 0xff;
 // Threads exporting streams side by side (at most one per CPU).
 constexpr size_t kMaxWorkers = 8;
 
-// Bytes a field's declared CTF type reads from its 8-byte slot.
-uint32_t declared_bytes(abi::FieldType t) {
-  using abi::FieldType;
-  switch (t) {
-    case FieldType::kI8:
-    case FieldType::kU8:
-    case FieldType::kBool:
-      return 1;
-    case FieldType::kI16:
-    case FieldType::kU16:
-      return 2;
-    case FieldType::kI32:
-    case FieldType::kU32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
 // The subdirectory of process `index` in a multi-process export: "process-INDEX-NAME-PID", the
 // name reduced to characters that are safe in a path.
 std::string process_directory_name(uint32_t index, const ProcessInfo& p) {
@@ -473,7 +454,7 @@ std::vector<EventPlan> build_plans(const Trace& trace) {
     bool strings = false;
     for (const FieldInfo& f : e.fields) {
       bool is_string = f.type == abi::FieldType::kString;
-      plan.last_pad.push_back(is_string ? kString : 8 - declared_bytes(f.type));
+      plan.last_pad.push_back(is_string ? kString : 8 - ctf::declared_bytes(f.type));
       strings |= is_string;
     }
     plan.size = strings ? 0 : 8 + 8 * static_cast<uint32_t>(e.fields.size());
