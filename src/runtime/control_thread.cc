@@ -3,8 +3,9 @@
 // writes a trigger request, bumps control_seq and wakes it, and the thread applies the
 // change to the call sites, whose enable flags live in process memory so the disabled check
 // stays a single load. It also refreshes the clock pair the tick rate is measured from, and
-// keeps a few free rings allocated ahead of need, so that a new thread's first
-// event finds its ring ready (a claimer wakes it after taking one). It records no events.
+// keeps a few free rings allocated ahead of need, and the first blocks of more, so that a
+// new thread's first event finds its memory ready (a claimer wakes it after taking one). It records
+// no events.
 //
 // It must not keep the process alive: when every other thread has gone (the program's last
 // thread left through pthread_exit), it ends the process with status 0, as the exit of that
@@ -27,14 +28,20 @@ namespace nanotrace::runtime {
 namespace {
 
 constexpr uint32_t kPreparedRings = 2;  // free rings kept ready
+// Free slots kept with at least their first block ready (a block is 64 KiB by default, a
+// ring 1 MiB): a burst of new threads finds more of them, each allocated in a few
+// microseconds rather than a few hundred.
+constexpr uint32_t kFirstBlocks = 16;
 constexpr size_t kStackBytes = 128u << 10;
 
-// REQUIRES: mu held. Allocates one more free ring if fewer than kPreparedRings are ready (or
-// none is free). One per pass, so that a request waits for one allocation at most. True if it
-// allocated one (there may be more to do).
-bool prepare_a_free_ring(Runtime& rt) {
+// REQUIRES: mu held. Allocates one more free ring if fewer than kPreparedRings are ready, or
+// else one more first block if fewer than kFirstBlocks free slots have one. One allocation
+// per pass, so that a request waits for one at most. True if it allocated (there may be more
+// to do); false once enough is ready, or when /dev/shm is full (claimers see that too).
+bool prepare_free_slots(Runtime& rt) {
   abi::SegmentHeader* h = rt.segment.header();
-  uint32_t ready = 0;
+  uint32_t rings = 0, first_blocks = 0;
+  int64_t unprepared = -1, without_block = -1;
   for (uint32_t i = 0; i < h->max_threads; ++i) {
     abi::ThreadSlot* s = rt.segment.slot(i);
     if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) !=
@@ -42,10 +49,22 @@ bool prepare_a_free_ring(Runtime& rt) {
       continue;
     }
     if (__atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0) {
-      if (++ready >= kPreparedRings) return false;
+      ++rings;
+      ++first_blocks;
       continue;
     }
-    return prepare_ring(rt.segment, i);  // false: /dev/shm is full; claimers will see it too
+    if (unprepared < 0) unprepared = i;
+    if (__atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0) {
+      ++first_blocks;
+    } else if (without_block < 0) {
+      without_block = i;
+    }
+  }
+  if (rings < kPreparedRings && unprepared >= 0) {
+    return prepare_ring(rt.segment, static_cast<uint32_t>(unprepared));
+  }
+  if (first_blocks < kFirstBlocks && without_block >= 0) {
+    return prepare_first_block(rt.segment, static_cast<uint32_t>(without_block));
   }
   return false;
 }
@@ -114,7 +133,7 @@ void* control_loop(void*) {
       rt.apply_groups_locked();
       // Not in the first 10 ms: a short-lived program should not pay for rings it never uses
       // (nor wait at exit for their allocation).
-      more = wakeups > 0 && prepare_a_free_ring(rt);
+      more = wakeups > 0 && prepare_free_slots(rt);
       refresh_clock(h);
     }
     if (only_control_thread_left()) std::exit(0);  // the program's last thread is gone

@@ -105,7 +105,10 @@ bool finish_claim(Runtime& rt, uint32_t i, uint32_t previous) {
   abi::SegmentHeader* h = seg.header();
   abi::ThreadSlot* s = seg.slot(i);
   // An unprepared ring is allocated a block at a time by block_memory_ready.
-  bool was_prepared = __atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0;
+  // Taking memory the control thread made ready asks it to make more.
+  bool was_prepared = __atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0 ||
+                      (previous == state_of(SlotState::kFree) &&
+                       __atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0);
   if (previous == state_of(SlotState::kExited)) {
     // Records of the previous thread nobody read, and drops nobody reported, are lost.
     Consumed c = consumed_of_this_generation(s);
@@ -140,13 +143,14 @@ bool finish_claim(Runtime& rt, uint32_t i, uint32_t previous) {
 }
 
 // One pass over the slots for a reusable one, best first: a free slot whose ring is ready;
-// an exited thread's slot that the consumer has drained (its memory is allocated); any free
-// slot (its ring is allocated now); and, with no live consumer to wait for, the exited slot
-// claimed longest ago, whose unread records are counted in lost_reclaimed.
+// an exited thread's slot that the consumer has drained (its memory is allocated); a free
+// slot whose first block is ready; any free slot (its ring is allocated as it is written);
+// and, with no live consumer to wait for, the exited slot claimed longest ago, whose unread
+// records are counted in lost_reclaimed.
 bool claim_once(Runtime& rt) {
   Segment& seg = rt.segment;
   const uint32_t n = seg.header()->max_threads;
-  for (int pass = 0; pass < 3; ++pass) {
+  for (int pass = 0; pass < 4; ++pass) {
     for (uint32_t i = 0; i < n; ++i) {
       abi::ThreadSlot* s = seg.slot(i);
       uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
@@ -158,6 +162,9 @@ bool claim_once(Runtime& rt) {
         Consumed c = consumed_of_this_generation(s);
         fits = c.position >= __atomic_load_n(&s->head, __ATOMIC_ACQUIRE) && c.records >= s->written;
       } else if (pass == 2) {
+        fits = state == state_of(SlotState::kFree) &&
+               __atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0;
+      } else if (pass == 3) {
         fits = state == state_of(SlotState::kFree);
       }
       if (fits && try_take(s, state) && finish_claim(rt, i, state)) return true;
@@ -266,12 +273,17 @@ bool block_memory_ready(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t
   const uint64_t ring = rt.segment.header()->ring_size;
   if (next >= ring) return true;  // a later lap: every block was allocated on the first
   uint64_t index = next / block;
-  if (index < s->allocated_blocks) return true;
+  if (index < __atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE)) return true;
   uint64_t offset = static_cast<uint64_t>(t_writer.data - rt.segment.base) + next;
   if (posix_fallocate(rt.segment.fd, static_cast<off_t>(offset), static_cast<off_t>(block)) != 0) {
     return false;
   }
-  s->allocated_blocks = static_cast<uint32_t>(index + 1);
+  // The control thread may set the first block of a slot it believes free: the larger wins.
+  uint32_t have = __atomic_load_n(&s->allocated_blocks, __ATOMIC_RELAXED);
+  while (have < index + 1 &&
+         !__atomic_compare_exchange_n(&s->allocated_blocks, &have, static_cast<uint32_t>(index + 1),
+                                      true, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+  }
   if ((index + 1) * block >= ring) __atomic_store_n(&s->prepared, 1, __ATOMIC_RELEASE);
   return true;
 }

@@ -89,6 +89,10 @@ uint32_t intern_string(Segment& segment, const char* text);
 // Allocates slot i's ring unless done before. False if /dev/shm is
 // full.
 bool prepare_ring(const Segment& segment, uint32_t i);
+// Allocates the first block of slot i's ring (its other blocks are allocated as its writer
+// reaches them), so that the first event of the thread that claims it makes no system call.
+// False if /dev/shm is full.
+bool prepare_first_block(const Segment& segment, uint32_t i);
 
 // Clock (clock.cc).
 abi::ClockPair sample_clock_pair(abi::ClockKind kind);

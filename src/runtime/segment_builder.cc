@@ -257,6 +257,20 @@ bool prepare_ring(const Segment& seg, uint32_t i) {
   return true;
 }
 
+bool prepare_first_block(const Segment& seg, uint32_t i) {
+  abi::ThreadSlot* s = seg.slot(i);
+  if (__atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0) return true;
+  if (posix_fallocate(seg.fd, static_cast<off_t>(seg.ring_offset(i)),
+                      static_cast<off_t>(seg.header()->block_size)) != 0) {
+    return false;
+  }
+  // A writer that claimed the slot meanwhile may have gone further: never move it back.
+  uint32_t none = 0;
+  __atomic_compare_exchange_n(&s->allocated_blocks, &none, 1, false, __ATOMIC_RELEASE,
+                              __ATOMIC_RELAXED);
+  return true;
+}
+
 uint32_t intern_string(Segment& seg, const char* text) {
   abi::SegmentHeader* h = seg.header();
   if (text == nullptr || text[0] == '\0') return 0;
