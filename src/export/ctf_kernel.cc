@@ -204,15 +204,6 @@ class CpuStreamWriter {
   uint64_t last_ns_ = 0;
 };
 
-Status write_text_file(const std::string& path, const std::string& text, int source_fd) {
-  auto created = create_output_file(path, source_fd);
-  if (!created.ok()) return created.status();
-  int fd = *created;
-  int err = write_all(fd, text.data(), text.size());
-  if (::close(fd) != 0 && err == 0) err = errno;
-  return err != 0 ? Status::FromErrno("cannot write " + path, err) : Status::Ok();
-}
-
 }  // namespace
 
 std::string kernel_metadata(const Trace& trace, const uint8_t uuid[16], const ExportClock& clock) {

@@ -462,15 +462,6 @@ std::vector<EventPlan> build_plans(const Trace& trace) {
   return plans;
 }
 
-Status write_file(const std::string& path, const std::string& text, int source_fd) {
-  auto created = create_output_file(path, source_fd);
-  if (!created.ok()) return created.status();
-  int fd = *created;
-  int err = write_all(fd, text.data(), text.size());
-  if (::close(fd) != 0 && err == 0) err = errno;
-  return err != 0 ? Status::FromErrno("cannot write " + path, err) : Status::Ok();
-}
-
 }  // namespace
 
 Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
@@ -557,7 +548,7 @@ Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
     if (dir.empty()) continue;
     std::string text = ctf::metadata(trace, p < processes.size() ? processes[p] : trace.process(),
                                      shared.uuids[p].data(), shared.clock);
-    Status st = write_file(dir + "/metadata", text, trace.source_fd());
+    Status st = write_text_file(dir + "/metadata", text, trace.source_fd());
     if (!st.ok()) return st;
     summary.bytes_written += text.size();
     if (!shared.per_process) break;

@@ -15,6 +15,15 @@
 
 namespace nanotrace::exporter {
 
+Status write_text_file(const std::string& path, const std::string& text, int source_fd) {
+  auto created = create_output_file(path, source_fd);
+  if (!created.ok()) return created.status();
+  int fd = *created;
+  int err = write_all(fd, text.data(), text.size());
+  if (::close(fd) != 0 && err == 0) err = errno;
+  return err != 0 ? Status::FromErrno("cannot write " + path, err) : Status::Ok();
+}
+
 int write_all(int fd, const void* data, size_t n) {
   auto* p = static_cast<const char*>(data);
   while (n > 0) {

@@ -49,6 +49,9 @@ class OutFile {
 
 // Writes all of data to fd (retrying short writes). Returns 0 or an errno value.
 int write_all(int fd, const void* data, size_t n);
+// Creates path (create_output_file: mode 0600, never the trace read, `source_fd`) holding
+// text; "cannot write PATH: ..." on failure.
+Status write_text_file(const std::string& path, const std::string& text, int source_fd);
 
 // Appends s as a JSON string literal (quotes, escapes; invalid UTF-8 becomes U+FFFD).
 void json_string(fmt::memory_buffer& out, std::string_view s);
