@@ -39,10 +39,12 @@ constexpr size_t kStackBytes = 128u << 10;
 // per pass, so that a request waits for one at most. True if it allocated (there may be more
 // to do); false once enough is ready, or when /dev/shm is full (claimers see that too).
 bool prepare_free_slots(Runtime& rt) {
-  abi::SegmentHeader* h = rt.segment.header();
   uint32_t rings = 0, first_blocks = 0;
   int64_t unprepared = -1, without_block = -1;
-  for (uint32_t i = 0; i < h->max_threads; ++i) {
+  // Past the scan limit every slot is untouched, free and unprepared: the one at the limit
+  // stands for them all.
+  const uint32_t limit = rt.slot_scan_limit();
+  for (uint32_t i = 0; i < limit; ++i) {
     abi::ThreadSlot* s = rt.segment.slot(i);
     if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) !=
         static_cast<uint32_t>(abi::SlotState::kFree)) {
@@ -61,9 +63,11 @@ bool prepare_free_slots(Runtime& rt) {
     }
   }
   if (rings < kPreparedRings && unprepared >= 0) {
+    rt.note_slot_used(static_cast<uint32_t>(unprepared));
     return prepare_ring(rt.segment, static_cast<uint32_t>(unprepared));
   }
   if (first_blocks < kFirstBlocks && without_block >= 0) {
+    rt.note_slot_used(static_cast<uint32_t>(without_block));
     return prepare_first_block(rt.segment, static_cast<uint32_t>(without_block));
   }
   return false;

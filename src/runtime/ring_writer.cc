@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/process.hpp"
@@ -137,6 +138,7 @@ bool finish_claim(Runtime& rt, uint32_t i, uint32_t previous) {
   t_writer.owned = s;
   pthread_setspecific(rt.exit_key, s);
   rt.any_ring_claimed.store(true, std::memory_order_relaxed);
+  rt.note_slot_used(i);
   if (was_prepared) rt.request_ring_preparation();
   t_slow.no_slot = false;
   return true;
@@ -150,8 +152,12 @@ bool finish_claim(Runtime& rt, uint32_t i, uint32_t previous) {
 bool claim_once(Runtime& rt) {
   Segment& seg = rt.segment;
   const uint32_t n = seg.header()->max_threads;
+  // Slots past the scan limit are untouched and free: the first three passes look for nothing
+  // there, and the last finds a free slot at the limit at the latest (or past it, when other
+  // threads took those meanwhile).
+  const uint32_t limit = rt.slot_scan_limit();
   for (int pass = 0; pass < 4; ++pass) {
-    for (uint32_t i = 0; i < n; ++i) {
+    for (uint32_t i = 0; i < (pass < 3 ? limit : n); ++i) {
       abi::ThreadSlot* s = seg.slot(i);
       uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
       bool fits = false;
@@ -289,6 +295,18 @@ bool block_memory_ready(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t
 }
 
 }  // namespace
+
+uint32_t Runtime::slot_scan_limit() const {
+  uint32_t bound = slots_used_bound.load(std::memory_order_acquire);
+  return std::min(bound + 1, segment.header()->max_threads);
+}
+
+void Runtime::note_slot_used(uint32_t i) {
+  uint32_t bound = slots_used_bound.load(std::memory_order_relaxed);
+  while (bound < i + 1 &&
+         !slots_used_bound.compare_exchange_weak(bound, i + 1, std::memory_order_acq_rel)) {
+  }
+}
 
 void Runtime::request_ring_preparation() {
   abi::SegmentHeader* h = segment.header();

@@ -1,5 +1,6 @@
 // What a traced program pays to start: the shared runtime carries the parts of the C++
-// library it uses, so a program that is not otherwise C++ loads neither libstdc++ nor libm;
+// library it uses and their unwinder, so a program that is not otherwise C++ loads neither
+// libstdc++, libm nor libgcc_s;
 // and since the runtime then holds a copy of operator new and delete, the process must still
 // keep one allocator pair, including a program's own replacement.
 #include <gtest/gtest.h>
@@ -29,6 +30,7 @@ TEST(StartupTest, TracedProgramLoadsNoCxxLibrary) {
   EXPECT_NE(objects.find("libc.so"), std::string::npos) << objects;
   EXPECT_EQ(objects.find("libstdc++"), std::string::npos) << objects;
   EXPECT_EQ(objects.find("libm.so"), std::string::npos) << objects;
+  EXPECT_EQ(objects.find("libgcc_s"), std::string::npos) << objects;
   // And it runs: its one tracepoint starts the runtime.
   testing::ChildProcess run({kBin + "/nanotrace_test_startup_program"}, {});
   EXPECT_EQ(WEXITSTATUS(run.wait()), 0);
