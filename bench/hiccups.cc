@@ -12,8 +12,11 @@
 //   and samples that started a new block (the slot's head crossed a block boundary) or
 //   touched the ring for the first time (first lap) are reported apart (block starts of the
 //   first lap also pay the page faults);
-// - block start: the cost of those block-start samples beyond the median sample.
+// - block start: the cost of those block-start samples beyond the median sample;
+// - exit: from a program's return from main to its parent reaping it, the program having
+//   recorded 100,000 events, with `nanotrace record` attached, without, and untraced.
 // --quick: a few samples of each, for a smoke test (no figure is meaningful then).
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <spawn.h>
@@ -126,6 +129,98 @@ long page_faults() {
 // Every first event is kept in the figures; those during which the thread was switched out
 // are also counted, and the maximum of the others given apart, so that what the runtime costs
 // is told from what a loaded machine's scheduler adds. Page faults are counted per first event.
+// Runs exit_twin with pipes on stdin and stdout; with `recorder`, attaches `nanotrace record`
+// to it once it is ready. Returns the nanoseconds from its return from main to its reaping,
+// or -1 on failure.
+double exit_cost_ns(const std::string& dir, const std::string& program, bool recorder) {
+  int to_child[2], from_child[2];
+  if (pipe(to_child) != 0 || pipe(from_child) != 0) return -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
+  posix_spawn_file_actions_addclose(&actions, to_child[1]);
+  posix_spawn_file_actions_addclose(&actions, from_child[0]);
+  std::string path = dir + "/" + program;
+  char* argv[] = {const_cast<char*>(path.c_str()), nullptr};
+  char* envp[] = {nullptr};
+  pid_t pid;
+  int rc = posix_spawn(&pid, path.c_str(), &actions, nullptr, argv, envp);
+  posix_spawn_file_actions_destroy(&actions);
+  close(to_child[0]);
+  close(from_child[1]);
+  if (rc != 0) return -1;
+  FILE* out = fdopen(from_child[0], "r");
+  char line[64] = {};
+  bool ready = std::fgets(line, sizeof(line), out) != nullptr;
+  pid_t rec = -1;
+  std::string file = "/dev/shm/hiccups-exit-" + std::to_string(getpid()) + ".ntr";
+  if (ready && recorder) {
+    std::string cli = dir + "/nanotrace", target = std::to_string(pid);
+    char* rargv[] = {const_cast<char*>(cli.c_str()),    const_cast<char*>("record"),
+                     const_cast<char*>(target.c_str()), const_cast<char*>("-o"),
+                     const_cast<char*>(file.c_str()),   nullptr};
+    posix_spawn_file_actions_t quiet;
+    posix_spawn_file_actions_init(&quiet);
+    posix_spawn_file_actions_addopen(&quiet, 2, "/dev/null", O_WRONLY, 0);
+    if (posix_spawn(&rec, cli.c_str(), &quiet, nullptr, rargv, envp) != 0) rec = -1;
+    posix_spawn_file_actions_destroy(&quiet);
+    // Attached once the segment names a consumer (at most 10 s).
+    bool attached = false;
+    for (int i = 0; rec > 0 && i < 10000 && !attached; ++i) {
+      auto trace = nanotrace::Trace::open_pid(pid);
+      attached = trace.ok() && (*trace)->process().consumer_pid != 0;
+      if (!attached) usleep(1000);
+    }
+    ready = attached;
+  }
+  if (write(to_child[1], "go\n", 3) != 3) ready = false;
+  close(to_child[1]);
+  uint64_t returned = 0;
+  if (ready && std::fgets(line, sizeof(line), out) != nullptr)
+    returned = std::strtoull(line, nullptr, 10);
+  int status;
+  waitpid(pid, &status, 0);
+  uint64_t reaped = now_ns();
+  std::fclose(out);
+  if (rec > 0) {
+    int rec_status;
+    waitpid(rec, &rec_status, 0);
+    unlink(file.c_str());
+    if (!WIFEXITED(rec_status) || WEXITSTATUS(rec_status) != 0) return -1;
+  }
+  if (!ready || returned == 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+  return static_cast<double>(reaped) - static_cast<double>(returned);
+}
+
+// Exit, three ways in interleaved rounds.
+nlohmann::json exits(const std::string& dir, int rounds) {
+  std::vector<double> recorded, traced, plain;
+  int failures = 0;
+  for (int i = 0; i < rounds; ++i) {
+    double r = exit_cost_ns(dir, "nanotrace_exit_traced", true);
+    double t = exit_cost_ns(dir, "nanotrace_exit_traced", false);
+    double p = exit_cost_ns(dir, "nanotrace_exit_plain", false);
+    if (r < 0 || t < 0 || p < 0) {
+      ++failures;
+      continue;
+    }
+    recorded.push_back(r / 1e3);
+    traced.push_back(t / 1e3);
+    plain.push_back(p / 1e3);
+  }
+  auto stats = [](const std::vector<double>& v) {
+    return nlohmann::json{{"median_us", percentile(v, 50)}, {"max_us", percentile(v, 100)}};
+  };
+  return {{"rounds", rounds},
+          {"failed_rounds", failures},
+          {"method", "from the program's return from main (100,000 events recorded) to waitpid"},
+          {"with_recorder_attached", stats(recorded)},
+          {"traced", stats(traced)},
+          {"untraced", stats(plain)},
+          {"target_extra_us", 1000}};
+}
+
 nlohmann::json first_events(int threads, double tpn) {
   std::vector<uint64_t> cost, not_preempted;
   std::vector<long> faults;
@@ -299,6 +394,7 @@ int main(int argc, char** argv) {
   out["startup"] = startup(dir, quick ? 3 : 100);
   out["first_event"] = first_events(quick ? 20 : 1000, tpn);
   out["per_event"] = per_event(quick ? 20000 : 10000000, tpn);
+  out["exit"] = exits(dir, quick ? 2 : 20);
   out["lttng_ust"] = "not measured here: LTTng-UST is not installed on this machine";
   std::string text = out.dump(2);
   std::printf("%s\n", text.c_str());
