@@ -221,22 +221,43 @@ nlohmann::json exits(const std::string& dir, int rounds) {
           {"target_extra_us", 1000}};
 }
 
+// A fixed amount of work (a chain of dependent multiplications): the baseline that each new
+// thread also times, so the machine's own outliers (interrupts, a hypervisor taking the vCPU
+// away, which no context switch count shows) are seen beside the first events'.
+uint64_t spin(uint64_t rounds) {
+  uint64_t x = rounds | 1;
+  for (uint64_t i = 0; i < rounds; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  return x;
+}
+
 nlohmann::json first_events(int threads, double tpn) {
-  std::vector<uint64_t> cost, not_preempted;
+  std::vector<uint64_t> cost, not_preempted, baseline;
   std::vector<long> faults;
   cost.reserve(threads);
+  // About as long as a first event: 5 us of spinning.
+  uint64_t spin_rounds = 1000;
+  for (int i = 0; i < 20; ++i) {
+    uint64_t t0 = ticks();
+    __asm__ volatile("" : : "r"(spin(spin_rounds)));
+    double us = static_cast<double>(ticks() - t0) / tpn / 1e3;
+    if (us > 0) spin_rounds = std::max<uint64_t>(1, static_cast<uint64_t>(spin_rounds * 5.0 / us));
+  }
   for (int i = 0; i < threads; ++i) {
-    uint64_t c = 0;
+    uint64_t c = 0, b = 0;
     long switched = 0, faulted = 0;
     std::thread([&, i] {
-      long s0 = switches(), f0 = page_faults();
       uint64_t t0 = ticks();
+      __asm__ volatile("" : : "r"(spin(spin_rounds)));
+      b = ticks() - t0;
+      long s0 = switches(), f0 = page_faults();
+      t0 = ticks();
       NANOTRACE(hiccup, first, "thread={}", static_cast<uint64_t>(i));
       c = ticks() - t0;
       switched = switches() - s0;
       faulted = page_faults() - f0;
     }).join();
     cost.push_back(c);
+    baseline.push_back(b);
     faults.push_back(faulted);
     if (switched == 0) not_preempted.push_back(c);
   }
@@ -252,6 +273,10 @@ nlohmann::json first_events(int threads, double tpn) {
           {"not_preempted_median_ns", ns(not_preempted, 50)},
           {"not_preempted_p99_ns", ns(not_preempted, 99)},
           {"not_preempted_max_ns", ns(not_preempted, 100)},
+          {"baseline_5us_spin_same_threads",
+           {{"median_ns", ns(baseline, 50)},
+            {"p99_ns", ns(baseline, 99)},
+            {"max_ns", ns(baseline, 100)}}},
           {"page_faults_median", percentile(faults, 50)},
           {"page_faults_max", percentile(faults, 100)},
           {"target_median_ns", 10000},

@@ -32,6 +32,8 @@ constexpr uint32_t kPreparedRings = 2;  // free rings kept ready
 // ring 1 MiB): a burst of new threads finds more of them, each allocated in a few
 // microseconds rather than a few hundred.
 constexpr uint32_t kFirstBlocks = 16;
+// A claim asks for more when fewer free slots than this are ready.
+constexpr int32_t kReadyLowWater = kFirstBlocks / 2;
 constexpr size_t kStackBytes = 128u << 10;
 
 // REQUIRES: mu held. Allocates one more free ring if fewer than kPreparedRings are ready, or
@@ -62,15 +64,21 @@ bool prepare_free_slots(Runtime& rt) {
       without_block = i;
     }
   }
+  bool prepared = false;
   if (rings < kPreparedRings && unprepared >= 0) {
     rt.note_slot_used(static_cast<uint32_t>(unprepared));
-    return prepare_ring(rt.segment, static_cast<uint32_t>(unprepared));
-  }
-  if (first_blocks < kFirstBlocks && without_block >= 0) {
+    prepared = prepare_ring(rt.segment, static_cast<uint32_t>(unprepared));
+    // A slot that had no block before is one more ready.
+    if (prepared && rt.segment.slot(static_cast<uint32_t>(unprepared))->allocated_blocks == 0) {
+      ++first_blocks;
+    }
+  } else if (first_blocks < kFirstBlocks && without_block >= 0) {
     rt.note_slot_used(static_cast<uint32_t>(without_block));
-    return prepare_first_block(rt.segment, static_cast<uint32_t>(without_block));
+    prepared = prepare_first_block(rt.segment, static_cast<uint32_t>(without_block));
+    if (prepared) ++first_blocks;
   }
-  return false;
+  rt.ready_free_slots.store(static_cast<int32_t>(first_blocks), std::memory_order_relaxed);
+  return prepared;
 }
 
 // Threads of this process, from field 20 of /proc/self/stat (0 if unknown).
@@ -140,6 +148,16 @@ void* control_loop(void*) {
       more = wakeups > 0 && prepare_free_slots(rt);
       refresh_clock(h);
     }
+    // Catching up with a burst of new threads: more slots before the periodic work again
+    // (the lock is let go between them, for a fork or a module being loaded).
+    for (int i = 0; more && i < static_cast<int>(kFirstBlocks); ++i) {
+      std::lock_guard lock(rt.mu);
+      if (rt.control_stop.load(std::memory_order_acquire) ||
+          !rt.started.load(std::memory_order_acquire)) {
+        return nullptr;
+      }
+      more = prepare_free_slots(rt);
+    }
     if (only_control_thread_left()) std::exit(0);  // the program's last thread is gone
     // Frequent clock pairs early (the rate estimate converges), then ten times a second.
     long wait_ns = more ? 0 : wakeups < 20 ? 10 * 1000 * 1000 : 100 * 1000 * 1000;
@@ -149,6 +167,12 @@ void* control_loop(void*) {
 }
 
 }  // namespace
+
+void Runtime::took_ready_slot() {
+  if (ready_free_slots.fetch_sub(1, std::memory_order_relaxed) - 1 < kReadyLowWater) {
+    request_ring_preparation();
+  }
+}
 
 void Runtime::start_control_thread() {
   if (control_thread_running) return;

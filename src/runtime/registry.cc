@@ -114,6 +114,7 @@ Status Runtime::start_locked() {
   }
   segment = std::move(seg.value());
   slots_used_bound.store(0, std::memory_order_relaxed);
+  ready_free_slots.store(0, std::memory_order_relaxed);
   groups.clear();
   for (detail::Site* site : sites) publish_site_locked(site);
   started.store(true, std::memory_order_release);
@@ -268,6 +269,7 @@ void Runtime::after_fork_in_child() {
   start_failed = false;
   any_ring_claimed.store(false, std::memory_order_relaxed);
   slots_used_bound.store(0, std::memory_order_relaxed);
+  ready_free_slots.store(0, std::memory_order_relaxed);
   retired_ids.clear();
   // Sites keep their enable bytes, so the child's first event reaches the slow path, which
   // starts the runtime; their ids are assigned again in the child's own segment.

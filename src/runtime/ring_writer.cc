@@ -139,7 +139,7 @@ bool finish_claim(Runtime& rt, uint32_t i, uint32_t previous) {
   pthread_setspecific(rt.exit_key, s);
   rt.any_ring_claimed.store(true, std::memory_order_relaxed);
   rt.note_slot_used(i);
-  if (was_prepared) rt.request_ring_preparation();
+  if (was_prepared && previous == state_of(SlotState::kFree)) rt.took_ready_slot();
   t_slow.no_slot = false;
   return true;
 }

@@ -119,6 +119,12 @@ class Runtime {
   std::atomic<uint32_t> slots_used_bound{0};
   uint32_t slot_scan_limit() const;  // slots_used_bound + 1, at most max_threads
   void note_slot_used(uint32_t i);
+  // Free slots with memory made ready, as the control thread last counted them, less those
+  // claimed since. A claim wakes the control thread only when they run low: a futex wake is
+  // a system call, and on a busy virtual machine any system call may take tens of
+  // microseconds.
+  std::atomic<int32_t> ready_free_slots{0};
+  void took_ready_slot();
   std::vector<detail::Site*> sites;  // registered sites (unregistered ones are removed)
   std::unordered_set<detail::Site*> known_sites;
   // Event ids of unregistered sites by descriptor, reused if the module is loaded again.

@@ -246,23 +246,21 @@ bool reserve_table_bytes(Segment* seg, uint64_t end) {
   return true;
 }
 
-// Maps the first block of ring i ahead of its writer, so that a thread's first records do not
-// pay the page faults of the ring's first touch: most of a first event's cost in a VM (first
+// Maps the first page of ring i ahead of its writer, so that a thread's first record does not
+// pay the page fault of the ring's first touch: most of a first event's cost in a VM (first
 // events 19-20 us median before, 5.8 us after, hiccups under load). madvise fills the
 // process's page tables; a hypervisor that shadows them fills its own only on an access, so
-// each page is also read once. Nothing is written, since a writer may claim the slot meanwhile
-// (the values read are dropped). Thread-sanitizer builds skip the reads, which it would report
-// against such a writer.
-void map_first_block(const Segment& seg, uint32_t i) {
+// the page is also read. Nothing is written, since a writer may claim the slot meanwhile (the
+// value read is dropped). One page only: each costs several microseconds here, and the control
+// thread must keep up with a burst of new threads. Thread-sanitizer builds skip the read,
+// which it would report against such a writer.
+void map_first_page(const Segment& seg, uint32_t i) {
   uint8_t* ring = seg.base + seg.ring_offset(i);
-  const uint64_t bytes = seg.header()->block_size;
 #ifdef MADV_POPULATE_WRITE
-  (void)madvise(ring, bytes, MADV_POPULATE_WRITE);
+  (void)madvise(ring, kPage, MADV_POPULATE_WRITE);
 #endif
 #ifndef __SANITIZE_THREAD__
-  uint8_t seen = 0;
-  for (uint64_t off = 0; off < bytes; off += kPage)
-    seen |= __atomic_load_n(ring + off, __ATOMIC_RELAXED);
+  uint8_t seen = __atomic_load_n(ring, __ATOMIC_RELAXED);
   __asm__ volatile("" : : "r"(seen));
 #endif
 }
@@ -274,7 +272,7 @@ bool prepare_ring(const Segment& seg, uint32_t i) {
   if (posix_fallocate(seg.fd, static_cast<off_t>(seg.ring_offset(i)), h->ring_size) != 0) {
     return false;
   }
-  map_first_block(seg, i);
+  map_first_page(seg, i);
   __atomic_store_n(&s->prepared, 1, __ATOMIC_RELEASE);
   return true;
 }
@@ -286,7 +284,7 @@ bool prepare_first_block(const Segment& seg, uint32_t i) {
                       static_cast<off_t>(seg.header()->block_size)) != 0) {
     return false;
   }
-  map_first_block(seg, i);
+  map_first_page(seg, i);
   // A writer that claimed the slot meanwhile may have gone further: never move it back.
   uint32_t none = 0;
   __atomic_compare_exchange_n(&s->allocated_blocks, &none, 1, false, __ATOMIC_RELEASE,
