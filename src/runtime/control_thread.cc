@@ -197,7 +197,9 @@ void Runtime::stop_control_thread(bool wait) {
     control_thread_running = false;
     thread = control_thread;
     control_stop.store(true, std::memory_order_release);
-    if (started.load(std::memory_order_acquire)) {
+    // Without a wait (the process is ending) the thread is left asleep: woken, it would only
+    // take the lock that the exit handler needs next, and the process ends it anyway.
+    if (wait && started.load(std::memory_order_acquire)) {
       abi::SegmentHeader* h = segment.header();
       __atomic_fetch_add(&h->control_seq, 1, __ATOMIC_RELEASE);
       sys::futex_wake_all(&h->control_seq);
