@@ -21,6 +21,7 @@ namespace nanotrace {
 
 // What one thread generation contributed to a trace file.
 struct RecordedThread {
+  uint32_t pid = 0;  // its process's
   uint32_t slot = 0;
   uint32_t generation = 0;
   uint32_t tid = 0;
@@ -30,6 +31,15 @@ struct RecordedThread {
   uint64_t dropped = 0;         // records the writer dropped while the file was written
   uint64_t reclaimed = 0;       // unread records lost when the thread's slot was reused
   uint64_t corrupt_blocks = 0;  // damaged blocks skipped (their records count as overwritten)
+};
+
+// What one process image contributed to a trace file of several processes.
+struct RecordedProcess {
+  uint32_t pid = 0;
+  uint32_t parent_pid = 0;
+  std::string name;
+  uint64_t records = 0;
+  uint64_t lost = 0;
 };
 
 struct RecordProgress {
@@ -72,6 +82,8 @@ struct RecordSummary {
   std::vector<std::string> warnings;   // e.g. why kernel events were not recorded
   uint64_t kernel_pages = 0;           // ftrace sub-buffers stored (with kernel)
   uint64_t kernel_lost = 0;            // kernel events overwritten or dropped by ftrace
+  // record_processes: each process recorded, in the file's order (empty for one process).
+  std::vector<RecordedProcess> processes;
   uint64_t lost() const;
 };
 
@@ -82,6 +94,18 @@ struct RecordSummary {
 // kNotFound, kInvalidArgument (unknown group, bad expression), kIoError (the file could not
 // be written: what was written before stays readable; the summary is lost).
 Result<RecordSummary> record(const std::string& source, const RecordOptions& options);
+
+// Records several live processes into one trace file of several processes (one process
+// index each, in the order of `sources`), with record()'s options and guarantees; each
+// source is a pid or name:NAME, and name:NAME takes every live process of that name (a
+// process named twice is recorded once). One process in all is record(source). Every source
+// is checked (alive, not consumed by another recorder, same clock) before anything starts:
+// a bad one is the error. A process that exits is drained to its end and the others go on;
+// the recording ends when all have exited (or as record() ends). --stop-on stops all of
+// them at the first match in any; --snapshot-on snapshots the process that matched. Errors
+// as record().
+Result<RecordSummary> record_processes(const std::vector<std::string>& sources,
+                                       const RecordOptions& options);
 
 // Writes every ring of `trace` as it is now into output, without consuming: only records
 // validated intact are kept. Works on a live process (snapshot) and on the segment of a
@@ -102,15 +126,6 @@ struct RunOptions {
   uint32_t kernel_buffer_kb = 4096;
   // A signal number to pass on to the command (set from a signal handler); reset once sent.
   std::atomic<int>* forward_signal = nullptr;
-};
-
-// What one process image contributed to a run's trace file.
-struct RecordedProcess {
-  uint32_t pid = 0;
-  uint32_t parent_pid = 0;
-  std::string name;
-  uint64_t records = 0;
-  uint64_t lost = 0;
 };
 
 struct RunSummary {

@@ -25,6 +25,8 @@
 #include "record/drainer.hpp"
 #include "record/file_writer.hpp"
 #include "record/kernel_recording.hpp"
+#include "record/process_session.hpp"
+#include "record/record_controls.hpp"
 
 namespace nanotrace {
 namespace {
@@ -70,114 +72,16 @@ class TargetWatch {
   double last_check_ = 0;
 };
 
-// A trigger expression bound lazily to each event id as records of it appear.
-class BoundTrigger {
- public:
-  Status init(const std::string& text, const Trace& trace) {
-    auto t = Trigger::parse(text);
-    if (!t.ok()) return t.status();
-    trigger_ = std::move(t.value());
-    bool known = false;
-    for (const EventInfo& e : trace.events()) {
-      if (e.group != trigger_->group || e.name != trigger_->event) continue;
-      known = true;
-      auto b = bind(e);
-      if (!b.ok()) return b.status();
-    }
-    (void)known;  // an event not declared yet may appear later
-    return Status::Ok();
-  }
-  bool active() const { return trigger_.has_value(); }
-  const std::string& text() const { return trigger_->text; }
-
-  bool matches(const Record& r) {
-    if (!trigger_ || r.event->group != trigger_->group || r.event->name != trigger_->event) {
-      return false;
-    }
-    if (bound_.size() <= r.event->id) bound_.resize(r.event->id + 1);
-    auto& b = bound_[r.event->id];
-    if (!b) {
-      auto res = bind(*r.event);
-      if (!res.ok()) return false;
-      b = std::move(res.value());
-    }
-    return trigger_->matches(*b, r.values);
-  }
-
- private:
-  Result<std::vector<uint32_t>> bind(const EventInfo& e) {
-    std::vector<std::string> names;
-    std::vector<abi::FieldType> types;
-    for (const FieldInfo& f : e.fields) {
-      names.push_back(f.name);
-      types.push_back(f.type);
-    }
-    return trigger_->bind(names, types);
-  }
-
-  std::optional<Trigger> trigger_;
-  std::vector<std::optional<std::vector<uint32_t>>> bound_;
-};
-
-std::vector<RecordedThread> summarize(const std::vector<rec::StreamState>& streams) {
-  std::vector<RecordedThread> out;
-  for (const rec::StreamState& s : streams) {
-    RecordedThread t;
-    t.slot = s.slot;
-    t.generation = s.generation;
-    t.tid = s.tid;
-    t.name = s.name;
-    t.records = s.records;
-    t.overwritten = s.overwritten;
-    t.dropped = s.dropped > s.dropped_at_start ? s.dropped - s.dropped_at_start : 0;
-    t.reclaimed = s.reclaimed;
-    t.corrupt_blocks = s.corrupt_blocks;
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
 // What a finished file holds and what was lost, as the summary reports it.
-void fill_counts(const rec::Drainer& drainer, const rec::FileWriter& out, RecordSummary* summary) {
+void fill_counts(const rec::Drainer& drainer, const rec::FileWriter& out, uint32_t pid,
+                 RecordSummary* summary) {
   summary->records = drainer.records();
   summary->file_bytes = out.bytes_written();
   summary->data_bytes = out.data_bytes();
   summary->lost_no_slot = drainer.lost_no_slot();
   summary->lost_reclaimed = drainer.lost_reclaimed();
-  summary->threads = summarize(drainer.all_streams());
+  summary->threads = rec::summarize_streams(drainer.all_streams(), pid);
 }
-
-// Enables exactly the groups `wanted` selects (items of the group grammar: `all,-debug`);
-// remembers the previous state to restore it.
-class GroupGuard {
- public:
-  Status apply(Trace& trace, const std::vector<std::string>& wanted) {
-    std::vector<GroupInfo> before = trace.groups();
-    std::string spec;
-    for (const std::string& w : wanted) spec += (spec.empty() ? "" : ",") + w;
-    std::vector<std::string> known;
-    for (const GroupInfo& g : before) known.push_back(g.name);
-    if (Status s = validate_group_spec(spec, known); !s.ok()) return s;
-    trace_ = &trace;
-    before_ = before;
-    for (const GroupInfo& g : before) {
-      const bool on = group_spec_enables(spec, g.name);
-      if (on != g.enabled) {
-        Status s = trace.set_group_enabled(g.name, on);
-        if (!s.ok()) return s;
-      }
-    }
-    return Status::Ok();
-  }
-  ~GroupGuard() {
-    if (!trace_) return;
-    for (const GroupInfo& g : before_) (void)trace_->set_group_enabled(g.name, g.enabled);
-  }
-
- private:
-  Trace* trace_ = nullptr;
-  std::vector<GroupInfo> before_;
-};
 
 }  // namespace
 
@@ -203,7 +107,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   }
   auto* header = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(trace));
   const uint64_t start_time = header->proc_start_time;
-  BoundTrigger stop_on, snapshot_on;
+  rec::BoundTrigger stop_on, snapshot_on;
   if (!options.stop_on.empty()) {
     Status s = stop_on.init(options.stop_on, trace);
     if (!s.ok()) return Status(s.code(), "--stop-on: " + s.message());
@@ -215,7 +119,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   std::vector<rec::SlotAtAttach> at_attach = rec::slots_at_attach(trace);
   Status s = trace.attach_consumer();
   if (!s.ok()) return s;
-  GroupGuard groups;
+  rec::GroupGuard groups;
   if (!options.groups.empty()) {
     s = groups.apply(trace, options.groups);
     if (!s.ok()) return s;
@@ -315,7 +219,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
       pr.records = drainer.records();
       pr.bytes = out.bytes_written();
       RecordSummary tmp;
-      tmp.threads = summarize(drainer.all_streams());
+      tmp.threads = rec::summarize_streams(drainer.all_streams(), p.pid);
       tmp.lost_no_slot = drainer.lost_no_slot();
       tmp.lost_reclaimed = drainer.lost_reclaimed();
       pr.lost = tmp.lost();
@@ -360,7 +264,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
                                    "duration over", "stop-on matched", "error"};
   summary.reason = kReasons[static_cast<uint32_t>(reason)];
   summary.seconds = sys::monotonic_seconds() - t0;
-  fill_counts(drainer, out, &summary);
+  fill_counts(drainer, out, p.pid, &summary);
   return summary;
 }
 
@@ -382,7 +286,7 @@ Result<RecordSummary> write_snapshot(Trace& trace, const std::string& output, bo
   if (!s.ok()) return s;
   RecordSummary summary;
   summary.reason = "complete";
-  fill_counts(drainer, out, &summary);
+  fill_counts(drainer, out, p.pid, &summary);
   return summary;
 }
 

@@ -22,183 +22,16 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <set>
 
 #include "base/process.hpp"
 #include "nanotrace/record.hpp"
-#include "reader/trace_internals.hpp"
-#include "record/drainer.hpp"
 #include "record/file_writer.hpp"
 #include "record/kernel_recording.hpp"
+#include "record/process_session.hpp"
 
 namespace nanotrace {
 namespace {
-
-// One process image being recorded.
-struct Recorded {
-  std::unique_ptr<Trace> trace;
-  std::unique_ptr<rec::Drainer> drainer;
-  const abi::SegmentHeader* header = nullptr;
-  ino_t inode = 0;
-  bool finished = false;
-  RecordedProcess info;
-};
-
-// A segment file seen in /dev/shm: its inode and the pid in its name. An inode is reused only
-// once its file is gone: a session's own are forgotten when it removes them, and another
-// process's file whose inode one of ours reuses has another pid in its name.
-using FileId = std::pair<uint64_t, uint32_t>;
-
-bool writer_alive(const Recorded& r) {
-  return __atomic_load_n(&r.header->state, __ATOMIC_ACQUIRE) ==
-             static_cast<uint32_t>(abi::ProcessState::kRunning) &&
-         sys::segment_byte_locked(reader::TraceInternals::fd(*r.trace), sys::kWriterLockByte);
-}
-
-uint64_t lost_of(const rec::Drainer& d) {
-  uint64_t n = d.lost_no_slot() + d.lost_reclaimed();
-  for (const rec::StreamState& s : d.all_streams()) {
-    n += s.overwritten + s.reclaimed +
-         (s.dropped > s.dropped_at_start ? s.dropped - s.dropped_at_start : 0);
-  }
-  return n;
-}
-
-class Session {
- public:
-  Session(uint64_t run_id, rec::FileWriter& out) : run_id_(run_id), out_(out) {}
-
-  // Opens the segments of this session that appeared since the last scan.
-  Status scan() {
-    for (const sys::SegmentName& name : sys::list_segment_names()) {
-      struct stat st;
-      if (stat(name.path.c_str(), &st) != 0) continue;
-      FileId id{st.st_ino, name.pid};
-      if (seen_.count(id)) continue;
-      auto opened = Trace::open_path(name.path, /*writable=*/true);
-      if (!opened.ok()) {
-        // Being created (its version not written yet), or not ours to read: retried a while.
-        if (++failures_[id] > 1000) seen_.insert(id);
-        continue;
-      }
-      seen_.insert(id);
-      auto* h = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(**opened));
-      if (h->run_id != run_id_ || procs_.size() >= 0xffff) continue;
-      Status s = add(std::move(opened.value()), st.st_ino);
-      if (!s.ok()) return s;
-    }
-    return Status::Ok();
-  }
-
-  // One pass over every process still recorded; a process whose image ended is drained to
-  // the end and its segment removed. final: the session ends (drain everyone).
-  Status pass(bool final, uint64_t* moved) {
-    *moved = 0;
-    for (Recorded& r : procs_) {
-      if (r.finished) continue;
-      const bool ended = final || !writer_alive(r);
-      uint64_t m = 0;
-      bool stopped = false;
-      Status s = r.drainer->pass(nullptr, ended, &m, &stopped);
-      if (!s.ok()) return s;
-      *moved += m;
-      if (!ended) continue;
-      for (int i = 0; i < 1000 && m != 0; ++i) {
-        s = r.drainer->pass(nullptr, true, &m, &stopped);
-        if (!s.ok()) return s;
-      }
-      s = r.drainer->write_meta(true);  // the final clock calibration
-      if (s.ok()) s = r.drainer->write_loss();
-      if (!s.ok()) return s;
-      r.info.records = r.drainer->records();
-      r.info.lost = lost_of(*r.drainer);
-      r.trace->detach_consumer();
-      if (!writer_alive(r)) remove_segment(r);
-      r.finished = true;
-    }
-    return Status::Ok();
-  }
-
-  // How long the busiest ring takes to fill a quarter of itself at the rate it filled in
-  // the last pass (interval: seconds since the pass before), as `nanotrace record` paces.
-  double quarter_ring_s(double interval) const {
-    double wait = 0.01;
-    for (const Recorded& r : procs_) {
-      if (r.finished || r.drainer->max_stream_moved() == 0) continue;
-      double w = static_cast<double>(r.drainer->ring_size()) / 4 * interval /
-                 static_cast<double>(r.drainer->max_stream_moved());
-      if (w < wait) wait = w;
-    }
-    return wait;
-  }
-
-  bool writer_waiting() const {
-    for (const Recorded& r : procs_) {
-      if (!r.finished && r.drainer->writer_waiting()) return true;
-    }
-    return false;
-  }
-
-  std::vector<RecordedProcess> processes() const {
-    std::vector<RecordedProcess> out;
-    for (const Recorded& r : procs_) out.push_back(r.info);
-    return out;
-  }
-  uint64_t records() const {
-    uint64_t n = 0;
-    for (const Recorded& r : procs_) n += r.drainer->records();
-    return n;
-  }
-  bool found(uint32_t pid) const {
-    for (const Recorded& r : procs_) {
-      if (r.info.pid == pid) return true;
-    }
-    return false;
-  }
-
- private:
-  Status add(std::unique_ptr<Trace> trace, ino_t inode) {
-    Recorded r;
-    r.header = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(*trace));
-    r.inode = inode;
-    const ProcessInfo& p = trace->process();
-    r.info.pid = p.pid;
-    r.info.parent_pid = r.header->parent_pid;
-    r.info.name = p.process_name;
-    std::vector<rec::SlotAtAttach> at_attach = rec::slots_at_attach(*trace);
-    // Nobody else consumes a session's segments; if someone does, read without consuming.
-    const bool consume = trace->attach_consumer().ok();
-    r.trace = std::move(trace);
-    r.drainer = std::make_unique<rec::Drainer>(*r.trace, out_, consume, std::move(at_attach));
-    r.drainer->set_process_index(static_cast<uint32_t>(procs_.size()));
-    Status s = r.drainer->write_meta(true);
-    if (!s.ok()) return s;
-    procs_.push_back(std::move(r));
-    return Status::Ok();
-  }
-
-  // The segment is ours to remove (the session asked its processes to keep it), wherever it
-  // is now: an exec'd image's segment was renamed aside, and its old name may already be the
-  // new image's.
-  void remove_segment(const Recorded& r) {
-    for (const sys::SegmentName& name : sys::list_segment_names()) {
-      struct stat st;
-      if (stat(name.path.c_str(), &st) == 0 && st.st_ino == r.inode) {
-        ::unlink(name.path.c_str());
-        seen_.erase(FileId{r.inode, name.pid});
-        return;
-      }
-    }
-  }
-
-  uint64_t run_id_;
-  rec::FileWriter& out_;
-  std::vector<Recorded> procs_;
-  std::set<FileId> seen_;
-  std::map<FileId, int> failures_;
-};
 
 uint64_t new_run_id() {
   uint64_t id = 0;
@@ -315,7 +148,7 @@ Result<RunSummary> run_command(const RunOptions& o) {
 
   const double t0 = sys::monotonic_seconds();
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, child, 0));
-  Session session(run_id, out);
+  rec::ProcessSession session(out);
   int status = 0;
   bool exited = false;
   double last_scan = 0;
@@ -330,7 +163,7 @@ Result<RunSummary> run_command(const RunOptions& o) {
     double now = sys::monotonic_seconds();
     if (now - last_scan >= 0.002) {
       last_scan = now;
-      s = session.scan();
+      s = session.scan(run_id);
       if (!s.ok()) break;
     }
     uint64_t moved = 0;
@@ -388,19 +221,14 @@ Result<RunSummary> run_command(const RunOptions& o) {
   }
   // Everything the command's processes left: the last ones found, then one final pass.
   uint64_t moved = 0;
-  s = session.scan();
+  s = session.scan(run_id);
   if (s.ok()) s = session.pass(true, &moved);
   if (s.ok() && kernel) s = kernel->drain(/*final=*/true);
   if (s.ok() && kernel) s = kernel->finish(&summary.kernel_pages, &summary.kernel_lost);
   if (s.ok()) {
     // With no process traced (a static or setuid command) the file holds no tables: the
     // caller says why.
-    file::EndPayload e{};
-    e.chunks = out.chunks();
-    e.data_bytes = out.data_bytes();
-    e.records = session.records();
-    e.reason = static_cast<uint32_t>(file::EndReason::kTargetExited);
-    s = out.write_chunk(file::ChunkType::kEnd, &e, sizeof(e));
+    s = session.write_end(file::EndReason::kTargetExited);
   }
   if (s.ok()) s = out.close();
   if (!s.ok()) return s;

@@ -3,13 +3,16 @@
 // scripts/record-bench.sh.
 //
 //   paced_producer [--threads T] [--rate EVENTS_PER_S_PER_THREAD] [--seconds S] [--go]
-//                  [--fields 4|2]
+//                  [--fields 4|2] [--spans]
 //
 // --fields 4 (default): test:rec, 40 bytes, the same thread + seq + value + checksum payload as
 // tests/runtime/producer.cc. --fields 2: test:rec2 "seq={} check={}", 24 bytes, the size of a
 // typical I/O event ("req={} lat={}"); seq is the thread number in the top 16 bits and the
 // per-thread sequence number below, check is checksum(thread, seq, seq * 7 + thread), so a
 // reader can still prove every record present and intact.
+// --spans: each batch of 256 records is also a pair test:span_begin "id={} pid={}" ..
+// test:span_end "id={}" (id: pid << 40 | thread << 32 | batch number, unique across
+// processes), for latency across processes.
 // --rate 0 writes at full speed. --go waits for stdin to close (or a line) before starting.
 // Prints "pid <pid>" first and, at the end, "done <records> <seconds>" (records of all threads,
 // wall time of the producing phase).
@@ -41,8 +44,9 @@ double now_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-void produce(uint64_t thread, double rate, double seconds, int fields,
+void produce(uint64_t thread, double rate, double seconds, int fields, bool spans,
              std::atomic<uint64_t>* total) {
+  const uint64_t pid = static_cast<uint64_t>(getpid());
   const double t0 = now_s();
   uint64_t seq = 0;
   for (;;) {
@@ -61,6 +65,8 @@ void produce(uint64_t thread, double rate, double seconds, int fields,
         continue;
       }
     }
+    const uint64_t span = pid << 40 | thread << 32 | seq / 256;
+    if (spans) NANOTRACE(test, span_begin, "id={} pid={}", span, pid);
     if (fields == 2) {
       for (int i = 0; i < 256; ++i, ++seq) {
         NANOTRACE(test, rec2, "seq={} check={}", thread << 48 | seq,
@@ -73,6 +79,7 @@ void produce(uint64_t thread, double rate, double seconds, int fields,
                   checksum(thread, seq, value));
       }
     }
+    if (spans) NANOTRACE(test, span_end, "id={}", span);
   }
   total->fetch_add(seq);
 }
@@ -83,7 +90,7 @@ int main(int argc, char** argv) {
   uint64_t threads = 1;
   double rate = 0, seconds = 0;
   int fields = 4;
-  bool go = false;
+  bool go = false, spans = false;
   for (int i = 1; i < argc; ++i) {
     auto arg = [&] { return i + 1 < argc ? std::strtod(argv[++i], nullptr) : 0.0; };
     if (!std::strcmp(argv[i], "--threads")) {
@@ -97,6 +104,8 @@ int main(int argc, char** argv) {
       if (fields != 2 && fields != 4) return 2;
     } else if (!std::strcmp(argv[i], "--go")) {
       go = true;
+    } else if (!std::strcmp(argv[i], "--spans")) {
+      spans = true;
     } else {
       return 2;
     }
@@ -112,7 +121,7 @@ int main(int argc, char** argv) {
   double t0 = now_s();
   std::vector<std::thread> pool;
   for (uint64_t t = 0; t < threads; ++t)
-    pool.emplace_back(produce, t, rate, seconds, fields, &total);
+    pool.emplace_back(produce, t, rate, seconds, fields, spans, &total);
   if (seconds <= 0) {
     // Until stdin closes.
     char buf[64];

@@ -20,17 +20,25 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
 
 void print_losses(const RecordSummary& s) {
+  const bool pids = !s.processes.empty();
+  if (pids) std::fprintf(stderr, "%-8s ", "PID");
   std::fprintf(stderr, "%-8s %-16s %12s %12s %12s %12s\n", "TID", "THREAD", "RECORDS",
                "OVERWRITTEN", "DROPPED", "RECLAIMED");
   for (const RecordedThread& t : s.threads) {
+    if (pids) std::fprintf(stderr, "%-8u ", t.pid);
     std::fprintf(stderr, "%-8u %-16s %12llu %12llu %12llu %12llu\n", t.tid,
                  utf8::escape_text(t.name).c_str(), static_cast<unsigned long long>(t.records),
                  static_cast<unsigned long long>(t.overwritten),
                  static_cast<unsigned long long>(t.dropped),
                  static_cast<unsigned long long>(t.reclaimed));
   }
-  std::fprintf(stderr, "process: lost_no_slot %llu, lost_reclaimed %llu; total lost %llu\n",
-               static_cast<unsigned long long>(s.lost_no_slot),
+  for (const RecordedProcess& p : s.processes) {
+    std::fprintf(stderr, "process %u (%s): %llu records, %llu lost\n", p.pid,
+                 utf8::escape_text(p.name).c_str(), static_cast<unsigned long long>(p.records),
+                 static_cast<unsigned long long>(p.lost));
+  }
+  std::fprintf(stderr, "%s: lost_no_slot %llu, lost_reclaimed %llu; total lost %llu\n",
+               pids ? "processes" : "process", static_cast<unsigned long long>(s.lost_no_slot),
                static_cast<unsigned long long>(s.lost_reclaimed),
                static_cast<unsigned long long>(s.lost()));
   // A damaged block's records are in the overwritten count (the next block's sequence
@@ -58,8 +66,12 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 void register_record_commands(CLI::App& app, RecordCommands* c) {
-  c->record = app.add_subcommand("record", "Record a live process into a trace file");
-  c->record->add_option("SOURCE", c->source, "pid or name:NAME")->required();
+  c->record = app.add_subcommand("record", "Record live processes into a trace file");
+  c->record
+      ->add_option("SOURCE", c->sources,
+                   "pid or name:NAME (every live process of that name); several go into one "
+                   "trace file, each as its own process")
+      ->required();
   c->record->add_option("-o,--output", c->output, "trace file to write")->required();
   c->record->add_option("--duration", c->duration, "stop after S seconds");
   c->record->add_option("--groups", c->groups,
@@ -119,15 +131,17 @@ int cmd_record(const RecordCommands& c) {
                    rate, double(p.bytes) / 1e6, static_cast<unsigned long long>(p.lost));
     };
   }
-  auto r = record(c.source, o);
+  auto r = record_processes(c.sources, o);
   if (tty) std::fprintf(stderr, "\n");
   if (!r.ok()) return fail(r.status());
   const RecordSummary& s = *r;
   for (const std::string& w : s.warnings) {
     std::fprintf(stderr, "nanotrace: warning: %s\n", utf8::escape_text(w).c_str());
   }
-  std::fprintf(stderr, "recorded %llu records (%.1f MB of rings, %.1f MB file) in %.2f s: %s\n",
-               static_cast<unsigned long long>(s.records), double(s.data_bytes) / 1e6,
+  std::string of;
+  if (!s.processes.empty()) of = " of " + std::to_string(s.processes.size()) + " processes";
+  std::fprintf(stderr, "recorded %llu records%s (%.1f MB of rings, %.1f MB file) in %.2f s: %s\n",
+               static_cast<unsigned long long>(s.records), of.c_str(), double(s.data_bytes) / 1e6,
                double(s.file_bytes) / 1e6, s.seconds, s.reason.c_str());
   if (!o.kernel.empty() && s.kernel_pages > 0) {
     std::fprintf(stderr, "kernel: %llu ftrace sub-buffers, %llu kernel events lost\n",

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 
@@ -15,6 +16,7 @@ struct RecordCommands {
   CLI::App* recover = nullptr;
   CLI::App* clean = nullptr;
   std::string source, output, groups, stop_on, snapshot_on, kernel;
+  std::vector<std::string> sources;  // record
   uint32_t kernel_buffer_kb = 4096;
   double duration = 0;
   bool compress = false;

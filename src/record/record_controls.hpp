@@ -1,0 +1,101 @@
+// What `nanotrace record` applies to each process it records: a trigger expression bound to
+// the process's events (--stop-on, --snapshot-on), and the groups it enables while recording
+// (--groups), restored afterwards. Internal header.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/group_spec.hpp"
+#include "nanotrace/reader.hpp"
+#include "nanotrace/trigger.hpp"
+
+namespace nanotrace::rec {
+
+// A trigger expression bound lazily to each event id as records of it appear.
+class BoundTrigger {
+ public:
+  Status init(const std::string& text, const Trace& trace) {
+    auto t = Trigger::parse(text);
+    if (!t.ok()) return t.status();
+    trigger_ = std::move(t.value());
+    bool known = false;
+    for (const EventInfo& e : trace.events()) {
+      if (e.group != trigger_->group || e.name != trigger_->event) continue;
+      known = true;
+      auto b = bind(e);
+      if (!b.ok()) return b.status();
+    }
+    (void)known;  // an event not declared yet may appear later
+    return Status::Ok();
+  }
+  bool active() const { return trigger_.has_value(); }
+  const std::string& text() const { return trigger_->text; }
+
+  bool matches(const Record& r) {
+    if (!trigger_ || r.event->group != trigger_->group || r.event->name != trigger_->event) {
+      return false;
+    }
+    if (bound_.size() <= r.event->id) bound_.resize(r.event->id + 1);
+    auto& b = bound_[r.event->id];
+    if (!b) {
+      auto res = bind(*r.event);
+      if (!res.ok()) return false;
+      b = std::move(res.value());
+    }
+    return trigger_->matches(*b, r.values);
+  }
+
+ private:
+  Result<std::vector<uint32_t>> bind(const EventInfo& e) {
+    std::vector<std::string> names;
+    std::vector<abi::FieldType> types;
+    for (const FieldInfo& f : e.fields) {
+      names.push_back(f.name);
+      types.push_back(f.type);
+    }
+    return trigger_->bind(names, types);
+  }
+
+  std::optional<Trigger> trigger_;
+  std::vector<std::optional<std::vector<uint32_t>>> bound_;
+};
+
+// Enables exactly the groups `wanted` selects (items of the group grammar: `all,-debug`);
+// remembers the previous state to restore it.
+class GroupGuard {
+ public:
+  // known: the group names a name in `wanted` must be one of (default: the trace's; with
+  // several processes, those of any of them).
+  Status apply(Trace& trace, const std::vector<std::string>& wanted,
+               const std::vector<std::string>* known_names = nullptr) {
+    std::vector<GroupInfo> before = trace.groups();
+    std::string spec;
+    for (const std::string& w : wanted) spec += (spec.empty() ? "" : ",") + w;
+    std::vector<std::string> known;
+    for (const GroupInfo& g : before) known.push_back(g.name);
+    if (known_names != nullptr) known = *known_names;
+    if (Status s = validate_group_spec(spec, known); !s.ok()) return s;
+    trace_ = &trace;
+    before_ = before;
+    for (const GroupInfo& g : before) {
+      const bool on = group_spec_enables(spec, g.name);
+      if (on != g.enabled) {
+        Status s = trace.set_group_enabled(g.name, on);
+        if (!s.ok()) return s;
+      }
+    }
+    return Status::Ok();
+  }
+  ~GroupGuard() {
+    if (!trace_) return;
+    for (const GroupInfo& g : before_) (void)trace_->set_group_enabled(g.name, g.enabled);
+  }
+
+ private:
+  Trace* trace_ = nullptr;
+  std::vector<GroupInfo> before_;
+};
+
+}  // namespace nanotrace::rec
