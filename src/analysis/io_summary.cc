@@ -1,5 +1,6 @@
 // summarize_io: pairs the interposer's records (see nanotrace/io_summary.hpp and
-// src/interpose/io_events.hpp for their shapes) and aggregates them per file and operation.
+// src/interpose/io_events.hpp for their shapes), and the kernel's io_uring requests of rings
+// the interposer did not follow, and aggregates them per file and operation.
 #include "nanotrace/io_summary.hpp"
 
 #include <algorithm>
@@ -7,17 +8,29 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "analysis/uring_kernel_requests.hpp"
+
 namespace nanotrace {
 namespace {
 
-enum class Kind : uint8_t { kOther, kBegin, kEnd, kPath, kSqe, kCqe, kIocb, kAioEvent };
+enum class Kind : uint8_t {
+  kOther,
+  kBegin,
+  kEnd,
+  kPath,
+  kSqe,
+  kCqe,
+  kIocb,
+  kAioEvent,
+  kRingTotals
+};
 
 // Where an interposer event keeps the fields the summary reads (-1: absent).
 struct Shape {
   Kind kind = Kind::kOther;
   bool transfers = false;  // its result counts bytes (read, write, copy groups)
   int call = -1, op = -1, fd = -1, result = -1, newfd = -1;
-  int ring = -1, user_data = -1, res = -1, ctx = -1, obj = -1, bytes = -1;
+  int ring = -1, user_data = -1, res = -1, ctx = -1, obj = -1, bytes = -1, submitted = -1;
   int path[4] = {-1, -1, -1, -1};
 };
 
@@ -48,6 +61,8 @@ Shape shape_of(const EventInfo& e) {
     s.kind = Kind::kSqe;
   } else if (e.group == "io_uring" && e.name == "cqe") {
     s.kind = Kind::kCqe;
+  } else if (e.group == "io_uring" && e.name == "ring_totals") {
+    s.kind = Kind::kRingTotals;
   } else if (e.group == "io_aio" && e.name == "iocb") {
     s.kind = Kind::kIocb;
   } else if (e.group == "io_aio" && e.name == "event") {
@@ -65,6 +80,7 @@ Shape shape_of(const EventInfo& e) {
   s.ctx = field(e, "ctx");
   s.obj = field(e, "obj");
   s.bytes = field(e, "bytes");
+  s.submitted = field(e, "submitted");
   return s;
 }
 
@@ -108,14 +124,16 @@ Result<IoSummary> summarize_io(Trace& trace) {
   };
 
   std::vector<Stats> stats;
-  std::map<std::pair<std::string, std::string>, uint32_t> row_of;
-  auto row = [&](const std::string& file, const std::string& op) -> uint32_t {
-    auto [it, added] = row_of.emplace(std::make_pair(file, op), 0);
+  std::map<std::tuple<std::string, std::string, bool>, uint32_t> row_of;
+  auto row = [&](const std::string& file, const std::string& op,
+                 bool from_kernel = false) -> uint32_t {
+    auto [it, added] = row_of.emplace(std::make_tuple(file, op, from_kernel), 0);
     if (added) {
       it->second = static_cast<uint32_t>(stats.size());
       stats.emplace_back();
       stats.back().row.file = file;
       stats.back().row.op = op;
+      stats.back().row.from_kernel = from_kernel;
     }
     return it->second;
   };
@@ -143,9 +161,31 @@ Result<IoSummary> summarize_io(Trace& trace) {
     s.latencies.push_back(ns);
   };
 
-  auto source = trace.read_all();
+  // Requests of rings entered without the C library, from the kernel's io_uring events; kept
+  // until the end, when it is known which rings the interposer followed itself.
+  analysis::UringKernelRequests kernel(trace);
+  struct KernelDone {
+    uint32_t row;
+    uint64_t process, ctx, begin_ns, end_ns;
+    int64_t res;
+  };
+  std::vector<KernelDone> kernel_done;
+  // Requests each ring submitted (io_uring:ring_totals) beyond those seen one by one.
+  std::map<std::pair<uint64_t, int64_t>, uint64_t> sqes_seen, ring_submitted;
+
+  auto source = kernel.active() ? trace.read_all_with_kernel() : trace.read_all();
   Record r;
   while (source->next(&r)) {
+    if (r.event->is_kernel) {
+      if (const auto* done = kernel.add(r)) {
+        // No io_uring_file_get: a registered file, or an operation on no file.
+        const std::string file =
+            done->fd >= 0 ? file_of(done->process, done->fd) : "(registered or no file)";
+        kernel_done.push_back({row(file, done->op, true), done->process, done->ctx, done->begin_ns,
+                               done->end_ns, done->res});
+      }
+      continue;
+    }
     const Shape& sh = r.event->id < shapes.size() ? shapes[r.event->id] : shapes[0];
     if (sh.kind == Kind::kOther) continue;
     const uint64_t process = process_of(r);
@@ -200,6 +240,10 @@ Result<IoSummary> summarize_io(Trace& trace) {
         uint64_t id = static_cast<uint64_t>(value(uring ? sh.user_data : sh.obj));
         requests[{process, ring, id}] =
             Open{r.time_ns, row(file_of(process, value(sh.fd)), name), {}};
+        if (uring) {
+          kernel.note_interposer_ring(process, value(sh.ring));
+          ++sqes_seen[{process, value(sh.ring)}];
+        }
         break;
       }
       case Kind::kCqe:
@@ -216,13 +260,40 @@ Result<IoSummary> summarize_io(Trace& trace) {
         requests.erase(it);
         break;
       }
+      case Kind::kRingTotals:
+        if (sh.submitted >= 0) {
+          ring_submitted[{process, value(sh.ring)}] += static_cast<uint64_t>(value(sh.submitted));
+        }
+        break;
       default:
         break;
     }
   }
   IoSummary out;
-  out.unmatched = calls.size() + requests.size();
-  for (const ThreadStats& t : source->threads()) out.lost += t.lost();
+  out.uring_from_kernel = kernel.active();
+  for (const KernelDone& d : kernel_done) {
+    if (kernel.followed_by_interposer(d.process, d.ctx)) continue;  // counted from its records
+    const std::string& op = stats[d.row].row.op;
+    const bool transfers = op == "uring_read" || op == "uring_write";
+    close_interval(d.row, d.begin_ns, d.end_ns, d.res, transfers);
+  }
+  if (!kernel.active()) {
+    for (const auto& [ring, submitted] : ring_submitted) {
+      auto seen = sqes_seen.find(ring);
+      const uint64_t n = seen == sqes_seen.end() ? 0 : seen->second;
+      if (submitted > n) out.uring_unseen += submitted - n;
+    }
+  }
+  out.unmatched = calls.size() + requests.size() + kernel.open_requests();
+  const size_t user_threads = threads.size();
+  for (size_t i = 0; i < source->threads().size(); ++i) {
+    // After the user-space threads, the CPUs of the kernel capture: ftrace's losses.
+    if (i < user_threads) {
+      out.lost += source->threads()[i].lost();
+    } else {
+      out.kernel_lost += source->threads()[i].lost();
+    }
+  }
   for (const ProcessInfo& p : trace.processes()) out.lost += p.lost_no_slot + p.lost_reclaimed;
   for (Stats& s : stats) {
     if (s.row.calls == 0) continue;

@@ -1,7 +1,8 @@
 // `nanotrace run` and the I/O interposer on real programs: a test program that makes every
 // wrapped call (threads, a signal handler, a fork child that closes every descriptor), dd and
 // cp under a shell script, sqlite3 with synchronous inserts, and fio with the psync, libaio
-// and io_uring engines, whose own counts of I/Os the trace must match exactly.
+// and io_uring engines, whose own counts of I/Os the trace must match exactly (fio's io_uring
+// requests from the kernel's io_uring events); an io_uring program the interposer follows.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ using nlohmann::json;
 
 const std::string kCli = std::string(NANOTRACE_BIN_DIR) + "/nanotrace";
 const std::string kProgram = std::string(NANOTRACE_BIN_DIR) + "/nanotrace_io_program";
+const std::string kUringProgram = std::string(NANOTRACE_BIN_DIR) + "/nanotrace_uring_program";
 
 class RunTest : public ::testing::Test {
  protected:
@@ -37,12 +39,14 @@ class RunTest : public ::testing::Test {
     testing::run_command("rm -rf " + dir_, &code);
   }
 
-  // Runs `nanotrace run -o trace_ -- command` (a shell command line); returns its exit code.
-  int run(const std::string& command, const std::string& env = "") {
+  // Runs `nanotrace run OPTIONS -o trace_ -- command` (a shell command line); returns its exit
+  // code.
+  int run(const std::string& command, const std::string& env = "",
+          const std::string& options = "") {
     int code = 0;
-    output_ = testing::run_command(
-        env + " " + kCli + " run -o " + trace_ + " -- " + command + " 2>" + dir_ + "/stderr",
-        &code);
+    output_ = testing::run_command(env + " " + kCli + " run " + options + " -o " + trace_ + " -- " +
+                                       command + " 2>" + dir_ + "/stderr",
+                                   &code);
     std::ifstream err(dir_ + "/stderr");
     stderr_.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
     return code;
@@ -263,20 +267,23 @@ TEST_F(RunTest, Sqlite3SynchronousInsertsAreSeen) {
 class FioTest : public RunTest {
  protected:
   // Runs fio under nanotrace; returns fio's own read and write counts.
-  std::pair<int, int> run_fio(const std::string& engine) {
+  std::pair<int, int> run_fio(const std::string& engine, const std::string& options = "") {
     if (access("/usr/bin/fio", X_OK) != 0) {
       ADD_FAILURE() << "fio is missing (make setup)";
       return {0, 0};
     }
     const std::string out = dir_ + "/fio.json";
     EXPECT_EQ(run("fio --name=job --filename=" + dir_ + "/file --size=1M --bs=4k --rw=randrw " +
-                  "--ioengine=" + engine + " --iodepth=8 --output-format=json --output=" + out),
+                      "--ioengine=" + engine + " --iodepth=8 --output-format=json --output=" + out,
+                  "", options),
               0)
         << stderr_;
     std::ifstream f(out);
     json j = json::parse(f)["jobs"][0];
     return {j["read"]["total_ios"].get<int>(), j["write"]["total_ios"].get<int>()};
   }
+  void expect_latency_agrees(const std::string& engine, const std::string& options,
+                             const std::string& op, bool up_to_total);
 };
 
 TEST_F(FioTest, PsyncReadsAndWritesMatchFiosCounts) {
@@ -291,8 +298,12 @@ TEST_F(FioTest, PsyncReadsAndWritesMatchFiosCounts) {
 // of microseconds each, so where fio reads its clock around the call does not matter: our latency
 // percentiles fall where fio's own completion-latency percentiles put them, within fio's bucket
 // resolution (64 buckets per power of two) and one sample's rank either way (fio and we may pick
-// neighbouring samples).
-TEST_F(FioTest, PsyncLatencyPercentilesAgreeWithFios) {
+// neighbouring samples). engine: fio's; options: `nanotrace run`'s; op: our summary's row.
+// up_to_total: our latency may also include fio's submission latency (an io_uring request
+// from the kernel's events counts from its submission, which fio's clat leaves out: slat),
+// so it lies between fio's completion latency and its total latency (lat) instead.
+void FioTest::expect_latency_agrees(const std::string& engine, const std::string& options,
+                                    const std::string& op, bool up_to_total) {
   ASSERT_EQ(geteuid(), 0u) << "this test creates a loop device: run it as root";
   int code = 0;
   std::string device = testing::run_command(
@@ -318,25 +329,33 @@ TEST_F(FioTest, PsyncLatencyPercentilesAgreeWithFios) {
     list += fmt::format("{}{:.3f}:{:.3f}:{:.3f}", list.empty() ? "" : ":", p - rank, p, p + rank);
   }
   ASSERT_EQ(run("fio --name=job --filename=" + device + " --direct=1 --size=16M --bs=4k " +
-                "--rw=randread --ioengine=psync --number_ios=" + std::to_string(ios) +
-                " --percentile_list=" + list + " --output-format=json --output=" + out),
+                    "--rw=randread --ioengine=" + engine + " --number_ios=" + std::to_string(ios) +
+                    " --percentile_list=" + list +
+                    (up_to_total ? " --lat_percentiles=1 --clat_percentiles=1" : "") +
+                    " --output-format=json --output=" + out,
+                "", options),
             0)
       << stderr_;
   std::ifstream f(out);
   json read = json::parse(f)["jobs"][0]["read"];
   ASSERT_EQ(read["total_ios"], ios);
   const json& percentiles = read["clat_ns"]["percentile"];
-  json ours = row(summary(), device, "pread");
+  const json& upper = read[up_to_total ? "lat_ns" : "clat_ns"]["percentile"];
+  json ours = row(summary(), device, op);
   ASSERT_EQ(ours["calls"], ios);
   for (const auto& [name, p] : checked) {
     const double low = percentiles[fmt::format("{:.6f}", p - rank)].get<double>();
-    const double high = percentiles[fmt::format("{:.6f}", p + rank)].get<double>();
+    const double high = upper[fmt::format("{:.6f}", p + rank)].get<double>();
     // A value v lies in a bucket 2^(floor(log2 v) - 6) wide.
     auto bucket = [](double v) { return std::exp2(std::floor(std::log2(v)) - 6); };
     const double value = ours[name].get<double>();
     EXPECT_GE(value, low - bucket(low)) << name << ": fio " << percentiles.dump();
-    EXPECT_LE(value, high + bucket(high)) << name << ": fio " << percentiles.dump();
+    EXPECT_LE(value, high + bucket(high)) << name << ": fio " << upper.dump();
   }
+}
+
+TEST_F(FioTest, PsyncLatencyPercentilesAgreeWithFios) {
+  expect_latency_agrees("psync", "", "pread", false);
 }
 
 TEST_F(FioTest, LibaioRequestsMatchFiosCounts) {
@@ -359,6 +378,69 @@ TEST_F(FioTest, IoUringRingTotalsMatchFiosCounts) {
   EXPECT_GT(reads, 0);
   EXPECT_EQ(totals["fields"]["submitted"], reads + writes);
   EXPECT_EQ(totals["fields"]["completed"], reads + writes);
+}
+
+// fio enters its ring with its own system call instruction: with the kernel's io_uring
+// events, each request is still seen, and named by the interposer's descriptor table.
+TEST_F(FioTest, IoUringRequestsFromKernelEventsMatchFiosCounts) {
+  auto [reads, writes] = run_fio("io_uring", "--kernel io_uring --summary");
+  EXPECT_EQ(stderr_.find("warning"), std::string::npos) << stderr_;
+  json s = summary();
+  EXPECT_TRUE(s["uring_from_kernel"].get<bool>());
+  EXPECT_EQ(s["uring_unseen"], 0);
+  EXPECT_GT(reads, 0);
+  json r = row(s, dir_ + "/file", "uring_read"), w = row(s, dir_ + "/file", "uring_write");
+  EXPECT_EQ(r["calls"], reads) << s.dump();
+  EXPECT_EQ(w["calls"], writes) << s.dump();
+  EXPECT_EQ(r["bytes"], 4096 * reads);
+  EXPECT_EQ(w["bytes"], 4096 * writes);
+  EXPECT_EQ(r["errors"], 0);
+  EXPECT_TRUE(r["from_kernel"].get<bool>());
+  EXPECT_TRUE(w["from_kernel"].get<bool>());
+  // --summary says where these rows come from.
+  EXPECT_NE(output_.find("uring_read*"), std::string::npos) << output_;
+  EXPECT_NE(output_.find("from the kernel's io_uring events"), std::string::npos) << output_;
+}
+
+// Each request's kernel submission to completion lies within fio's own span of it (from
+// before fio submits to after it reaps), and contains fio's completion latency but for the
+// time from the completion to fio's clock reading (about a microsecond, unless preempted).
+TEST_F(FioTest, IoUringLatencyPercentilesFromKernelEventsAgreeWithFios) {
+  expect_latency_agrees("io_uring", "--kernel io_uring", "uring_read", true);
+}
+
+// Without kernel events, the summary says that fio's requests are only in the ring totals
+// and how to see them.
+TEST_F(FioTest, IoUringWithoutKernelEventsHintsAtKernelCapture) {
+  auto [reads, writes] = run_fio("io_uring");
+  json s = summary();
+  EXPECT_FALSE(s["uring_from_kernel"].get<bool>());
+  EXPECT_EQ(s["uring_unseen"], reads + writes);
+  EXPECT_EQ(row(s, dir_ + "/file", "uring_read")["calls"], 0);
+  int code = 0;
+  std::string text = testing::run_command(kCli + " summary " + trace_, &code);
+  ASSERT_EQ(code, 0);
+  EXPECT_NE(text.find(std::to_string(reads + writes) + " io_uring requests"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("--kernel io_uring"), std::string::npos) << text;
+}
+
+// A ring the interposer follows (entered through the C library's syscall()) is counted from
+// its own records once, not again from the kernel's events.
+TEST_F(RunTest, IoUringRequestsTheInterposerSawAreNotCountedTwiceWithKernelEvents) {
+  int code = 0;
+  testing::run_command("dd if=/dev/zero of=" + dir_ + "/data bs=4k count=16 status=none", &code);
+  ASSERT_EQ(code, 0);
+  ASSERT_EQ(run(kUringProgram + " " + dir_ + "/data 100", "", "--kernel io_uring"), 0) << stderr_;
+  ASSERT_NE(output_.find("ok 100"), std::string::npos) << output_ << stderr_;
+  json s = summary();
+  EXPECT_TRUE(s["uring_from_kernel"].get<bool>());
+  json r = row(s, dir_ + "/data", "uring_read");
+  EXPECT_EQ(r["calls"], 100) << s.dump();
+  EXPECT_EQ(r["bytes"], 100 * 4096);
+  EXPECT_FALSE(r["from_kernel"].get<bool>());
+  for (const json& row : s["rows"]) EXPECT_FALSE(row["from_kernel"].get<bool>()) << row.dump();
+  EXPECT_EQ(s["uring_unseen"], 0);
 }
 
 }  // namespace

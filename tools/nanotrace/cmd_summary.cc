@@ -46,10 +46,14 @@ int print_io_summary(const std::string& source, bool json) {
                            {"p50_ns", r.p50_ns},
                            {"p99_ns", r.p99_ns},
                            {"p999_ns", r.p999_ns},
-                           {"max_ns", r.max_ns}});
+                           {"max_ns", r.max_ns},
+                           {"from_kernel", r.from_kernel}});
     }
     j["unmatched"] = s.unmatched;
     j["lost"] = s.lost;
+    j["uring_from_kernel"] = s.uring_from_kernel;
+    j["kernel_lost"] = s.kernel_lost;
+    j["uring_unseen"] = s.uring_unseen;
     fmt::print("{}\n", dump_json(j));
     return 0;
   }
@@ -65,9 +69,26 @@ int print_io_summary(const std::string& source, bool json) {
   for (const IoSummaryRow& r : s.rows) {
     std::string file = utf8::escape_text(r.file);
     if (file.size() > 40) file = "..." + file.substr(file.size() - 37);
-    fmt::print("{:<40} {:<16} {:>9} {:>9} {:>7} {:>11.3f} {:>9} {:>9} {:>9} {:>9}\n", file, r.op,
+    const std::string op = r.from_kernel ? r.op + "*" : r.op;
+    fmt::print("{:<40} {:<16} {:>9} {:>9} {:>7} {:>11.3f} {:>9} {:>9} {:>9} {:>9}\n", file, op,
                r.calls, bytes_text(r.bytes), r.errors, static_cast<double>(r.total_ns) / 1e6,
                micros(r.p50_ns), micros(r.p99_ns), micros(r.p999_ns), micros(r.max_ns));
+  }
+  bool kernel_rows = false;
+  for (const IoSummaryRow& r : s.rows) kernel_rows = kernel_rows || r.from_kernel;
+  if (kernel_rows) {
+    fmt::print(
+        "* io_uring requests from the kernel's io_uring events (submit to completion): the "
+        "program entered these rings with its own system calls, which the interposer cannot "
+        "see{}\n",
+        s.kernel_lost > 0 ? fmt::format("; {} kernel events lost", s.kernel_lost) : "");
+  }
+  if (s.uring_unseen > 0) {
+    fmt::print(
+        "{} io_uring requests were entered with the program's own system calls and are only "
+        "counted in ring totals: record with `--kernel io_uring` (root) for per-request "
+        "figures\n",
+        s.uring_unseen);
   }
   if (s.unmatched > 0 || s.lost > 0) {
     fmt::print(
