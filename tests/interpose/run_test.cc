@@ -349,7 +349,10 @@ void FioTest::expect_latency_agrees(const std::string& engine, const std::string
     // A value v lies in a bucket 2^(floor(log2 v) - 6) wide.
     auto bucket = [](double v) { return std::exp2(std::floor(std::log2(v)) - 6); };
     const double value = ours[name].get<double>();
-    EXPECT_GE(value, low - bucket(low)) << name << ": fio " << percentiles.dump();
+    // fio's clock reads sit outside the system call and ours inside it, so fio's figures
+    // also hold its own time around the call: a few microseconds more on a busy machine
+    // (414.9 against a bound of 415.7 us was seen at load 8), hence a second bucket below.
+    EXPECT_GE(value, low - 2 * bucket(low)) << name << ": fio " << percentiles.dump();
     EXPECT_LE(value, high + bucket(high)) << name << ": fio " << upper.dump();
   }
 }
