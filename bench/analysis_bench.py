@@ -1,11 +1,16 @@
 """Analysis benchmark driver (scripts/analysis-bench.sh): on one trace, in interleaved rounds,
 times the reader record by record, as reused batches of columns and as columns of the whole
-trace (bench/analysis_reader), `nanotrace latency`, and the Python module loading every
-event into numpy and into pandas; reports each one's median events/s and writes them as
-JSON.
+trace (bench/analysis_reader), `nanotrace latency`, the Python module loading every event
+into numpy and into pandas, and, beside them, python3-bt2 (babeltrace2's bindings: what users
+have today) iterating the CTF export of the same trace and reading every event's time, name
+and fields into Python values; reports each one's median events/s and writes them as JSON.
 
     analysis_bench.py --bin BUILD/bin --python-path BUILD/python --source SRC --json FILE
-                      [--rounds N] [--pair BEGIN,END,KEY]
+                      [--rounds N] [--pair BEGIN,END,KEY] [--bt2-events N]
+
+bt2 reads several hundred times slower than the rest, so it stops after --bt2-events events
+(default 250,000; 0: all of them): its rate is the figure, not its time for the whole trace.
+Without python3-bt2 installed its measurement is left out, with a note.
 
 Each measurement runs in its own process, so that one's memory does not weigh on the next.
 The reader and Python figures time the read alone (after the trace is open and the module
@@ -18,8 +23,10 @@ import json
 import os
 import resource
 import statistics
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 PY_LOAD = r"""
@@ -41,6 +48,43 @@ elif mode == "pandas":
     rows = sum(len(t) for t in tables.values())
 else:
     rows = len(trace.to_pandas())
+print(json.dumps({"records": rows, "seconds": time.perf_counter() - t0,
+                  "cpu_seconds": cpu() - c0}))
+"""
+
+
+# bt2's iterator merges the CTF streams by time, as our reader does; a field becomes a Python
+# value as numpy's columns hold it (int, float, str, bool).
+BT2_LOAD = r"""
+import json, resource, sys, time
+import bt2
+source, limit = sys.argv[1], int(sys.argv[2])
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+def converter(field):
+    for kind, to in ((bt2._BoolFieldConst, bool), (bt2._IntegerFieldConst, int),
+                     (bt2._RealFieldConst, float), (bt2._StringFieldConst, str)):
+        if isinstance(field, kind):
+            return to
+    return lambda f: f
+convert = {}
+event_message = bt2._EventMessageConst
+t0, c0 = time.perf_counter(), cpu()
+rows = 0
+for msg in bt2.TraceCollectionMessageIterator(source):
+    if type(msg) is not event_message:
+        continue
+    ev = msg.event
+    row = [msg.default_clock_snapshot.ns_from_origin, ev.name]
+    for field in ev.payload_field.values():
+        to = convert.get(type(field))
+        if to is None:
+            to = convert[type(field)] = converter(field)
+        row.append(to(field))
+    rows += 1
+    if rows == limit:
+        break
 print(json.dumps({"records": rows, "seconds": time.perf_counter() - t0,
                   "cpu_seconds": cpu() - c0}))
 """
@@ -68,6 +112,7 @@ def main():
     ap.add_argument("--json", required=True)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--pair", default="io:submit,io:complete,req")
+    ap.add_argument("--bt2-events", type=int, default=250000)
     args = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=args.python_path)
     begin, end, key = args.pair.split(",")
@@ -90,6 +135,10 @@ def main():
         out, _, _ = run([sys.executable, "-c", PY_LOAD, mode, args.source], env)
         return timed(out)
 
+    def bt2_load():
+        out, _, _ = run([sys.executable, "-c", BT2_LOAD, ctf_dir, str(args.bt2_events)])
+        return timed(out)
+
     measures = {
         "reader_records": lambda: reader("records"),
         "reader_column_batches": lambda: reader("batches"),
@@ -99,15 +148,37 @@ def main():
         "python_pandas": lambda: python("pandas"),
         "python_pandas_one_frame": lambda: python("frame"),
     }
+    has_bt2 = subprocess.run([sys.executable, "-c", "import bt2"],
+                             capture_output=True).returncode == 0
+    ctf_dir = None
+    if has_bt2:
+        # The CTF export of the same trace, beside it (removed at the end).
+        ctf_dir = tempfile.mkdtemp(prefix="ctf-",
+                                   dir=os.path.dirname(os.path.abspath(args.source)))
+        run([os.path.join(args.bin, "nanotrace"), "export", args.source, "-f", "ctf", "-o",
+             ctf_dir + "/trace"])
+        ctf_dir += "/trace"
+        measures["bt2_ctf"] = bt2_load
+    else:
+        print("analysis_bench: python3-bt2 not installed: no bt2 figure", file=sys.stderr)
+    try:
+        measure_rounds(args, measures)
+    finally:
+        if ctf_dir is not None:
+            shutil.rmtree(os.path.dirname(ctf_dir), ignore_errors=True)
+
+
+def measure_rounds(args, measures):
     runs = {name: [] for name in measures}
     for round_ in range(args.rounds):
         for name, measure in measures.items():
             records, seconds, cpu = measure()
             runs[name].append((records, seconds, cpu))
             print(f"round {round_ + 1} {name:24} {records} records {seconds:.3f} s "
-                  f"({records / seconds / 1e6:.1f} M/s), CPU {cpu:.3f} s "
-                  f"({records / cpu / 1e6:.1f} M/s)", flush=True)
+                  f"({records / seconds / 1e6:.2f} M/s), CPU {cpu:.3f} s "
+                  f"({records / cpu / 1e6:.2f} M/s)", flush=True)
     result = {"source": args.source, "rounds": args.rounds, "pair": args.pair,
+              "bt2_events": args.bt2_events,
               "load_average": os.getloadavg(), "cpus": os.cpu_count()}
     for name, rs in runs.items():
         records = rs[0][0]
@@ -119,8 +190,8 @@ def main():
                         "events_per_second": records / wall, "median_cpu_seconds": cpu,
                         "events_per_cpu_second": records / cpu,
                         "seconds": [s for _, s, _ in rs], "cpu_seconds": [c for _, _, c in rs]}
-        print(f"median {name:24} {records / wall / 1e6:6.1f} M events/s wall, "
-              f"{records / cpu / 1e6:6.1f} M events/s CPU")
+        print(f"median {name:24} {records / wall / 1e6:7.2f} M events/s wall, "
+              f"{records / cpu / 1e6:7.2f} M events/s CPU")
     with open(args.json, "w") as f:
         json.dump(result, f, indent=2)
 

@@ -3,7 +3,8 @@
 # records on 4 threads) and copies it into a trace file in /dev/shm (`nanotrace recover`:
 # what users open; a kept segment could be removed by any `nanotrace clean` meanwhile), then
 # times in interleaved rounds (medians) the reader (record by record, and as columns),
-# `nanotrace latency`, and the Python module loading every event into numpy and into pandas.
+# `nanotrace latency`, the Python module loading every event into numpy and into pandas, and
+# python3-bt2 iterating the CTF export of the same trace (the bench driver exports it).
 # Writes BUILD/bench/analysis.json.
 #
 #   scripts/analysis-bench.sh [BUILD_DIR] [EVENTS] [ROUNDS]   (default: build, 10000000, 5)
