@@ -86,6 +86,12 @@ class ColumnArray {
     if (n > capacity_) grow(n);
     size_ = n;
   }
+  // Makes room for n elements without changing the size: data()[size(), n) may then be
+  // written, and kept with resize().
+  void reserve(size_t n) {
+    if (n > capacity_) grow(n);
+  }
+  size_t capacity() const { return capacity_; }
 
  private:
   void grow(size_t n) {

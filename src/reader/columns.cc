@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -67,10 +68,9 @@ struct ColumnReader::Impl {
     std::string name;
     std::vector<uint16_t> ids;
     const EventInfo* layout;
-    std::vector<Step> steps;   // the layout's first fields, up to the last one read or walked
-    uint32_t tail_bytes;       // the scalars after them
-    int columns = 0;           // fields read
-    bool every_field = false;  // columns for all fields: the steps need not be consulted
+    std::vector<Step> steps;  // the layout's first fields, up to the last one read or walked
+    uint32_t tail_bytes;      // the scalars after them
+    int columns = 0;          // fields read
   };
 
   Impl(Trace& t, ColumnOptions o) : trace(t), sizer(t), options(std::move(o)) {}
@@ -113,7 +113,6 @@ struct ColumnReader::Impl {
       if (read || string) walked = i + 1;
     }
     t.tail_bytes = static_cast<uint32_t>(8 * (t.steps.size() - walked));
-    t.every_field = t.columns == static_cast<int>(e.fields.size());
     t.steps.resize(walked);
     return t;
   }
@@ -169,8 +168,81 @@ struct ColumnReader::Impl {
     batch->rows = 0;
   }
 
+  // Where take() writes a table's rows: its columns' memory, written past their sizes (set
+  // once per batch, by finish_columns), so a row costs stores, and one check of its room.
+  // Pointers only: a value stored through them cannot change them (no reloads).
+  struct Sink {
+    uint64_t* time_ns = nullptr;
+    uint64_t* seq = nullptr;
+    uint32_t* thread = nullptr;
+    uint16_t* event = nullptr;     // null: the table holds one id
+    uint64_t* order = nullptr;     // null: no row order
+    std::vector<uint64_t*> words;  // per column: its bits, or a string's offsets after the 0
+    size_t rows = 0;               // in this batch
+    size_t room = 0;               // rows the columns hold without growing
+  };
+
+  // Points t's sink at its columns, with room for at least `rows` rows.
+  void aim(size_t k, EventTable& t, size_t rows) {
+    Sink& s = sinks[k];
+    const bool many = t.ids.size() > 1;
+    t.time_ns.reserve(rows);
+    t.seq.reserve(rows);
+    t.thread.reserve(rows);
+    if (many) t.event.reserve(rows);
+    if (options.row_order) t.order.reserve(rows);
+    size_t room = std::min({t.time_ns.capacity(), t.seq.capacity(), t.thread.capacity()});
+    if (many) room = std::min(room, t.event.capacity());
+    if (options.row_order) room = std::min(room, t.order.capacity());
+    s.time_ns = t.time_ns.data();
+    s.seq = t.seq.data();
+    s.thread = t.thread.data();
+    s.event = many ? t.event.data() : nullptr;
+    s.order = options.row_order ? t.order.data() : nullptr;
+    s.words.resize(t.fields.size());
+    for (size_t j = 0; j < t.fields.size(); ++j) {
+      FieldColumn& f = t.fields[j];
+      if (f.is_string()) {
+        f.offsets.reserve(rows + 1);
+        room = std::min(room, f.offsets.capacity() - 1);
+        s.words[j] = f.offsets.data() + 1;
+      } else {
+        f.bits.reserve(rows);
+        room = std::min(room, f.bits.capacity());
+        s.words[j] = f.bits.data();
+      }
+    }
+    s.room = room;
+  }
+
+  // Sets the sizes of the columns the sinks wrote.
+  void finish_columns(ColumnSet* out) {
+    for (size_t k = 0; k < sinks.size(); ++k) {
+      EventTable& t = out->tables[k];
+      const size_t rows = sinks[k].rows;
+      t.time_ns.resize(rows);
+      t.seq.resize(rows);
+      t.thread.resize(rows);
+      if (t.ids.size() > 1) t.event.resize(rows);
+      if (options.row_order) t.order.resize(rows);
+      for (FieldColumn& f : t.fields) {
+        if (f.is_string()) {
+          f.offsets.resize(rows + 1);
+        } else {
+          f.bits.resize(rows);
+        }
+      }
+    }
+  }
+
   void read(ColumnSet* out, size_t max_rows) {
-    while (!live.empty() && out->rows < max_rows) {
+    sinks.resize(out->tables.size());
+    for (size_t k = 0; k < sinks.size(); ++k) {
+      sinks[k].rows = 0;
+      aim(k, out->tables[k], 0);
+    }
+    uint64_t rows = 0;
+    while (!live.empty() && rows < max_rows) {
       // The thread whose next record comes first, and the one after it, in one pass: live is
       // in index order, so on equal clock values the one met first (lower index) stays ahead.
       size_t best = 0;
@@ -190,17 +262,12 @@ struct ColumnReader::Impl {
         }
       }
       const uint32_t b = live[best];
-      Cursor& c = cursors[b];
-      for (;;) {
-        take(c, b, out);
-        if (!c.load()) {
-          live.erase(live.begin() + static_cast<ptrdiff_t>(best));
-          break;
-        }
-        if (out->rows >= max_rows) break;
-        if (c.ticks > bound_ticks || (c.ticks == bound_ticks && b > bound)) break;
+      if (!run(cursors[b], b, bound_ticks, bound, max_rows, &rows, out)) {
+        live.erase(live.begin() + static_cast<ptrdiff_t>(best));
       }
     }
+    finish_columns(out);
+    out->rows = rows;
     const ProcessInfo& p = trace.process();
     out->threads.clear();
     out->thread_pid.clear();
@@ -215,60 +282,95 @@ struct ColumnReader::Impl {
     }
   }
 
-  // Decodes (or, for an event not selected, steps over) the record under the cursor. The
-  // walk that made the span checked every record in it (ids, string lengths, sizes).
-  void take(Cursor& c, uint32_t thread, ColumnSet* out) {
-    const uint8_t* rec = c.span.data + c.offset;
-    if (c.offset == 0 && c.seq > c.expected_seq) {
-      out->gaps.push_back({position, thread, c.seq - c.expected_seq});
-    }
-    const uint16_t id = static_cast<uint16_t>(load_u64(rec) & 0xffff);
-    const int k = id < table_of.size() ? table_of[id] : -1;
-    if (k < 0) {
-      uint32_t size = sizer.size(c.span.data, c.offset, c.span.bytes);
-      c.offset = size != 0 ? c.offset + size : c.span.bytes;  // 0 cannot happen: checked
-    } else {
-      EventTable& t = out->tables[static_cast<size_t>(k)];
-      t.time_ns.push_back(trace.ticks_to_ns(c.ticks));
-      t.seq.push_back(c.seq);
-      t.thread.push_back(thread);
-      if (t.ids.size() > 1) t.event.push_back(id);
-      if (options.row_order) t.order.push_back(position);
-      ++position;
-      ++out->rows;
-      const Table& layout = tables[static_cast<size_t>(k)];
-      const uint8_t* p = rec + 8;
-      if (layout.every_field) {
-        for (FieldColumn& f : t.fields) {
-          if (f.info.type == abi::FieldType::kString) {
-            uint32_t n = p[0];
-            f.text.append(reinterpret_cast<const char*>(p + 1), n);
-            f.offsets.push_back(f.text.size());
-            p += abi::string_slot_bytes(n);
-          } else {
-            f.bits.push_back(load_u64(p));
-            p += 8;
-          }
+  // Takes thread's records for as long as they come before (bound_ticks, bound) and the
+  // batch has room; false once the thread has none left. The cursor's state is kept in
+  // locals meanwhile: the values stored into columns could otherwise alias it.
+  bool run(Cursor& c, uint32_t thread, uint64_t bound_ticks, uint32_t bound, uint64_t max_rows,
+           uint64_t* rows_io, ColumnSet* out) {
+    uint64_t rows = *rows_io;
+    uint64_t pos = position;
+    bool more = true;
+    for (;;) {
+      const uint8_t* data = c.span.data;
+      const uint32_t bytes = c.span.bytes;
+      const uint64_t base_ticks = c.span.base_ticks;
+      uint32_t off = c.offset;
+      uint64_t seq = c.seq;
+      uint64_t ticks = c.ticks;
+      if (off == 0 && seq > c.expected_seq) {
+        out->gaps.push_back({pos, thread, seq - c.expected_seq});
+      }
+      bool stop = false;
+      for (;;) {
+        const uint8_t* rec = data + off;
+        const uint16_t id = static_cast<uint16_t>(load_u64(rec) & 0xffff);
+        const int k = id < table_of.size() ? table_of[id] : -1;
+        if (k < 0) {
+          uint32_t size = sizer.size(data, off, bytes);
+          off = size != 0 ? off + size : bytes;  // 0 cannot happen: checked
+        } else {
+          off += take(static_cast<size_t>(k), rec, id, ticks, seq, thread, pos, out);
+          ++pos;
+          ++rows;
         }
-      } else {
-        for (const Step& step : layout.steps) {
-          FieldColumn* f = step.column >= 0 ? &t.fields[static_cast<size_t>(step.column)] : nullptr;
-          if (step.string) {
-            uint32_t n = p[0];
-            if (f != nullptr) {
-              f->text.append(reinterpret_cast<const char*>(p + 1), n);
-              f->offsets.push_back(f->text.size());
-            }
-            p += abi::string_slot_bytes(n);
-          } else {
-            if (f != nullptr) f->bits.push_back(load_u64(p));
-            p += 8;
-          }
+        ++seq;
+        if (off >= bytes) break;
+        ticks = abi::expand_ticks(base_ticks, load_u64(data + off) >> 16);
+        if (rows >= max_rows || ticks > bound_ticks || (ticks == bound_ticks && thread > bound)) {
+          stop = true;
+          break;
         }
       }
-      c.offset += static_cast<uint32_t>(p - rec) + layout.tail_bytes;
+      c.offset = off;
+      c.seq = seq;
+      c.ticks = ticks;
+      if (stop) break;
+      if (!c.load()) {
+        more = false;
+        break;
+      }
+      if (rows >= max_rows || c.ticks > bound_ticks || (c.ticks == bound_ticks && thread > bound)) {
+        break;
+      }
     }
-    ++c.seq;
+    position = pos;
+    *rows_io = rows;
+    return more;
+  }
+
+  // Decodes the record at rec (of table k's layout) into the table's next row; returns its
+  // size. The walk that made the span checked every record in it (ids, string lengths,
+  // sizes).
+  uint32_t take(size_t k, const uint8_t* rec, uint16_t id, uint64_t ticks, uint64_t seq,
+                uint32_t thread, uint64_t pos, ColumnSet* out) {
+    Sink* s = &sinks[k];
+    if (s->rows == s->room) {
+      aim(k, out->tables[k], std::max<size_t>(2 * s->rows, 1024));
+    }
+    const size_t r = s->rows;
+    s->time_ns[r] = trace.ticks_to_ns(ticks);
+    s->seq[r] = seq;
+    s->thread[r] = thread;
+    if (s->event != nullptr) s->event[r] = id;
+    if (s->order != nullptr) s->order[r] = pos;
+    s->rows = r + 1;
+    const Table& layout = tables[k];
+    const uint8_t* p = rec + 8;
+    for (const Step& step : layout.steps) {
+      if (step.string) {
+        const uint32_t n = p[0];
+        if (step.column >= 0) {
+          FieldColumn& f = out->tables[k].fields[static_cast<size_t>(step.column)];
+          f.text.append(reinterpret_cast<const char*>(p + 1), n);
+          s->words[static_cast<size_t>(step.column)][r] = f.text.size();
+        }
+        p += abi::string_slot_bytes(n);
+      } else {
+        if (step.column >= 0) s->words[static_cast<size_t>(step.column)][r] = load_u64(p);
+        p += 8;
+      }
+    }
+    return static_cast<uint32_t>(p - rec) + layout.tail_bytes;
   }
 
   Trace& trace;
@@ -276,6 +378,7 @@ struct ColumnReader::Impl {
   ColumnOptions options;
   std::vector<Table> tables;
   std::vector<int> table_of;  // by event id: index into tables, -1 if not read
+  std::vector<Sink> sinks;    // per table
   std::vector<Cursor> cursors;
   std::vector<uint32_t> live;  // cursors with a record left, in index order
   uint64_t position = 0;       // rows handed out so far

@@ -20,26 +20,33 @@ uint64_t load_u64(const uint8_t* p) {
 RecordSizer::RecordSizer(const std::vector<EventInfo>& events) {
   uint32_t max_id = 0;
   for (const EventInfo& e : events) max_id = e.id > max_id ? e.id : max_id;
-  fixed_.assign(max_id + 1, 0);
+  shapes_.assign(max_id + 1, Shape{});
   variable_.resize(max_id + 1);
   for (const EventInfo& e : events) {
     if (e.is_guard || e.id == 0 || e.id > events.size() || &events[e.id - 1] != &e) continue;
     Variable v;
-    bool strings = false;
+    uint32_t strings = 0, first_string_at = 0;
     for (const FieldInfo& f : e.fields) {
       if (f.type == abi::FieldType::kString) {
+        // Before the first string, scalars_after counts the scalars since word0.
+        if (strings++ == 0) first_string_at = 8 + 8 * v.scalars_after;
         v.scalars_before.push_back(static_cast<uint8_t>(v.scalars_after));
         v.scalars_after = 0;
-        strings = true;
       } else {
         ++v.scalars_after;
       }
     }
-    if (strings) {
-      variable_[e.id] = std::move(v);
-      fixed_[e.id] = kVariable;
+    const auto scalars = static_cast<uint32_t>(e.fields.size()) - strings;
+    Shape& s = shapes_[e.id];
+    s.bytes = 8 + 8 * scalars;
+    if (strings == 0) {
+      s.kind = Kind::kFixed;
+    } else if (strings == 1) {
+      s.kind = Kind::kOneString;
+      s.string_at = static_cast<uint16_t>(first_string_at);
     } else {
-      fixed_[e.id] = 8 + 8 * static_cast<uint32_t>(e.fields.size());
+      s.kind = Kind::kStrings;
+      variable_[e.id] = std::move(v);
     }
   }
 }

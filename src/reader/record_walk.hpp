@@ -24,14 +24,31 @@ class RecordSizer {
     if (offset + 8 > limit) return 0;
     uint16_t id;
     __builtin_memcpy(&id, buf + offset, 2);
-    if (id >= fixed_.size()) return 0;
-    uint32_t n = fixed_[id];
-    if (n == kVariable) return variable_size(id, buf, offset, limit);
-    return n != 0 && offset + n <= limit ? n : 0;
+    if (id >= shapes_.size()) return 0;
+    const Shape s = shapes_[id];
+    if (s.kind == Kind::kFixed) return offset + s.bytes <= limit ? s.bytes : 0;
+    if (s.kind == Kind::kOneString) {
+      // The most common variable layout, without a loop: one length byte moves the end.
+      const uint32_t at = offset + s.string_at;  // below limit + 8 * kMaxFields: no overflow
+      if (at >= limit) return 0;
+      const uint32_t n = buf[at];
+      if (n > abi::kMaxStringBytes) return 0;
+      const uint32_t size = s.bytes + abi::string_slot_bytes(n);
+      return offset + size <= limit ? size : 0;
+    }
+    if (s.kind == Kind::kStrings) return variable_size(id, buf, offset, limit);
+    return 0;
   }
 
  private:
-  static constexpr uint32_t kVariable = ~uint32_t{0};
+  enum class Kind : uint8_t { kInvalid, kFixed, kOneString, kStrings };
+  // How an event's size is found: kFixed: bytes; kOneString: bytes (word0 and the scalars)
+  // plus the slot of the string whose length byte is at string_at; kStrings: variable_.
+  struct Shape {
+    uint32_t bytes = 0;
+    uint16_t string_at = 0;
+    Kind kind = Kind::kInvalid;
+  };
   uint32_t variable_size(uint16_t id, const uint8_t* buf, uint32_t offset, uint32_t limit) const;
 
   // The layout of an event with strings: scalar slots before each string, then after the last.
@@ -39,8 +56,8 @@ class RecordSizer {
     std::vector<uint8_t> scalars_before;
     uint32_t scalars_after = 0;
   };
-  std::vector<uint32_t> fixed_;     // by id: bytes, kVariable (strings), 0 = invalid
-  std::vector<Variable> variable_;  // by id, for kVariable events
+  std::vector<Shape> shapes_;       // by id
+  std::vector<Variable> variable_;  // by id, for kStrings events
 };
 
 // How a walk over a block ended.
