@@ -1,12 +1,20 @@
-// Trace.events() in C++: read_columns() (GIL released), then each column handed to numpy. A
-// column of integers, floats, times or sequence numbers becomes an ndarray over the reader's
-// own ColumnArray (no copy: a capsule owns it); strings, enum names, thread and event names
-// become object arrays of str, one str object shared by the rows of equal text, their slots
-// in a ColumnArray too (numpy's own allocation would fault its pages in 4 KiB at a time).
+// Trace.events() in C++: the trace read in batches of columns (ColumnReader, GIL released),
+// each batch's values moved into the final columns, which numpy then adopts. A column of
+// integers, floats, times or sequence numbers becomes an ndarray over its own ColumnArray (no
+// copy: a capsule owns it); strings, enum names, thread and event names become object arrays
+// of str, one str object shared by the rows of equal text, their slots in a ColumnArray too
+// (numpy's own allocation would fault its pages in 4 KiB at a time).
+//
+// On a VM, fresh memory is most of what a load costs (the kernel zeroes each new page, and
+// the hypervisor backs it): only the final columns take new memory; a batch's own columns
+// (the strings' bytes and offsets among them) are reused from batch to batch while in cache.
 #include "python/py_columns.hpp"
 
 #include <pybind11/numpy.h>
 
+#include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
@@ -28,33 +36,42 @@ py::array adopt(ColumnArray<U>&& v) {
                    reinterpret_cast<const T*>(holder->data()), owner);
 }
 
+// An object array over slots (new references), which it owns; the owner releases what the
+// slots hold when the array goes.
+py::array object_array(ColumnArray<PyObject*>&& slots) {
+  auto* holder = new ColumnArray<PyObject*>(std::move(slots));
+  py::capsule owner(holder, [](void* p) {
+    auto* held = static_cast<ColumnArray<PyObject*>*>(p);
+    for (PyObject* o : *held) Py_XDECREF(o);
+    delete held;
+  });
+  const auto n = static_cast<py::ssize_t>(holder->size());
+  const auto stride = static_cast<py::ssize_t>(sizeof(PyObject*));
+  return py::array(py::dtype("O"), {n}, {stride}, holder->data(), owner);
+}
+
 // An object array being filled: its slots are in a ColumnArray that the array owns once
-// made; the owner releases what the slots hold when the array goes.
+// made.
 class ObjectColumn {
  public:
   explicit ObjectColumn(size_t rows) { slots_.resize(rows); }
   // Stores a new reference in slot i (empty until now).
   void set(size_t i, PyObject* value) { slots_[i] = value; }
-  py::array finish() && {
-    auto* holder = new ColumnArray<PyObject*>(std::move(slots_));
-    py::capsule owner(holder, [](void* p) {
-      auto* slots = static_cast<ColumnArray<PyObject*>*>(p);
-      for (PyObject* o : *slots) Py_XDECREF(o);
-      delete slots;
-    });
-    const auto n = static_cast<py::ssize_t>(holder->size());
-    const auto stride = static_cast<py::ssize_t>(sizeof(PyObject*));
-    return py::array(py::dtype("O"), {n}, {stride}, holder->data(), owner);
-  }
+  py::array finish() && { return object_array(std::move(slots_)); }
 
  private:
   ColumnArray<PyObject*> slots_;
 };
 
 // Rows of equal text share one str. The cache stops growing past a bound: a column of
-// distinct strings then costs a lookup per row and no more memory.
+// distinct strings then costs a lookup per row and no more memory. It keeps its own copy of
+// the bytes: a batch's text is overwritten by the next one.
 class TextCache {
  public:
+  TextCache() = default;
+  TextCache(TextCache&&) = default;  // the moved-from cache is left empty
+  TextCache(const TextCache&) = delete;
+  TextCache& operator=(const TextCache&) = delete;
   ~TextCache() {
     for (auto& [bytes, s] : cache_) Py_DECREF(s);
   }
@@ -66,7 +83,7 @@ class TextCache {
     }
     PyObject* s = new_text(bytes);
     if (cache_.size() < kMaxEntries) {
-      cache_.emplace(bytes, s);  // bytes live in the column's text, longer than the cache
+      cache_.emplace(std::string(bytes), s);
       Py_INCREF(s);
     }
     return s;
@@ -74,7 +91,11 @@ class TextCache {
 
  private:
   static constexpr size_t kMaxEntries = 1 << 16;
-  std::unordered_map<std::string_view, PyObject*> cache_;
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view v) const { return std::hash<std::string_view>()(v); }
+  };
+  std::unordered_map<std::string, PyObject*, Hash, std::equal_to<>> cache_;
 };
 
 py::array string_column(const FieldColumn& f, size_t rows) {
@@ -98,28 +119,33 @@ py::array enum_column(const FieldColumn& f, size_t rows) {
   return std::move(out).finish();
 }
 
-py::array field_column(FieldColumn& f, size_t rows) {
+// Numbers (FieldValue::bits of a type that is not a string, a bool or an enum) as an ndarray.
+py::array number_array(abi::FieldType type, ColumnArray<uint64_t>&& bits) {
   using abi::FieldType;
-  if (f.is_string()) return string_column(f, rows);
-  if (!f.info.value_names.empty()) return enum_column(f, rows);
-  switch (f.info.type) {
+  switch (type) {
     case FieldType::kI8:
     case FieldType::kI16:
     case FieldType::kI32:
     case FieldType::kI64:
-      return adopt<int64_t>(std::move(f.bits));
+      return adopt<int64_t>(std::move(bits));
     case FieldType::kF32:
     case FieldType::kF64:
-      return adopt<double>(std::move(f.bits));  // stored as IEEE double bits
-    case FieldType::kBool: {
-      ColumnArray<bool> out;
-      out.resize(rows);
-      for (size_t i = 0; i < rows; ++i) out[i] = f.bits[i] != 0;
-      return adopt<bool>(std::move(out));
-    }
-    default:  // unsigned integers and pointers
-      return adopt<uint64_t>(std::move(f.bits));
+      return adopt<double>(std::move(bits));  // stored as IEEE double bits
+    default:                                  // unsigned integers and pointers
+      return adopt<uint64_t>(std::move(bits));
   }
+}
+
+py::array field_column(FieldColumn& f, size_t rows) {
+  if (f.is_string()) return string_column(f, rows);
+  if (!f.info.value_names.empty()) return enum_column(f, rows);
+  if (f.info.type == abi::FieldType::kBool) {
+    ColumnArray<bool> out;
+    out.resize(rows);
+    for (size_t i = 0; i < rows; ++i) out[i] = f.bits[i] != 0;
+    return adopt<bool>(std::move(out));
+  }
+  return number_array(f.info.type, std::move(f.bits));
 }
 
 // A read-only column of `rows` times the same value: one element, stride 0 (no memory per
@@ -150,31 +176,95 @@ std::string column_name(const std::string& field) {
   return field;
 }
 
-py::dict table_columns(EventTable& t, const ColumnSet& set, const py::str& name) {
-  const size_t rows = t.rows();
-  py::dict columns;
-  columns["time_ns"] = adopt<uint64_t>(std::move(t.time_ns));
-  bool one_process = true;
-  for (uint32_t pid : set.thread_pid) one_process = one_process && pid == set.thread_pid[0];
-  if (one_process) {
+// One table's columns in their final form, filled batch by batch.
+class TableColumns {
+ public:
+  // Appends batch table t's rows. tids, pids: per thread index of the batch.
+  void gather(EventTable& t, const std::vector<uint32_t>& tids, const std::vector<uint32_t>* pids,
+              bool row_order) {
+    if (fields_.empty()) fields_.resize(t.fields.size());
+    const size_t rows = t.rows(), at = time_ns_.size();
+    if (rows == 0) return;
+    time_ns_.append(t.time_ns.data(), rows);
+    seq_.append(t.seq.data(), rows);
+    if (row_order) order_.append(t.order.data(), rows);
+    const uint32_t* thread = t.thread.data();
+    tid_.resize(at + rows);
+    for (size_t i = 0; i < rows; ++i) tid_[at + i] = tids[thread[i]];
+    if (pids != nullptr) {
+      pid_.resize(at + rows);
+      for (size_t i = 0; i < rows; ++i) pid_[at + i] = (*pids)[thread[i]];
+    }
+    for (size_t j = 0; j < t.fields.size(); ++j) gather_field(t.fields[j], rows, at, &fields_[j]);
+  }
+
+  // The columns, named: time_ns, pid, tid, seq, event, then one per field.
+  py::dict finish(const EventTable& t, std::optional<uint32_t> one_pid, const py::str& name) && {
+    const size_t rows = time_ns_.size();
+    py::dict columns;
+    columns["time_ns"] = adopt<uint64_t>(std::move(time_ns_));
     columns["pid"] =
-        constant_column<uint32_t>(set.thread_pid.empty() ? 0 : set.thread_pid[0], rows);
-  } else {
-    ColumnArray<uint32_t> pid;
-    pid.resize(rows);
-    for (size_t i = 0; i < rows; ++i) pid[i] = set.thread_pid[t.thread[i]];
-    columns["pid"] = adopt<uint32_t>(std::move(pid));
+        one_pid ? constant_column<uint32_t>(*one_pid, rows) : adopt<uint32_t>(std::move(pid_));
+    columns["tid"] = adopt<uint32_t>(std::move(tid_));
+    columns["seq"] = adopt<uint64_t>(std::move(seq_));
+    columns["event"] = constant_column<PyObject*>(name.inc_ref().ptr(), rows);
+    fields_.resize(t.fields.size());
+    for (size_t j = 0; j < t.fields.size(); ++j) {
+      const FieldInfo& info = t.fields[j].info;
+      Field& f = fields_[j];
+      py::array column;
+      if (info.type == abi::FieldType::kString || !info.value_names.empty()) {
+        column = object_array(std::move(f.objects));
+      } else if (info.type == abi::FieldType::kBool) {
+        column = adopt<bool>(std::move(f.flags));
+      } else {
+        column = number_array(info.type, std::move(f.bits));
+      }
+      columns[py::str(text(column_name(info.name)))] = column;
+    }
+    return columns;
   }
-  // The thread indexes become the thread ids in place.
-  for (size_t i = 0; i < rows; ++i) t.thread[i] = set.threads[t.thread[i]].info.tid;
-  columns["tid"] = adopt<uint32_t>(std::move(t.thread));
-  columns["seq"] = adopt<uint64_t>(std::move(t.seq));
-  columns["event"] = constant_column<PyObject*>(name.inc_ref().ptr(), rows);
-  for (FieldColumn& f : t.fields) {
-    columns[py::str(text(column_name(f.info.name)))] = field_column(f, rows);
+
+  py::array order() && { return adopt<uint64_t>(std::move(order_)); }
+
+ private:
+  struct Field {
+    ColumnArray<uint64_t> bits;
+    ColumnArray<bool> flags;
+    ColumnArray<PyObject*> objects;  // strings, enums: new references
+    TextCache texts;
+    std::unordered_map<uint64_t, py::object> names;  // enums: by value
+  };
+
+  void gather_field(const FieldColumn& c, size_t rows, size_t at, Field* f) {
+    if (c.is_string()) {
+      f->objects.resize(at + rows);
+      for (size_t i = 0; i < rows; ++i) f->objects[at + i] = f->texts.get(c.string_at(i));
+    } else if (!c.info.value_names.empty()) {
+      // An enum with value names: the name where the value has one, the number otherwise.
+      f->objects.resize(at + rows);
+      for (size_t i = 0; i < rows; ++i) {
+        auto it = f->names.find(c.bits[i]);
+        if (it == f->names.end()) {
+          it = f->names.emplace(c.bits[i], value_object(c.info, c.value_at(i))).first;
+        }
+        f->objects[at + i] = it->second.inc_ref().ptr();
+      }
+    } else if (c.info.type == abi::FieldType::kBool) {
+      f->flags.resize(at + rows);
+      for (size_t i = 0; i < rows; ++i) f->flags[at + i] = c.bits[i] != 0;
+    } else {
+      f->bits.append(c.bits.data(), rows);
+    }
   }
-  return columns;
-}
+
+  ColumnArray<uint64_t> time_ns_, seq_, order_;
+  ColumnArray<uint32_t> tid_, pid_;
+  std::vector<Field> fields_;
+};
+
+// Rows per batch: the batch's columns stay in cache while their values are moved on.
+constexpr size_t kBatchRows = 16 << 10;
 
 }  // namespace
 
@@ -188,20 +278,44 @@ py::array repeated_objects(const std::vector<py::object>& values,
 }
 
 py::tuple read_tables(Trace& trace, const std::vector<std::string>& events, bool row_order) {
-  Result<ColumnSet> read = [&] {
-    py::gil_scoped_release unlocked;
-    return read_columns(trace, ColumnOptions{events, row_order});
-  }();
-  ColumnSet set = take(std::move(read));
+  ColumnOptions options;
+  options.events = events;
+  options.row_order = row_order;
+  std::unique_ptr<ColumnReader> reader = take(ColumnReader::open(trace, options));
+  ColumnSet batch;
+  std::vector<TableColumns> out;
+  std::vector<uint32_t> tids, pids;
+  std::optional<uint32_t> one_pid;
+  for (bool first = true;; first = false) {
+    bool more;
+    {
+      py::gil_scoped_release unlocked;
+      more = reader->next(&batch, kBatchRows);
+    }
+    if (first) {
+      // The thread streams are all known from the first batch on.
+      out.resize(batch.tables.size());
+      for (const ThreadStats& t : batch.threads) tids.push_back(t.info.tid);
+      pids = batch.thread_pid;
+      bool one_process = true;
+      for (uint32_t pid : pids) one_process = one_process && pid == pids[0];
+      if (one_process) one_pid = pids.empty() ? 0 : pids[0];
+    }
+    if (!more) break;
+    for (size_t k = 0; k < batch.tables.size(); ++k) {
+      out[k].gather(batch.tables[k], tids, one_pid ? nullptr : &pids, row_order);
+    }
+  }
   py::dict tables, orders;
-  for (EventTable& t : set.tables) {
+  for (size_t k = 0; k < batch.tables.size(); ++k) {
+    const EventTable& t = batch.tables[k];
     // Call sites of one name with different fields: "name", "name#2", ...
     std::string key = t.name;
     for (int n = 2; tables.contains(py::str(text(key))); ++n)
       key = t.name + "#" + std::to_string(n);
     py::str name = text(key);
-    if (row_order) orders[name] = adopt<uint64_t>(std::move(t.order));
-    tables[name] = table_columns(t, set, text(t.name));
+    if (row_order) orders[name] = std::move(out[k]).order();
+    tables[name] = std::move(out[k]).finish(t, one_pid, text(t.name));
   }
   return py::make_tuple(tables, orders);
 }
