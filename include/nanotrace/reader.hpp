@@ -233,6 +233,13 @@ class Trace {
   // The clock value when kernel capture began: earlier user records have no kernel events
   // (0 without kernel events).
   uint64_t kernel_start_ticks() const;
+  // uname(2) of the machine that recorded the kernel events ("Linux", "6.1.0-18-amd64",
+  // "#1 SMP ...", "x86_64"); empty strings without kernel events or in a file recorded before
+  // it was stored.
+  struct KernelSystem {
+    std::string sysname, release, version, machine;
+  };
+  KernelSystem kernel_system() const;
   // read_all, with the kernel records of a trace file merged in by time (the same clock:
   // Record::ticks compare directly). A kernel record's Record::thread indexes one entry per
   // recorded CPU after the user-space threads (tid 0, name "cpuN", its losses: ftrace's

@@ -1,6 +1,9 @@
 // Encoding and checking the KERNEL_META payload (layout in docs/format.md, "Kernel events").
 #include "base/kernel_meta.hpp"
 
+#include <sys/utsname.h>
+
+#include <algorithm>
 #include <cstring>
 
 namespace nanotrace::file {
@@ -43,6 +46,23 @@ void pad8(std::vector<uint8_t>& out) {
   while (out.size() % 8) out.push_back(0);
 }
 
+// What a uname field of a payload may hold: bounded, and no control character (each is shown
+// on a terminal and written into exports as it is).
+bool valid_uname_field(const std::string& s) {
+  return s.size() <= kMaxUnameField && std::none_of(s.begin(), s.end(), [](char c) {
+           const auto b = static_cast<unsigned char>(c);
+           return b < 0x20 || b == 0x7f;
+         });
+}
+
+std::string uname_field(const char* s) {
+  std::string out(s, strnlen(s, kMaxUnameField));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
 class Cursor {
  public:
   Cursor(const uint8_t* p, size_t n) : p_(p), n_(n) {}
@@ -74,6 +94,13 @@ class Cursor {
 
 }  // namespace
 
+KernelUname local_uname() {
+  struct utsname u;
+  if (::uname(&u) != 0) return {};
+  return {uname_field(u.sysname), uname_field(u.release), uname_field(u.version),
+          uname_field(u.machine)};
+}
+
 std::vector<uint8_t> encode_kernel_meta(const KernelMeta& m) {
   std::vector<uint8_t> out;
   FixedPart f{kKernelMetaMagic,
@@ -102,6 +129,14 @@ std::vector<uint8_t> encode_kernel_meta(const KernelMeta& m) {
     put(out, e.format.data(), e.format.size());
     pad8(out);
   }
+  const std::string* uname[] = {&m.uname.sysname, &m.uname.release, &m.uname.version,
+                                &m.uname.machine};
+  for (const std::string* u : uname) {
+    put_u32(out, static_cast<uint32_t>(std::min<size_t>(u->size(), kMaxUnameField)));
+  }
+  for (const std::string* u : uname)
+    put(out, u->data(), std::min<size_t>(u->size(), kMaxUnameField));
+  pad8(out);
   return out;
 }
 
@@ -110,7 +145,7 @@ Result<KernelMeta> decode_kernel_meta(const uint8_t* data, size_t size) {
   FixedPart f;
   if (!c.take(&f, sizeof(f))) return Status::Corrupt("kernel meta: truncated header");
   if (f.magic != kKernelMetaMagic) return Status::Corrupt("kernel meta: bad magic");
-  if (f.version != kKernelMetaVersion) {
+  if (f.version != 1 && f.version != kKernelMetaVersion) {
     return Status::Corrupt("kernel meta: version " + std::to_string(f.version));
   }
   if (f.clock > 1) return Status::Corrupt("kernel meta: unknown clock");
@@ -142,6 +177,18 @@ Result<KernelMeta> decode_kernel_meta(const uint8_t* data, size_t size) {
       return Status::Corrupt("kernel meta: truncated event format " + std::to_string(i));
     }
     m.events.push_back(std::move(e));
+  }
+  if (f.version >= 2) {
+    uint32_t sizes[4];
+    std::string* uname[] = {&m.uname.sysname, &m.uname.release, &m.uname.version, &m.uname.machine};
+    if (!c.take(sizes, sizeof(sizes))) return Status::Corrupt("kernel meta: truncated uname");
+    for (int i = 0; i < 4; ++i) {
+      if (sizes[i] > kMaxUnameField || !c.text(uname[i], sizes[i]) ||
+          !valid_uname_field(*uname[i])) {
+        return Status::Corrupt("kernel meta: bad uname field " + std::to_string(i));
+      }
+    }
+    if (!c.align8()) return Status::Corrupt("kernel meta: truncated uname");
   }
   if (!c.done()) return Status::Corrupt("kernel meta: bytes after the last event format");
   return m;

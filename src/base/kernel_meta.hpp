@@ -1,7 +1,8 @@
 // The KERNEL_META chunk of a trace file (docs/format.md, "Kernel events"): what a reader
 // needs to decode the raw ftrace pages of the KERNEL_DATA chunks without the machine that
 // recorded them: the clock, the sub-buffer size, the kernel's header_page description, the
-// format text of every enabled event, and the per-CPU loss counters. Encoded by the recorder
+// format text of every enabled event, the per-CPU loss counters, and the recording kernel's
+// uname (readers interpret some events by kernel version). Encoded by the recorder
 // (src/kernel), decoded and checked by the reader: every size in it is untrusted.
 #pragma once
 
@@ -14,10 +15,12 @@
 namespace nanotrace::file {
 
 inline constexpr uint32_t kKernelMetaMagic = 0x4d4b544e;  // "NTKM"
-inline constexpr uint32_t kKernelMetaVersion = 1;
+// Version 2 added the uname section; version 1 payloads still decode (with an empty uname).
+inline constexpr uint32_t kKernelMetaVersion = 2;
 inline constexpr uint32_t kMaxKernelCpus = 4096;
 inline constexpr uint32_t kMaxKernelPage = 1u << 20;
 inline constexpr uint32_t kMaxKernelEvents = 8192;
+inline constexpr uint32_t kMaxUnameField = 64;  // the kernel's __NEW_UTS_LEN
 
 enum class KernelClock : uint32_t {
   kTsc = 0,        // x86-tsc: the same ticks as a TSC-clocked process's records
@@ -36,6 +39,16 @@ struct KernelEventFormat {
   std::string format;  // events/<system>/<event>/format, as the kernel printed it
 };
 
+// uname(2) of the recording machine (nodename left out: it names the machine, not the
+// kernel). Each at most kMaxUnameField bytes, without control characters.
+struct KernelUname {
+  std::string sysname;  // "Linux"
+  std::string release;  // "6.1.0-18-amd64"
+  std::string version;  // "#1 SMP PREEMPT_DYNAMIC Debian 6.1.76-1 (2024-02-01)"
+  std::string machine;  // "x86_64"
+  bool operator==(const KernelUname&) const = default;
+};
+
 struct KernelMeta {
   KernelClock clock = KernelClock::kTsc;
   uint32_t page_size = 0;    // bytes per raw sub-buffer in KERNEL_DATA
@@ -46,7 +59,11 @@ struct KernelMeta {
   std::string header_page;   // events/header_page
   std::vector<KernelEventFormat> events;
   std::vector<KernelCpuLoss> losses;  // one per CPU, the latest counters
+  KernelUname uname;                  // empty when read from a version 1 payload
 };
+
+// This machine's uname(2), cut to kMaxUnameField bytes per field.
+KernelUname local_uname();
 
 std::vector<uint8_t> encode_kernel_meta(const KernelMeta& meta);
 // Errors: kCorrupt, saying which bound failed.

@@ -33,6 +33,7 @@ constexpr uint32_t kPacketSequenceId = 10;  // trusted_packet_sequence_id
 constexpr uint32_t kPacketFtraceEvents = 1;
 constexpr uint32_t kPacketProcessTree = 2;
 constexpr uint32_t kPacketFtraceStats = 34;
+constexpr uint32_t kPacketSystemInfo = 45;
 // FtraceEventBundle and FtraceEvent fields.
 constexpr uint32_t kBundleCpu = 1;
 constexpr uint32_t kBundleEvent = 2;
@@ -289,6 +290,23 @@ void write_ftrace_stats(const std::vector<ThreadStats>& threads, bool end, uint3
     w.end(cpu);
   }
   w.end(stats);
+  w.end(packet);
+}
+
+void write_system_info(const Trace& trace, uint32_t sequence_id, fmt::memory_buffer* out) {
+  const Trace::KernelSystem k = trace.kernel_system();
+  if (k.sysname.empty() && k.release.empty()) return;  // recorded before uname was stored
+  Proto w(out);
+  size_t packet = w.begin(kPacket);
+  w.uint(kPacketSequenceId, sequence_id);
+  size_t info = w.begin(kPacketSystemInfo);
+  size_t uts = w.begin(1);  // SystemInfo.utsname
+  w.bytes(1, k.sysname);    // Utsname.sysname
+  w.bytes(2, k.version);
+  w.bytes(3, k.release);
+  w.bytes(4, k.machine);
+  w.end(uts);
+  w.end(info);
   w.end(packet);
 }
 

@@ -1,8 +1,8 @@
 // Kernel (ftrace) records in Perfetto's own ftrace schema (protos/perfetto/trace/ftrace/ of
 // Perfetto): FtraceEventBundle packets, one CPU each, so that trace processor fills its sched,
 // thread_state and ftrace_event tables and the UI draws CPU tracks and thread states. Also
-// the packets that go with them: the ProcessTree (threads' names and processes) and the
-// FtraceStats (ftrace's losses per CPU).
+// the packets that go with them: the ProcessTree (threads' names and processes), the
+// FtraceStats (ftrace's losses per CPU) and the SystemInfo (the recording kernel's uname).
 #pragma once
 
 #include <fmt/format.h>
@@ -51,5 +51,10 @@ void write_process_tree(const Trace& trace, const std::vector<ThreadStats>& thre
 // file recorded them, so that trace processor's per-CPU loss statistics are theirs.
 void write_ftrace_stats(const std::vector<ThreadStats>& threads, bool end, uint32_t sequence_id,
                         uint64_t ts, fmt::memory_buffer* out);
+
+// A SystemInfo packet with the recording kernel's uname (Utsname), from which trace processor
+// takes the kernel version it decodes sched_switch's prev_state by (without it, a preempted
+// task shows as waking); nothing for a file recorded before the uname was stored.
+void write_system_info(const Trace& trace, uint32_t sequence_id, fmt::memory_buffer* out);
 
 }  // namespace nanotrace::exporter

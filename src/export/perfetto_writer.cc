@@ -15,8 +15,9 @@
 // - A thread with lost records gets a "nanotrace:lost" instant with the count at its end.
 // - Kernel events (a file recorded with --kernel) are Perfetto's own ftrace packets
 //   (perfetto_ftrace.hpp): the UI draws CPU tracks and thread states from them. A ProcessTree
-//   names the traced threads and processes; FtraceStats carry ftrace's losses per CPU, and a
-//   CPU with losses also gets its "nanotrace:lost" instant on a track of its own under a
+//   names the traced threads and processes, a SystemInfo the recording kernel's uname
+//   (trace processor decodes sched_switch by its version); FtraceStats carry ftrace's losses per
+//   CPU, and a CPU with losses also gets its "nanotrace:lost" instant on a track of its own under a
 //   "kernel (ftrace)" track.
 // Timestamps: CLOCK_MONOTONIC ns (the first process's clock_start.monotonic_ns + time_ns; every
 // process's time_ns counts from that same start). The first packet declares it: a
@@ -135,6 +136,7 @@ class PerfettoWriter : public RecordWriter {
     last_ts_.assign(threads.size(), 0);
     if (!trace.kernel_events().empty()) {
       ftrace_ = std::make_unique<FtraceBundleWriter>(trace.kernel_events(), kSequenceId);
+      write_system_info(trace, kSequenceId, &out_.buf());
       write_process_tree(trace, threads, kSequenceId, base_ns_, &out_.buf());
       write_ftrace_stats(threads, false, kSequenceId, base_ns_, &out_.buf());
     }

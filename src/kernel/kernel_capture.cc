@@ -74,6 +74,7 @@ Result<std::unique_ptr<KernelCapture>> KernelCapture::start(const CaptureOptions
   }
   c->formats_.clock = options.clock;
   c->formats_.long_size = sizeof(long);
+  c->formats_.uname = file::local_uname();
   c->formats_.header_page = read_text(nullptr, "events/header_page");
   if (c->formats_.header_page.empty()) return Status::IoError("tracefs: no events/header_page");
   for (const EventSpec& e : c->events_) {

@@ -306,6 +306,12 @@ void Trace::load_kernel_tables() {
 
 uint64_t Trace::kernel_start_ticks() const { return kernel_ ? kernel_->meta().start_ticks : 0; }
 
+Trace::KernelSystem Trace::kernel_system() const {
+  if (!kernel_) return {};
+  const file::KernelUname& u = kernel_->meta().uname;
+  return {u.sysname, u.release, u.version, u.machine};
+}
+
 const std::vector<EventInfo>& Trace::kernel_events() const {
   static const std::vector<EventInfo> kNone;
   return kernel_ ? kernel_->events() : kNone;

@@ -2,11 +2,13 @@
 // kernel: iograph on a loop device recorded with sched, block and io_uring events, exported,
 // decoded with the tests' protobuf decoder and compared event by event, per CPU, with
 // `dump --json` and `stats --json` of the same file; and ftrace's losses per CPU (a one-page
-// buffer overflowing) in FtraceStats and "nanotrace:lost" instants. The field numbers below
+// buffer overflowing) in FtraceStats and "nanotrace:lost" instants; the recording kernel's
+// uname(2) in SystemInfo (and in `stats --json`). The field numbers below
 // are written from Perfetto's protos (protos/perfetto/trace/ftrace/*.proto), independently
 // of the exporter's tables.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/utsname.h>
 
 #include <cstdint>
 #include <fstream>
@@ -248,6 +250,14 @@ TEST(KernelTest, PerfettoExportHoldsEveryKernelEventAsPerfettoFtrace) {
   out = run_command(kCli + " stats --json " + file, &code);
   ASSERT_EQ(code, 0) << out;
   const json stats = json::parse(out);
+  // The recording kernel, as uname(2) names it (recorded and read on this machine).
+  struct utsname uts;
+  ASSERT_EQ(::uname(&uts), 0);
+  ASSERT_TRUE(stats.contains("kernel")) << out;
+  EXPECT_EQ(stats["kernel"], json({{"sysname", uts.sysname},
+                                   {"release", uts.release},
+                                   {"version", uts.version},
+                                   {"machine", uts.machine}}));
   std::map<uint32_t, json> cpu_stats;  // CPU -> its stats entry
   for (const json& t : stats["threads"]) {
     const std::string name = t["name"];
@@ -273,6 +283,7 @@ TEST(KernelTest, PerfettoExportHoldsEveryKernelEventAsPerfettoFtrace) {
   std::set<std::pair<uint64_t, uint64_t>> tree_threads;                   // (tid, tgid)
   std::map<uint64_t, std::string> thread_names;
   std::set<uint64_t> tree_processes;
+  std::vector<std::map<uint32_t, std::string>> utsnames;  // SystemInfo.utsname fields
   for (const pb::Field& p : packets) {
     std::vector<pb::Field> pf;
     ASSERT_TRUE(pb::decode(p.bytes, &pf));
@@ -335,6 +346,14 @@ TEST(KernelTest, PerfettoExportHoldsEveryKernelEventAsPerfettoFtrace) {
         thread_names[pb::find(tf, 1)->varint] = pb::find(tf, 2)->bytes;
       }
     }
+    if (const pb::Field* info = pb::find(pf, 45)) {  // system_info (system_info.proto)
+      std::vector<pb::Field> si, u;
+      ASSERT_TRUE(pb::decode(info->bytes, &si));
+      ASSERT_TRUE(pb::find(si, 1));  // utsname
+      ASSERT_TRUE(pb::decode(pb::find(si, 1)->bytes, &u));
+      std::map<uint32_t, std::string>& fields = utsnames.emplace_back();
+      for (const pb::Field& f : u) fields[f.number] = f.bytes;
+    }
     if (const pb::Field* te = pb::find(pf, 11)) {  // no kernel event is a TrackEvent too
       std::vector<pb::Field> e;
       ASSERT_TRUE(pb::decode(te->bytes, &e));
@@ -345,6 +364,11 @@ TEST(KernelTest, PerfettoExportHoldsEveryKernelEventAsPerfettoFtrace) {
     }
   }
   EXPECT_EQ(ftrace_clock_start, monotonic_start) << "the ftrace clock is CLOCK_MONOTONIC";
+  // One SystemInfo, with Utsname's sysname (1), version (2), release (3), machine (4).
+  ASSERT_EQ(utsnames.size(), 1u);
+  EXPECT_EQ(utsnames[0],
+            (std::map<uint32_t, std::string>{
+                {1, uts.sysname}, {2, uts.version}, {3, uts.release}, {4, uts.machine}}));
   // Every kernel event, on its CPU, in order, with its timestamp, pid and fields.
   ASSERT_EQ(exported.size(), expected.size());
   for (const auto& [cpu, events] : expected) {

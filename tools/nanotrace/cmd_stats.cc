@@ -1,6 +1,6 @@
 // `nanotrace stats`: per event and per thread counts, rates and losses of what the rings
 // hold now (analyze_stats), plus what the process counted itself (records written, dropped,
-// lost for want of a thread slot).
+// lost for want of a thread slot), and the kernel that recorded the kernel events, if any.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +56,13 @@ int cmd_stats(const std::string& source, bool json) {
                           {"processes", trace.processes().size()},
                           {"events", events},
                           {"threads", ths}};
+    if (!trace.kernel_events().empty()) {
+      const Trace::KernelSystem k = trace.kernel_system();
+      out["kernel"] = {{"sysname", utf8::valid(k.sysname)},
+                       {"release", utf8::valid(k.release)},
+                       {"version", utf8::valid(k.version)},
+                       {"machine", utf8::valid(k.machine)}};
+    }
     fmt::print("{}\n", dump_json(out));
     return 0;
   }
@@ -63,6 +70,17 @@ int cmd_stats(const std::string& source, bool json) {
              utf8::escape_text(p.user_name.empty() ? p.process_name : p.user_name),
              p.alive ? "running" : "not running", mode_name(p.mode), st.total.count, span_s,
              st.total.per_second(), lost);
+  if (!trace.kernel_events().empty()) {
+    const Trace::KernelSystem k = trace.kernel_system();
+    if (k.sysname.empty() && k.release.empty()) {
+      fmt::print(
+          "  kernel events recorded on an unnamed kernel (a file from before uname was kept)\n");
+    } else {
+      fmt::print("  kernel events recorded on {} {} {} {}\n", utf8::escape_text(k.sysname),
+                 utf8::escape_text(k.release), utf8::escape_text(k.version),
+                 utf8::escape_text(k.machine));
+    }
+  }
   if (p.lost_no_slot || p.lost_reclaimed) {
     fmt::print("  lost for want of a thread slot: {}, in reused slots: {}\n", p.lost_no_slot,
                p.lost_reclaimed);
