@@ -219,9 +219,14 @@ class Trace {
   // Enables or disables a group in the live process (REQUIRES: writable).
   Status set_group_enabled(const std::string& group, bool enabled);
 
-  // Nanoseconds between the segment's start and a clock value; wall-clock time of one.
+  // Where every Record::time_ns counts from: a live segment's start; in a trace file the
+  // earliest of the processes' segment starts and the first kernel event (`run --kernel`
+  // starts the capture before the command), so that no record comes before it. Its ticks,
+  // and CLOCK_REALTIME and CLOCK_MONOTONIC ns at that moment.
+  const abi::ClockPair& time_origin() const { return origin_; }
+  // Nanoseconds between the time origin and a clock value; wall-clock time of one.
   uint64_t ticks_to_ns(uint64_t ticks) const {  // inline: exporters call it per record
-    uint64_t start = process_.clock_start.ticks;
+    uint64_t start = origin_.ticks;
     if (ticks <= start) return 0;
     return static_cast<uint64_t>(static_cast<double>(ticks - start) * ns_per_tick_);
   }
@@ -280,6 +285,7 @@ class Trace {
   Status open_file(const std::string& path);
   Status load_tables();
   void load_kernel_tables();
+  void choose_time_origin();
   void compute_clock_scale();
 
   std::string path_;
@@ -298,6 +304,7 @@ class Trace {
   std::vector<EventInfo> events_;
   std::vector<std::string> group_names_;
   double ns_per_tick_ = 1.0;
+  abi::ClockPair origin_{};                             // time_origin()
   std::shared_ptr<reader::TraceFile> file_;             // set when reading a trace file
   std::shared_ptr<const reader::KernelTables> kernel_;  // its kernel events, if any
   std::string warning_;

@@ -346,7 +346,7 @@ LatencyReport PairMatcher::finish(uint64_t lost_total) {
     SlowPair p;
     p.latency_ns = s.latency_ns;
     p.begin_ns = s.begin_ns;
-    p.begin_realtime_ns = d.trace->process().clock_start.realtime_ns + s.begin_ns;
+    p.begin_realtime_ns = d.trace->time_origin().realtime_ns + s.begin_ns;
     if (s.thread < d.thread_names.size()) {
       p.tid = d.thread_names[s.thread].first;
       p.pid = d.thread_pids[s.thread];

@@ -74,10 +74,9 @@ std::string host_name() {
 ExportClock export_clock(Trace& trace) {
   ExportClock clock;
   make_uuid(trace.process(), clock.uuid);
-  // The earliest kernel event is the first of some CPU's (each CPU's are in time order); the
-  // capture start is recorded just after ftrace was switched on, so one may precede it. A
-  // stamp more than kMaxLeadNs before the start is damage, not an early event: it is
-  // exported at the origin.
+  // The reader's time origin is already the earliest event; a kernel stamp before it is one
+  // more than an hour before the first segment's start (Trace::time_origin), damage rather
+  // than an early event: the clock's origin moves back for it by at most kMaxLeadNs.
   constexpr int64_t kMaxLeadNs = 3600 * int64_t{1000000000};
   int64_t earliest = 0;
   for (uint32_t c = 0; c < trace.kernel_cpu_count(); ++c) {
@@ -91,10 +90,10 @@ ExportClock export_clock(Trace& trace) {
 }
 
 int64_t signed_ns(const Trace& trace, uint64_t ticks) {
-  // ticks_to_ns counts from the segment start and stops at 0: an earlier value is measured
-  // as the same distance after the start.
+  // ticks_to_ns counts from the time origin and stops at 0: an earlier value (a damaged
+  // stamp) is measured as the same distance after the origin.
   constexpr uint64_t kMax = INT64_MAX;
-  const uint64_t start = trace.process().clock_start.ticks;
+  const uint64_t start = trace.time_origin().ticks;
   if (ticks >= start) return static_cast<int64_t>(std::min(trace.ticks_to_ns(ticks), kMax));
   const uint64_t before = start - ticks;
   if (before > UINT64_MAX - start) return -static_cast<int64_t>(kMax);  // a damaged start
@@ -102,10 +101,12 @@ int64_t signed_ns(const Trace& trace, uint64_t ticks) {
 }
 
 std::string clock_declaration(const Trace& trace, const ExportClock& clock) {
-  const uint64_t origin = trace.process().clock_start.realtime_ns - clock.lead_ns;
-  const char* since = clock.lead_ns > 0              ? "earliest kernel event"
-                      : trace.processes().size() > 1 ? "first process's segment start"
-                                                     : "segment start";
+  const uint64_t origin = trace.time_origin().realtime_ns - clock.lead_ns;
+  const char* since =
+      clock.lead_ns > 0 || trace.time_origin().ticks != trace.process().clock_start.ticks
+          ? "earliest event"
+      : trace.processes().size() > 1 ? "first process's segment start"
+                                     : "segment start";
   return fmt::format(
       "clock {{\n  name = nanotrace;\n  uuid = \"{}\";\n"
       "  description = \"nanotrace time since the {}, in ns\";\n"

@@ -19,9 +19,9 @@
 //   (trace processor decodes sched_switch by its version); FtraceStats carry ftrace's losses per
 //   CPU, and a CPU with losses also gets its "nanotrace:lost" instant on a track of its own under a
 //   "kernel (ftrace)" track.
-// Timestamps: CLOCK_MONOTONIC ns (the first process's clock_start.monotonic_ns + time_ns; every
-// process's time_ns counts from that same start). The first packet declares it: a
-// ClockSnapshot (REALTIME and MONOTONIC at the start, MONOTONIC the primary trace clock; with
+// Timestamps: CLOCK_MONOTONIC ns (the trace's time_origin().monotonic_ns + time_ns; every
+// record's time_ns counts from that origin). The first packet declares it: a
+// ClockSnapshot (REALTIME and MONOTONIC at the origin, MONOTONIC the primary trace clock; with
 // kernel events also the sequence clock of ftrace bundles) and MONOTONIC as the sequence's
 // default timestamp clock, since a TracePacket's timestamp is BOOTTIME unless said otherwise.
 // The encoder is protobuf_writer.hpp.
@@ -62,8 +62,8 @@ class PerfettoWriter : public RecordWriter {
   Status begin(const Trace& trace, RecordSource& source) override {
     Status st = out_.open(options_.output);
     if (!st.ok()) return st;
-    const ProcessInfo& p = trace.process();
-    base_ns_ = p.clock_start.monotonic_ns;
+    const abi::ClockPair& origin = trace.time_origin();
+    base_ns_ = origin.monotonic_ns;
     processes_ = std::max<uint32_t>(1, static_cast<uint32_t>(trace.processes().size()));
     lane_sets_.assign(slices_.size() * processes_, {});
     const std::vector<EventInfo>& events = trace.events();
@@ -81,8 +81,8 @@ class PerfettoWriter : public RecordWriter {
     w.uint(58, kClockMonotonic);    // timestamp_clock_id
     w.end(defaults);
     size_t snapshot = w.begin(6);  // clock_snapshot
-    for (auto [clock, ns] : {std::pair{kClockRealtime, p.clock_start.realtime_ns},
-                             std::pair{kClockMonotonic, p.clock_start.monotonic_ns}}) {
+    for (auto [clock, ns] : {std::pair{kClockRealtime, origin.realtime_ns},
+                             std::pair{kClockMonotonic, origin.monotonic_ns}}) {
       size_t c = w.begin(1);
       w.uint(1, clock);
       w.uint(2, ns);
@@ -92,7 +92,7 @@ class PerfettoWriter : public RecordWriter {
       // The clock ftrace bundles are stamped in (perfetto_ftrace.hpp): CLOCK_MONOTONIC.
       size_t c = w.begin(1);
       w.uint(1, kFtraceSequenceClock);
-      w.uint(2, p.clock_start.monotonic_ns);
+      w.uint(2, origin.monotonic_ns);
       w.end(c);
     }
     w.uint(2, kClockMonotonic);  // primary_trace_clock

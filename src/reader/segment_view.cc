@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -157,6 +158,7 @@ Status Trace::load_tables() {
     }
   }
   compute_clock_scale();
+  origin_ = p.clock_start;  // a file's is chosen once every part is loaded
   p.ring_size = h.ring_size;
   p.block_size = h.block_size;
   p.max_threads = h.max_threads;
@@ -267,7 +269,11 @@ Status Trace::load_other_processes() {
   return Status::Ok();
 }
 
-Status Trace::refresh() { return load_tables(); }
+Status Trace::refresh() {
+  Status s = load_tables();
+  if (s.ok() && file_) choose_time_origin();
+  return s;
+}
 
 Status Trace::open_file(const std::string& path) {
   auto f = reader::TraceFile::open(path);
@@ -280,7 +286,32 @@ Status Trace::open_file(const std::string& path) {
   if (Status s = load_tables(); !s.ok()) return s;
   if (Status s = load_other_processes(); !s.ok()) return s;
   load_kernel_tables();
+  choose_time_origin();
   return Status::Ok();
+}
+
+void Trace::choose_time_origin() {
+  // The first kernel event is the first of some CPU's (each CPU's are in time order). A
+  // stamp more than an hour before the first segment's start is damage, not an early event:
+  // it does not move the origin (its time_ns is 0).
+  constexpr double kMaxLeadNs = 3600e9;
+  const abi::ClockPair& start = process_.clock_start;
+  uint64_t earliest = start.ticks;
+  auto consider = [&](uint64_t ticks) {
+    if (ticks < earliest && static_cast<double>(start.ticks - ticks) * ns_per_tick_ <= kMaxLeadNs) {
+      earliest = ticks;
+    }
+  };
+  for (const ProcessInfo& p : processes_) consider(p.clock_start.ticks);
+  for (uint32_t c = 0; c < kernel_cpu_count(); ++c) {
+    Record r;
+    if (read_kernel_cpu(c)->next(&r)) consider(r.ticks);
+  }
+  const uint64_t lead_ns =
+      static_cast<uint64_t>(static_cast<double>(start.ticks - earliest) * ns_per_tick_);
+  origin_.ticks = earliest;
+  origin_.monotonic_ns = start.monotonic_ns - std::min(lead_ns, start.monotonic_ns);
+  origin_.realtime_ns = start.realtime_ns - std::min(lead_ns, start.realtime_ns);
 }
 
 void Trace::load_kernel_tables() {
@@ -497,7 +528,7 @@ void Trace::compute_clock_scale() {
 }
 
 uint64_t Trace::ticks_to_realtime_ns(uint64_t ticks) const {
-  return process_.clock_start.realtime_ns + ticks_to_ns(ticks);
+  return origin_.realtime_ns + ticks_to_ns(ticks);
 }
 
 Status Trace::attach_consumer() {

@@ -301,7 +301,7 @@ TEST(KernelTest, CtfExportHasAKernelTraceOnTheUserClockWithLttngNames) {
 
 // `run --kernel` starts the capture before the command: its first system calls (the dynamic
 // loader's openat) come before its segment exists. The CTF trace keeps them in order and
-// apart (dump's time_ns stops at 0 there), and the user events keep their wall-clock times.
+// apart, and the user events keep their wall-clock times.
 TEST(KernelTest, CtfExportOfARunKeepsKernelEventsFromBeforeTheSegment) {
   SKIP_WITHOUT_KERNEL_TRACING();
   const std::string file = temp_file("ctf-run");
@@ -343,8 +343,7 @@ TEST(KernelTest, CtfExportOfARunKeepsKernelEventsFromBeforeTheSegment) {
   while (first_user < events.size() && std::get<2>(events[first_user])) ++first_user;
   ASSERT_LT(first_user, events.size());
   EXPECT_EQ(std::get<1>(events[first_user]), "test:burst");
-  EXPECT_EQ(std::get<0>(events[first_user]),
-            (*trace)->process().clock_start.realtime_ns + burst_ns);
+  EXPECT_EQ(std::get<0>(events[first_user]), (*trace)->time_origin().realtime_ns + burst_ns);
   // Kernel events before it, in order and not all at one instant.
   std::set<uint64_t> times;
   for (size_t i = 0; i < first_user; ++i) {
