@@ -25,6 +25,9 @@ namespace nanotrace {
 
 // A begin/end pairing rule: records of event `begin` and event `end` (both "group:event")
 // whose field `key` has equal values form one interval (e.g. io:submit,io:complete,req).
+// For the latency analysis (resolve_pair_with_kernel) either event may be a kernel event of
+// a trace file recorded with --kernel (io_uring:io_uring_submit_req), and `key` may join
+// several fields with '+' (dev+sector): the interval's key is then the values of all of them.
 struct PairRule {
   std::string begin;
   std::string end;
@@ -48,6 +51,18 @@ struct ResolvedPair {
   std::vector<int> key_field;
   // Indexed by event id: 1 = begin, 2 = end, 0 = neither.
   std::vector<uint8_t> role;
+  // A key of several fields: the indexes of the fields after the first, per event id (empty
+  // for a one-field key).
+  std::vector<std::vector<int>> more_key_fields;
+  // The same three tables for kernel events (EventInfo::is_kernel: ids index
+  // Trace::kernel_events()), and their ids.
+  std::vector<uint16_t> kernel_begin_ids;
+  std::vector<uint16_t> kernel_end_ids;
+  std::vector<int> kernel_key_field;
+  std::vector<uint8_t> kernel_role;
+  std::vector<std::vector<int>> kernel_more_key_fields;
+  bool has_kernel() const { return !kernel_begin_ids.empty() || !kernel_end_ids.empty(); }
+  bool composite_key() const { return rule.key.find('+') != std::string::npos; }
 };
 
 // resolve_pair - checks rule against trace's event table.
@@ -55,6 +70,11 @@ struct ResolvedPair {
 // Errors: kNotFound if an event name is unknown (the message lists the known events) or if
 // the key field is missing from one of the events (the message lists that event's fields).
 Result<ResolvedPair> resolve_pair(const Trace& trace, const PairRule& rule);
+// resolve_pair_with_kernel - as resolve_pair, for a consumer of read_all_with_kernel() (the
+// latency analysis): the events may also be kernel events (a user event of the same name
+// wins), and the key may be several fields joined by '+'. Errors: as resolve_pair, and
+// kInvalidArgument for an empty key field.
+Result<ResolvedPair> resolve_pair_with_kernel(const Trace& trace, const PairRule& rule);
 
 // The full names ("group:event") of the trace's events, sorted and without duplicates.
 std::vector<std::string> known_event_names(const Trace& trace);
@@ -97,6 +117,7 @@ struct LatencyReport {
   uint64_t ends = 0;
   uint64_t unmatched_ends = 0;  // ends whose begin was never seen (lost, or before the trace)
   uint64_t lost = 0;  // records the trace lost (unmatched records' partners may be among them)
+  uint64_t kernel_lost = 0;  // kernel events ftrace overwrote or dropped (rules with kernel events)
   uint64_t corrupt_blocks = 0;  // damaged blocks skipped while reading
   // Pairs during which records were lost, and unmatched records next to a loss (see
   // nanotrace/intervals.hpp): the first may pair the wrong records, the second may have

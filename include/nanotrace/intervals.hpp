@@ -2,10 +2,10 @@
 // HTML report's timeline and the Chrome/Perfetto slices.
 //
 // A record of a rule's begin event opens an interval under the value of the rule's key
-// field; the next record of its end event with the same key value, from any thread, closes
-// it. A begin whose key is still open replaces the open interval, which ends unmatched; an
-// end with no open interval is an unmatched end. Rules are independent: one record may
-// begin or end intervals of several rules.
+// field; the next record of its end event with the same key value, from any thread (or,
+// for kernel events, any CPU), closes it. A begin whose key is still open replaces the open
+// interval, which ends unmatched; an end with no open interval is an unmatched end. Rules are
+// independent: one record may begin or end intervals of several rules.
 //
 // Losses: the matcher watches each thread's record numbers (Record::seq). A jump, or a
 // thread whose first record is not number 0, means records were lost there, and a lost
@@ -125,6 +125,7 @@ class IntervalMatcher {
   std::vector<IntervalCounts> counts_;
   std::vector<IntervalMatch> out_;
   IntervalMatch one_;
+  std::string key_bytes_;           // a key of several fields, as add() compares it
   std::vector<uint64_t> next_seq_;  // per reader thread, the expected Record::seq (+1; 0 unseen)
   uint64_t loss_epoch_ = 0;         // sequence gaps seen
   uint64_t lost_seen_ = 0;

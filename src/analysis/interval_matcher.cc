@@ -47,11 +47,34 @@ const std::vector<IntervalMatch>& IntervalMatcher::add(const Record& r) {
   out_.clear();
   note_sequence(r);
   const uint16_t id = r.event->id;
+  const bool kernel = r.event->is_kernel;
   for (uint32_t k = 0; k < rules_.size(); ++k) {
     const ResolvedPair& rule = rules_[k];
-    if (id >= rule.role.size() || rule.role[id] == 0) continue;
-    const FieldValue& v = r.values[rule.key_field[id]];
-    const bool begin = rule.role[id] == 1;
+    const std::vector<uint8_t>& role = kernel ? rule.kernel_role : rule.role;
+    if (id >= role.size() || role[id] == 0) continue;
+    const int field = (kernel ? rule.kernel_key_field : rule.key_field)[id];
+    const FieldValue& v = r.values[field];
+    const bool begin = role[id] == 1;
+    const std::vector<std::vector<int>>& more =
+        kernel ? rule.kernel_more_key_fields : rule.more_key_fields;
+    if (id < more.size() && !more[id].empty()) {
+      // A key of several fields: their values one after the other, a string's with its
+      // length first, so that different splits of the same bytes differ.
+      key_bytes_.clear();
+      auto append = [&](const FieldValue& f) {
+        if (f.type == abi::FieldType::kString) {
+          const auto n = static_cast<uint32_t>(f.text.size());
+          key_bytes_.append(reinterpret_cast<const char*>(&n), sizeof(n));
+          key_bytes_.append(f.text);
+        } else {
+          key_bytes_.append(reinterpret_cast<const char*>(&f.bits), sizeof(f.bits));
+        }
+      };
+      append(v);
+      for (int f : more[id]) append(r.values[f]);
+      out_.push_back(match(k, begin, std::string_view(key_bytes_), r.time_ns, r.thread));
+      continue;
+    }
     out_.push_back(v.type == abi::FieldType::kString
                        ? match(k, begin, v.text, r.time_ns, r.thread)
                        : match(k, begin, v.bits, r.time_ns, r.thread));

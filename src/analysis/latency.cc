@@ -108,7 +108,8 @@ struct PairMatcher::Impl {
   const Trace* trace = nullptr;
   std::unique_ptr<IntervalMatcher> intervals;
   std::string by;
-  std::vector<int> by_field;  // per event id, for begin events
+  std::vector<int> by_field;         // per event id, for begin events
+  std::vector<int> kernel_by_field;  // per kernel event id
   uint32_t top = 0;
   std::vector<Group> groups;
   std::unordered_map<std::string, uint32_t> group_index;
@@ -118,6 +119,7 @@ struct PairMatcher::Impl {
   std::vector<uint32_t> thread_pids;
   uint64_t records = 0;
   std::string scratch;
+  std::string key_text;  // a key of several fields, shown
 
   void name_threads(const std::vector<ThreadStats>& threads) {
     if (!thread_names.empty()) return;
@@ -161,7 +163,7 @@ PairMatcher::~PairMatcher() = default;
 
 Result<std::unique_ptr<PairMatcher>> PairMatcher::create(const Trace& trace, const PairRule& rule,
                                                          const std::string& by, uint32_t top) {
-  auto resolved = resolve_pair(trace, rule);
+  auto resolved = resolve_pair_with_kernel(trace, rule);
   if (!resolved.ok()) return resolved.status();
   std::unique_ptr<PairMatcher> m(new PairMatcher());
   Impl& d = *m->impl_;
@@ -169,13 +171,19 @@ Result<std::unique_ptr<PairMatcher>> PairMatcher::create(const Trace& trace, con
   d.by = by;
   d.top = top;
   d.by_field.assign(resolved->role.size(), -1);
+  d.kernel_by_field.assign(resolved->kernel_role.size(), -1);
+  std::vector<std::pair<const EventInfo*, int*>> begins;
+  for (uint16_t id : resolved->begin_ids)
+    begins.push_back({trace.event_by_id(id), &d.by_field[id]});
+  for (uint16_t id : resolved->kernel_begin_ids) {
+    begins.push_back({&trace.kernel_events()[id], &d.kernel_by_field[id]});
+  }
   if (!by.empty()) {
-    for (uint16_t id : resolved->begin_ids) {
-      const EventInfo* e = trace.event_by_id(id);
+    for (auto [e, by_field] : begins) {
       for (size_t f = 0; f < e->fields.size(); ++f) {
-        if (e->fields[f].name == by) d.by_field[id] = static_cast<int>(f);
+        if (e->fields[f].name == by) *by_field = static_cast<int>(f);
       }
-      if (d.by_field[id] < 0) {
+      if (*by_field < 0) {
         std::vector<std::string> names;
         for (const FieldInfo& f : e->fields) names.push_back(f.name);
         return Status::NotFound(
@@ -199,11 +207,31 @@ void PairMatcher::add(const Record& r, const std::vector<ThreadStats>& threads) 
   d.name_threads(threads);
   const IntervalMatch& m = matches.front();
   const uint16_t id = r.event->id;
+  const bool kernel = r.event->is_kernel;
   if (m.kind == IntervalMatch::Kind::kBegin) {
-    const int f = d.by_field[id];
+    const int f = (kernel ? d.kernel_by_field : d.by_field)[id];
     d.began(m, f >= 0 ? d.group_of(display_value(r, static_cast<uint32_t>(f))) : 0);
   } else if (m.kind == IntervalMatch::Kind::kEnd) {
-    d.ended(m, [&] { return r.values[d.intervals->rules()[0].key_field[id]]; });
+    const ResolvedPair& rule = d.intervals->rules()[0];
+    const int key = (kernel ? rule.kernel_key_field : rule.key_field)[id];
+    const std::vector<int>& more =
+        (kernel ? rule.kernel_more_key_fields : rule.more_key_fields)[id];
+    if (more.empty()) {
+      d.ended(m, [&] { return r.values[key]; });
+    } else {
+      // The key's fields as one text, "8:1+2048".
+      d.ended(m, [&] {
+        d.key_text = format_value(r.values[key]);
+        for (int f : more) {
+          d.key_text.push_back('+');
+          d.key_text.append(format_value(r.values[f]));
+        }
+        FieldValue v;
+        v.type = abi::FieldType::kString;
+        v.text = d.key_text;
+        return v;
+      });
+    }
   }
 }
 
@@ -231,6 +259,14 @@ std::vector<ThreadStats> PairMatcher::add_all(Trace& trace) {
   Impl& d = *impl_;
   IntervalMatcher& matcher = *d.intervals;
   const ResolvedPair& rule = matcher.rules()[0];
+  if (rule.has_kernel() || rule.composite_key()) {
+    // Kernel records come merged in by time from read_all_with_kernel (the columns hold user
+    // events only), and a key of several fields is composed by IntervalMatcher::add.
+    auto records = trace.read_all_with_kernel();
+    Record r;
+    while (records->next(&r)) add(r, records->threads());
+    return records->threads();
+  }
   ColumnOptions options;
   options.events = {rule.rule.begin, rule.rule.end};
   options.row_order = true;
@@ -365,13 +401,14 @@ Result<LatencyReport> analyze_latency(Trace& trace, const LatencyOptions& option
   auto matcher = PairMatcher::create(trace, options.rule, options.by, options.top);
   if (!matcher.ok()) return matcher.status();
   const std::vector<ThreadStats> threads = (*matcher)->add_all(trace);
-  uint64_t lost = 0, corrupt_blocks = 0;
+  uint64_t lost = 0, kernel_lost = 0, corrupt_blocks = 0;
   for (const ThreadStats& t : threads) {
-    lost += t.lost();
+    (t.info.kernel ? kernel_lost : lost) += t.lost();
     corrupt_blocks += t.corrupt_blocks;
   }
-  LatencyReport rep = (*matcher)->finish(lost);
+  LatencyReport rep = (*matcher)->finish(lost + kernel_lost);
   rep.lost = lost;
+  rep.kernel_lost = kernel_lost;
   rep.corrupt_blocks = corrupt_blocks;
   if (rep.records == 0) {
     return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",

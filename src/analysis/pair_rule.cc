@@ -38,9 +38,22 @@ namespace {
 
 Status unknown_event(const Trace& trace, const std::string& name) {
   std::vector<std::string> known = known_event_names(trace);
+  for (const EventInfo& e : trace.kernel_events()) known.push_back(e.full_name());
   return Status::NotFound(
       fmt::format("no event '{}' in this trace (known events: {})", name,
                   known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))));
+}
+
+// "dev+sector" -> {"dev", "sector"}.
+std::vector<std::string> key_parts(const std::string& key) {
+  std::vector<std::string> parts;
+  size_t at = 0;
+  for (;;) {
+    size_t plus = key.find('+', at);
+    parts.push_back(key.substr(at, plus == std::string::npos ? plus : plus - at));
+    if (plus == std::string::npos) return parts;
+    at = plus + 1;
+  }
 }
 
 int field_index(const EventInfo& e, const std::string& field) {
@@ -58,34 +71,79 @@ Status missing_field(const EventInfo& e, const std::string& field) {
                   names.empty() ? "none" : fmt::to_string(fmt::join(names, ", "))));
 }
 
-}  // namespace
-
-Result<ResolvedPair> resolve_pair(const Trace& trace, const PairRule& rule) {
+// extended: kernel events and keys of several fields too.
+Result<ResolvedPair> resolve(const Trace& trace, const PairRule& rule, bool extended) {
   ResolvedPair out;
   out.rule = rule;
+  const std::vector<std::string> keys =
+      extended ? key_parts(rule.key) : std::vector<std::string>{rule.key};
+  for (const std::string& k : keys) {
+    if (k.empty()) {
+      return Status::Invalid(fmt::format("bad key '{}': field names joined by '+'", rule.key));
+    }
+  }
   size_t n = trace.events().size() + 1;
   out.key_field.assign(n, -1);
   out.role.assign(n, 0);
+  out.more_key_fields.assign(n, {});
+  static const std::vector<EventInfo> kNone;
+  const std::vector<EventInfo>& kernel = extended ? trace.kernel_events() : kNone;
+  out.kernel_key_field.assign(kernel.size(), -1);
+  out.kernel_role.assign(kernel.size(), 0);
+  out.kernel_more_key_fields.assign(kernel.size(), {});
+  // Binds one event of the rule: its key fields and its role.
+  auto bind = [&](const EventInfo& e, int pass, std::vector<int>& key_field,
+                  std::vector<uint8_t>& role, std::vector<std::vector<int>>& more) -> Status {
+    std::vector<int> fields;
+    for (const std::string& k : keys) {
+      int f = field_index(e, k);
+      if (f < 0) return missing_field(e, k);
+      fields.push_back(f);
+    }
+    if (e.id < role.size()) {
+      key_field[e.id] = fields[0];
+      role[e.id] = static_cast<uint8_t>(pass + 1);
+      more[e.id].assign(fields.begin() + 1, fields.end());
+    }
+    return Status::Ok();
+  };
   for (int pass = 0; pass < 2; ++pass) {
     const std::string& name = pass == 0 ? rule.begin : rule.end;
     std::vector<uint16_t>& ids = pass == 0 ? out.begin_ids : out.end_ids;
+    std::vector<uint16_t>& kernel_ids = pass == 0 ? out.kernel_begin_ids : out.kernel_end_ids;
     for (const EventInfo& e : trace.events()) {
       if (e.is_guard || e.full_name() != name) continue;
-      int k = field_index(e, rule.key);
-      if (k < 0) return missing_field(e, rule.key);
+      if (Status s = bind(e, pass, out.key_field, out.role, out.more_key_fields); !s.ok()) {
+        return s;
+      }
       ids.push_back(e.id);
-      if (e.id < n) {
-        out.key_field[e.id] = k;
-        out.role[e.id] = static_cast<uint8_t>(pass + 1);
+    }
+    // A kernel event of the same name as a user one is not looked at: the user event wins.
+    if (ids.empty()) {
+      for (const EventInfo& e : kernel) {
+        if (e.full_name() != name) continue;
+        Status s = bind(e, pass, out.kernel_key_field, out.kernel_role, out.kernel_more_key_fields);
+        if (!s.ok()) return s;
+        kernel_ids.push_back(e.id);
       }
     }
-    if (ids.empty()) return unknown_event(trace, name);
+    if (ids.empty() && kernel_ids.empty()) return unknown_event(trace, name);
   }
   if (rule.begin == rule.end) {
     return Status::Invalid(
         fmt::format("pair rule {}: begin and end are the same event", rule.label()));
   }
   return out;
+}
+
+}  // namespace
+
+Result<ResolvedPair> resolve_pair(const Trace& trace, const PairRule& rule) {
+  return resolve(trace, rule, false);
+}
+
+Result<ResolvedPair> resolve_pair_with_kernel(const Trace& trace, const PairRule& rule) {
+  return resolve(trace, rule, true);
 }
 
 std::vector<PairRule> pairs_that_occur(const Trace& trace, const std::vector<PairRule>& rules,

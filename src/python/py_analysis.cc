@@ -192,6 +192,7 @@ py::dict trace_latency(Trace& trace, const std::string& begin, const std::string
   j["ends"] = rep.ends;
   j["unmatched_ends"] = rep.unmatched_ends;
   j["lost"] = rep.lost;
+  j["kernel_lost"] = rep.kernel_lost;
   j["corrupt_blocks"] = rep.corrupt_blocks;
   j["lost_adjacent_pairs"] = rep.lost_adjacent_pairs;
   j["lost_adjacent_unmatched"] = rep.lost_adjacent_unmatched;

@@ -25,9 +25,17 @@ std::unique_ptr<AnalysisCommands> register_analysis_commands(CLI::App& app) {
   c->latency_cmd =
       app.add_subcommand("latency", "Latency of begin/end pairs: percentiles and histogram");
   c->latency_cmd->add_option("SOURCE", l.source, kSource)->required();
-  c->latency_cmd->add_option("--begin", l.begin, "Begin event (group:event)")->required();
-  c->latency_cmd->add_option("--end", l.end, "End event (group:event)")->required();
-  c->latency_cmd->add_option("--key", l.key, "Field pairing a begin with its end")->required();
+  c->latency_cmd
+      ->add_option("--begin", l.begin,
+                   "Begin event (group:event; in a file recorded with --kernel also a kernel "
+                   "event, e.g. block:block_rq_issue)")
+      ->required();
+  c->latency_cmd->add_option("--end", l.end, "End event (group:event or system:event)")->required();
+  c->latency_cmd
+      ->add_option("--key", l.key,
+                   "Field pairing a begin with its end, or fields joined by '+' (dev+sector); "
+                   "kernel events pair across CPUs")
+      ->required();
   c->latency_cmd->add_option("--by", l.by, "Split by this field of the begin event");
   c->latency_cmd->add_option("--top", l.top, "List the N slowest pairs");
   c->latency_cmd->add_flag("--json", l.json, "Print JSON");

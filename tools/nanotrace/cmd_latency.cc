@@ -70,6 +70,7 @@ int cmd_latency(const LatencyArgs& args) {
                         {"ends", rep.ends},
                         {"unmatched_ends", rep.unmatched_ends},
                         {"lost", rep.lost},
+                        {"kernel_lost", rep.kernel_lost},
                         {"corrupt_blocks", rep.corrupt_blocks},
                         {"lost_adjacent_pairs", rep.lost_adjacent_pairs},
                         {"lost_adjacent_unmatched", rep.lost_adjacent_unmatched},
@@ -104,6 +105,10 @@ int cmd_latency(const LatencyArgs& args) {
     fmt::print(
         "the trace lost {} records{}: unmatched records may have lost their partner\n", rep.lost,
         rep.corrupt_blocks ? fmt::format(" ({} corrupt blocks skipped)", rep.corrupt_blocks) : "");
+  }
+  if (rep.kernel_lost > 0) {
+    fmt::print("ftrace lost {} kernel events: unmatched records may have lost their partner\n",
+               rep.kernel_lost);
   }
   if (rep.lost_adjacent_pairs > 0 || rep.lost_adjacent_unmatched > 0) {
     fmt::print(
