@@ -62,10 +62,19 @@ struct RecordOptions {
   // set up (not root, no tracefs, an event this kernel lacks) is a warning in the summary
   // and the user-space recording goes on.
   std::vector<std::string> kernel;
-  uint32_t kernel_buffer_kb = 4096;         // ftrace's buffer per CPU (the kernel rounds to pages)
+  uint32_t kernel_buffer_kb = 4096;  // ftrace's buffer per CPU (the kernel rounds to pages)
+  // With kernel and snapshot_on: the per-CPU buffer of the overwriting instance whose last
+  // events each snapshot takes (its size bounds the kernel history a snapshot holds).
+  uint32_t kernel_flight_buffer_kb = 4096;
   const std::atomic<bool>* stop = nullptr;  // set to stop (e.g. from a SIGINT handler)
   // Called about 4 times a second while recording (e.g. to print progress).
   std::function<void(const RecordProgress&)> progress;
+};
+
+// The kernel events of one snapshot (record with kernel and snapshot_on).
+struct SnapshotKernel {
+  uint64_t pages = 0;  // ftrace sub-buffers in the snapshot
+  uint64_t lost = 0;   // kernel events ftrace overwrote or dropped since the previous snapshot
 };
 
 struct RecordSummary {
@@ -77,11 +86,12 @@ struct RecordSummary {
   uint64_t lost_no_slot = 0;
   uint64_t lost_reclaimed = 0;
   std::vector<RecordedThread> threads;
-  std::string stop_match;              // with stop_on: which record matched
-  std::vector<std::string> snapshots;  // with snapshot_on: files written
-  std::vector<std::string> warnings;   // e.g. why kernel events were not recorded
-  uint64_t kernel_pages = 0;           // ftrace sub-buffers stored (with kernel)
-  uint64_t kernel_lost = 0;            // kernel events overwritten or dropped by ftrace
+  std::string stop_match;                       // with stop_on: which record matched
+  std::vector<std::string> snapshots;           // with snapshot_on: files written
+  std::vector<SnapshotKernel> snapshot_kernel;  // with kernel too: per snapshot
+  std::vector<std::string> warnings;            // e.g. why kernel events were not recorded
+  uint64_t kernel_pages = 0;                    // ftrace sub-buffers stored (with kernel)
+  uint64_t kernel_lost = 0;                     // kernel events overwritten or dropped by ftrace
   // record_processes: each process recorded, in the file's order (empty for one process).
   std::vector<RecordedProcess> processes;
   uint64_t lost() const;

@@ -17,7 +17,7 @@ namespace {
 
 constexpr char kPrefix[] = "nanotrace-";
 
-// "nanotrace-<pid>-<start time>" -> pid and start time; false for any other name.
+// "nanotrace-<pid>-<start time>[-flight]" -> pid and start time; false for any other name.
 bool parse_name(const std::string& name, uint32_t* pid, uint64_t* start_time) {
   if (name.rfind(kPrefix, 0) != 0) return false;
   const char* p = name.c_str() + sizeof(kPrefix) - 1;
@@ -27,7 +27,8 @@ bool parse_name(const std::string& name, uint32_t* pid, uint64_t* start_time) {
   if (errno || end == p || *end != '-' || v == 0 || v > 0xffffffffull) return false;
   const char* q = end + 1;
   unsigned long long t = std::strtoull(q, &end, 10);
-  if (errno || end == q || *end != '\0') return false;
+  if (errno || end == q) return false;
+  if (*end != '\0' && std::strcmp(end, kFlightSuffix) != 0) return false;
   *pid = static_cast<uint32_t>(v);
   *start_time = t;
   return true;
@@ -35,11 +36,12 @@ bool parse_name(const std::string& name, uint32_t* pid, uint64_t* start_time) {
 
 }  // namespace
 
-std::string instance_name(uint32_t pid, uint64_t start_time) {
-  return std::string(kPrefix) + std::to_string(pid) + "-" + std::to_string(start_time);
+std::string instance_name(uint32_t pid, uint64_t start_time, bool flight) {
+  return std::string(kPrefix) + std::to_string(pid) + "-" + std::to_string(start_time) +
+         (flight ? kFlightSuffix : "");
 }
 
-Result<std::unique_ptr<FtraceInstance>> FtraceInstance::create() {
+Result<std::unique_ptr<FtraceInstance>> FtraceInstance::create(bool flight) {
   if (!tracefs_tracing_dir()) {
     return Status::NotFound(
         "tracefs is not mounted and cannot be (mount -t tracefs nodev "
@@ -47,7 +49,7 @@ Result<std::unique_ptr<FtraceInstance>> FtraceInstance::create() {
   }
   const auto pid = static_cast<uint32_t>(getpid());
   std::unique_ptr<FtraceInstance> inst(new FtraceInstance());
-  inst->name_ = instance_name(pid, sys::proc_start_time(pid));
+  inst->name_ = instance_name(pid, sys::proc_start_time(pid), flight);
   errno = 0;
   inst->instance_ = tracefs_instance_create(inst->name_.c_str());
   if (!inst->instance_) {

@@ -1,5 +1,6 @@
-// A tracefs instance of our own (instances/nanotrace-<pid>-<start time>), so that other
-// tracers on the machine keep their buffers, clock and events. It is removed when the object
+// A tracefs instance of our own (instances/nanotrace-<pid>-<start time>, and
+// nanotrace-<pid>-<start time>-flight for the kernel history of a recorder's snapshots), so that
+// other tracers on the machine keep their buffers, clock and events. It is removed when the object
 // goes; an instance whose recorder died (SIGKILL) is found by its name and removed by
 // `nanotrace clean` (remove_stale_instances).
 #pragma once
@@ -17,9 +18,9 @@ namespace nanotrace::kernel {
 
 class FtraceInstance {
  public:
-  // Creates the instance of this process (an instance left by an earlier process with our
-  // pid and start time cannot exist: that process is us).
-  static Result<std::unique_ptr<FtraceInstance>> create();
+  // Creates the instance of this process, or its flight instance (an instance left by an
+  // earlier process with our pid and start time cannot exist: that process is us).
+  static Result<std::unique_ptr<FtraceInstance>> create(bool flight = false);
   ~FtraceInstance();  // tracing off, instance removed
   FtraceInstance(const FtraceInstance&) = delete;
   FtraceInstance& operator=(const FtraceInstance&) = delete;
@@ -38,8 +39,10 @@ class FtraceInstance {
   std::string name_;
 };
 
+// The suffix of a flight instance's name.
+inline constexpr char kFlightSuffix[] = "-flight";
 // The instance name a recorder with this pid and start time uses.
-std::string instance_name(uint32_t pid, uint64_t start_time);
+std::string instance_name(uint32_t pid, uint64_t start_time, bool flight = false);
 
 struct StaleInstance {
   std::string name;

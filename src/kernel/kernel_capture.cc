@@ -63,12 +63,16 @@ Result<std::unique_ptr<KernelCapture>> KernelCapture::start(const CaptureOptions
   std::unique_ptr<KernelCapture> c(new KernelCapture());
   c->options_ = options;
   c->events_ = std::move(*events);
-  auto inst = FtraceInstance::create();
+  auto inst = FtraceInstance::create(options.flight);
   if (!inst.ok()) return inst.status();
   c->instance_ = std::move(*inst);
   tracefs_instance* in = c->instance_->handle();
   const bool tsc = options.clock == file::KernelClock::kTsc;
   if (Status s = c->instance_->write("trace_clock", tsc ? "x86-tsc" : "mono"); !s.ok()) return s;
+  // A flight instance keeps the newest events (the default, set in case it was changed).
+  if (options.flight) {
+    if (Status s = c->instance_->write("options/overwrite", "1"); !s.ok()) return s;
+  }
   if (tracefs_instance_set_buffer_size(in, options.buffer_kb, -1) < 0) {
     return Status::FromErrno("tracefs " + c->instance_->name() + ": buffer_size_kb", errno);
   }
@@ -112,13 +116,16 @@ Result<std::unique_ptr<KernelCapture>> KernelCapture::start(const CaptureOptions
   c->formats_.cpus = c->cpu_count_;
   c->buf_.resize(kPagesPerChunk * c->page_size_);
   if (tracefs_trace_on(in) < 0) return Status::FromErrno("tracefs: tracing_on", errno);
-  c->formats_.start_ticks = tsc ? __rdtsc() : [] {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-  }();
+  c->formats_.start_ticks = c->now_ticks();
   c->last_drain_ = sys::monotonic_seconds();
   return c;
+}
+
+uint64_t KernelCapture::now_ticks() const {
+  if (options_.clock == file::KernelClock::kTsc) return __rdtsc();
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 KernelCapture::~KernelCapture() {
@@ -191,6 +198,92 @@ Status KernelCapture::drain(const PageSink& sink, bool final) {
     }
   }
   return Status::Ok();
+}
+
+Result<KernelWindow> KernelCapture::read_window(uint64_t since_ticks) {
+  KernelWindow w;
+  w.meta = formats_;
+  uint64_t complete_from = formats_.start_ticks;
+  const size_t cap = static_cast<size_t>(options_.buffer_kb) * 1024 / page_size_ * page_size_;
+  auto page_time = [](const uint8_t* page) {
+    uint64_t t;
+    std::memcpy(&t, page, sizeof(t));
+    return t;
+  };
+  for (Cpu& c : cpus_) {
+    // What the buffer holds, and a few sub-buffers that fill while it is read.
+    Cpu::Read fresh;
+    while (fresh.pages.size() < cap + 4 * page_size_) {
+      const size_t at = fresh.pages.size();
+      fresh.pages.resize(at + page_size_);
+      errno = 0;
+      int n = tracefs_cpu_flush(c.reader, fresh.pages.data() + at);
+      if (n < 0 && errno == EAGAIN) n = 0;
+      if (n < 0) {
+        return Status::FromErrno("reading the kernel buffer of CPU " + std::to_string(c.cpu),
+                                 errno ? errno : EIO);
+      }
+      if (n <= 0) {
+        fresh.pages.resize(at);
+        break;
+      }
+      if (static_cast<uint32_t>(n) < page_size_) {
+        std::memset(fresh.pages.data() + at + n, 0, page_size_ - n);
+      }
+    }
+    std::string stats = instance_->read("per_cpu/cpu" + std::to_string(c.cpu) + "/stats");
+    const uint64_t overrun = stat_value(stats, "overrun:");
+    const uint64_t dropped = stat_value(stats, "dropped events:");
+    fresh.gap = overrun > c.overrun_seen || dropped > c.dropped_seen;
+    c.overrun_seen = overrun;
+    c.dropped_seen = dropped;
+    if (fresh.pages.empty()) {
+      c.gap_pending = c.gap_pending || fresh.gap;  // before the sub-buffers read next
+    } else {
+      fresh.gap = fresh.gap || c.gap_pending;
+      c.gap_pending = false;
+      c.history.push_back(std::move(fresh));
+    }
+    // At most `cap` bytes kept: the oldest go first.
+    size_t total = 0;
+    for (const Cpu::Read& r : c.history) total += r.pages.size();
+    while (total > cap) {
+      Cpu::Read& oldest = c.history.front();
+      const size_t cut = std::min(total - cap, oldest.pages.size());
+      oldest.pages.erase(oldest.pages.begin(), oldest.pages.begin() + static_cast<ptrdiff_t>(cut));
+      total -= cut;
+      oldest.gap = true;
+      if (oldest.pages.empty()) c.history.pop_front();
+    }
+    // The window: from the last sub-buffer starting at or before since_ticks (sub-buffer i
+    // ends before sub-buffer i + 1 starts). Its history is complete from the first
+    // sub-buffer after the last gap (events ftrace lost, or sub-buffers let go).
+    std::vector<uint8_t> pages;
+    pages.reserve(total);
+    size_t last_gap = SIZE_MAX;
+    for (const Cpu::Read& r : c.history) {
+      if (r.gap) last_gap = pages.size();
+      pages.insert(pages.end(), r.pages.begin(), r.pages.end());
+    }
+    size_t first = 0;
+    for (size_t at = page_size_; at < pages.size(); at += page_size_) {
+      if (page_time(&pages[at]) <= since_ticks) first = at;
+    }
+    if (first > 0) last_gap = last_gap == SIZE_MAX ? first : std::max(last_gap, first);
+    if (last_gap != SIZE_MAX && last_gap < pages.size()) {
+      complete_from = std::max(complete_from, page_time(&pages[last_gap]));
+    }
+    pages.erase(pages.begin(), pages.begin() + static_cast<ptrdiff_t>(first));
+    const uint64_t kept = pages.size() / page_size_;
+    // Losses as a recording counts them: everything ftrace overwrote or dropped since the
+    // capture began (a snapshot of user-space rings counts what they overwrote the same way).
+    w.meta.losses.push_back({c.cpu, overrun, dropped, kept});
+    w.pages += kept;
+    w.lost += overrun + dropped;
+    if (kept > 0) w.cpus.emplace_back(c.cpu, std::move(pages));
+  }
+  w.meta.start_ticks = complete_from;
+  return w;
 }
 
 void KernelCapture::read_losses(file::KernelMeta* meta) const {

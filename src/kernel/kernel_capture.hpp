@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,6 +27,17 @@ struct CaptureOptions {
   uint32_t pid = 0;                 // the traced process (its threads filter some events)
   file::KernelClock clock = file::KernelClock::kTsc;
   uint32_t buffer_kb = 4096;  // per CPU
+  // A flight capture (`record --snapshot-on`): its own instance (…-flight) in overwrite mode,
+  // read only by read_window(), so that it holds the kernel's last buffer_kb per CPU.
+  bool flight = false;
+};
+
+// What a flight capture's buffers held (read_window).
+struct KernelWindow {
+  file::KernelMeta meta;  // formats, start_ticks, and the losses since the previous window
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> cpus;  // CPU, whole sub-buffers
+  uint64_t pages = 0;
+  uint64_t lost = 0;  // events ftrace overwrote or dropped since the capture began
 };
 
 // Receives whole sub-buffers of one CPU: `bytes` is a multiple of the sub-buffer size;
@@ -43,6 +55,14 @@ class KernelCapture {
   // Reads what the per-CPU buffers hold into sink, at most every 10 ms unless final (then
   // tracing stops first and everything left is read).
   Status drain(const PageSink& sink, bool final);
+  // Flight capture: the kernel's last events, buffer_kb per CPU at most: what each CPU's
+  // buffer holds now (read while tracing goes on, which empties it) after what earlier
+  // windows took (kept in memory up to the same size, so that a window reaches as far back
+  // whether or not another one was read just before). The sub-buffers wholly older than
+  // since_ticks (the oldest user-space record it goes with) are left out. meta.start_ticks:
+  // from when the window holds every event; meta.losses: what ftrace overwrote or dropped
+  // since the capture began.
+  Result<KernelWindow> read_window(uint64_t since_ticks);
   // Re-applies the thread filters if the traced processes started or ended threads; cheap
   // enough to call about once a second.
   Status refresh_threads();
@@ -64,7 +84,18 @@ class KernelCapture {
     tracefs_cpu* reader = nullptr;
     uint64_t position = 0;
     uint64_t pages = 0;
+    uint64_t overrun_seen = 0;  // ftrace's counters at the previous window
+    uint64_t dropped_seen = 0;
+    // Flight: what earlier windows read, oldest first; gap: events were lost (overwritten,
+    // dropped, or let go by the size bound) just before its sub-buffers.
+    struct Read {
+      std::vector<uint8_t> pages;
+      bool gap = false;
+    };
+    std::deque<Read> history;
+    bool gap_pending = false;
   };
+  uint64_t now_ticks() const;
   CaptureOptions options_;
   std::unique_ptr<FtraceInstance> instance_;
   std::vector<EventSpec> events_;

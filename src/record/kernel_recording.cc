@@ -3,6 +3,8 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
+
 #include "base/kernel_meta.hpp"
 
 namespace nanotrace::rec {
@@ -26,13 +28,38 @@ Result<std::unique_ptr<KernelRecording>> KernelRecording::start(
   return r;
 }
 
-Status KernelRecording::write_meta(const file::KernelMeta& meta) {
+namespace {
+
+Status write_meta_chunk(const file::KernelMeta& meta, FileWriter& out) {
   std::vector<uint8_t> payload = file::encode_kernel_meta(meta);
   if (payload.size() > file::kMaxChunkBytes) {
     return Status::Invalid("--kernel: the event formats exceed one chunk (select fewer events)");
   }
-  return out_.write_chunk(file::ChunkType::kKernelMeta, payload.data(),
-                          static_cast<uint32_t>(payload.size()));
+  return out.write_chunk(file::ChunkType::kKernelMeta, payload.data(),
+                         static_cast<uint32_t>(payload.size()));
+}
+
+// Sub-buffers one KERNEL_DATA chunk carries at most, as the recording's drain writes them.
+constexpr size_t kPagesPerChunk = 256;
+
+}  // namespace
+
+Status KernelRecording::write_meta(const file::KernelMeta& meta) {
+  return write_meta_chunk(meta, out_);
+}
+
+Status write_kernel_window(const kernel::KernelWindow& window, FileWriter& out) {
+  if (Status s = write_meta_chunk(window.meta, out); !s.ok()) return s;
+  const size_t chunk = kPagesPerChunk * window.meta.page_size;
+  for (const auto& [cpu, pages] : window.cpus) {
+    for (size_t at = 0; at < pages.size(); at += chunk) {
+      const size_t bytes = std::min(chunk, pages.size() - at);
+      struct iovec v = {const_cast<uint8_t*>(pages.data() + at), bytes};
+      Status s = out.write_chunk(file::ChunkType::kKernelData, cpu, 0, at, &v, 1);
+      if (!s.ok()) return s;
+    }
+  }
+  return Status::Ok();
 }
 
 Status KernelRecording::drain(bool final) {

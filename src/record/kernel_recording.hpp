@@ -1,7 +1,8 @@
 // Kernel events into a trace file, for `record --kernel` and `run --kernel`: starts the
 // capture (what cannot be captured becomes a warning, a malformed request an error), stores
 // the formats (KERNEL_META), the per-CPU sub-buffers as they fill (KERNEL_DATA) and, at the
-// end, the formats again with ftrace's final loss counters.
+// end, the formats again with ftrace's final loss counters. A flight capture's window goes
+// into a snapshot file the same way (write_kernel_window).
 #pragma once
 
 #include <cstdint>
@@ -44,5 +45,9 @@ class KernelRecording {
   std::unique_ptr<kernel::KernelCapture> capture_;
   FileWriter& out_;
 };
+
+// Writes what a flight capture's buffers held (KernelCapture::read_window) into a snapshot
+// file: KERNEL_META with the window's losses, then each CPU's sub-buffers (KERNEL_DATA).
+Status write_kernel_window(const kernel::KernelWindow& window, FileWriter& out);
 
 }  // namespace nanotrace::rec

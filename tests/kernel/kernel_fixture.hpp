@@ -73,15 +73,16 @@ inline std::string temp_file(const char* name) {
   return "/tmp/nanotrace-kernel-test-" + std::to_string(getpid()) + "-" + name + ".ntr";
 }
 
-// iograph running dependent 4 KiB reads on a loop device, traced, until killed.
+// iograph running dependent 4 KiB reads on a loop device, traced, until killed; its rings in
+// block mode (a recording loses nothing) or in another NANOTRACE_MODE.
 class LoopWorkload {
  public:
-  LoopWorkload() {
+  explicit LoopWorkload(const std::string& mode = "block") {
     proc_ = std::make_unique<testing::ChildProcess>(
         std::vector<std::string>{kBin + "/iograph", "bench", "--target", "loop", "--shapes", "rope",
                                  "--size", "128", "--repeat", "1000000", "--warmup", "0",
                                  "--backends", "uring-ready", "--trace"},
-        std::vector<std::string>{"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=4M"});
+        std::vector<std::string>{"NANOTRACE_MODE=" + mode, "NANOTRACE_BUFFER=4M"});
     pid_ = proc_->pid();
     ready_ = wait_for(
         [&] { return ::access(testing::segment_of(proc_->pid()).c_str(), F_OK) == 0; }, 60);

@@ -88,11 +88,23 @@ void register_record_commands(CLI::App& app, RecordCommands* c) {
                    "ftrace's buffer per CPU in KiB (default 4096; a small one loses events, "
                    "counted)")
       ->check(CLI::Range(4u, 1u << 20));
+  c->record
+      ->add_option("--kernel-flight-buffer", c->kernel_flight_buffer_kb,
+                   "with --kernel and --snapshot-on: each snapshot also holds the kernel events "
+                   "of the same window, kept by a second ftrace instance in overwrite mode with "
+                   "this buffer per CPU in KiB (default 4096; events it overwrote are counted "
+                   "lost in the snapshot)")
+      ->check(CLI::Range(4u, 1u << 20));
 
-  c->snapshot = app.add_subcommand("snapshot", "Copy the rings of a live process now");
+  c->snapshot = app.add_subcommand(
+      "snapshot",
+      "Copy the rings of a live process now (kernel events: see record --snapshot-on --kernel)");
   c->snapshot->add_option("SOURCE", c->source, "pid or name:NAME")->required();
   c->snapshot->add_option("-o,--output", c->output, "trace file to write")->required();
   c->snapshot->add_flag("--compress", c->compress, "zstd-compress each chunk");
+  c->snapshot->add_option("--kernel", c->kernel,
+                          "refused: the kernel keeps no history of its own; use `record SRC -o F "
+                          "--snapshot-on EXPR --kernel GROUPS`, whose snapshots carry it");
 
   c->recover = app.add_subcommand("recover", "Extract the records a dead process left behind");
   c->recover->add_option("SOURCE", c->source, "pid or segment path")->required();
@@ -113,6 +125,7 @@ int cmd_record(const RecordCommands& c) {
   o.snapshot_on = c.snapshot_on;
   o.kernel = split(c.kernel);
   o.kernel_buffer_kb = c.kernel_buffer_kb;
+  o.kernel_flight_buffer_kb = c.kernel_flight_buffer_kb;
   o.stop = &g_stop;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -151,13 +164,28 @@ int cmd_record(const RecordCommands& c) {
   if (!s.stop_match.empty()) {
     std::fprintf(stderr, "stopped on %s\n", utf8::escape_text(s.stop_match).c_str());
   }
-  for (const std::string& f : s.snapshots)
-    std::fprintf(stderr, "snapshot written: %s\n", f.c_str());
+  for (size_t i = 0; i < s.snapshots.size(); ++i) {
+    std::string kernel;
+    if (i < s.snapshot_kernel.size()) {
+      kernel =
+          fmt::format(" (kernel: {} ftrace sub-buffers; {} kernel events lost since the start)",
+                      s.snapshot_kernel[i].pages, s.snapshot_kernel[i].lost);
+    }
+    std::fprintf(stderr, "snapshot written: %s%s\n", s.snapshots[i].c_str(), kernel.c_str());
+  }
   print_losses(s);
   return 0;
 }
 
 int cmd_snapshot(const RecordCommands& c, bool recover) {
+  if (!recover && !c.kernel.empty()) {
+    // A one-shot copy cannot go back in time: the kernel's events are only there if an
+    // instance was capturing them before the snapshot.
+    return fail(Status::Invalid(
+        "snapshot --kernel: the kernel keeps no history to copy; run `nanotrace record " +
+        c.source + " -o FILE --snapshot-on EXPR --kernel " + c.kernel +
+        "`, whose snapshots hold the kernel's last events"));
+  }
   auto opened = Trace::open(c.source);
   if (!opened.ok()) return fail(opened.status());
   Trace& trace = **opened;

@@ -18,6 +18,7 @@ struct RecordCommands {
   std::string source, output, groups, stop_on, snapshot_on, kernel;
   std::vector<std::string> sources;  // record
   uint32_t kernel_buffer_kb = 4096;
+  uint32_t kernel_flight_buffer_kb = 4096;
   double duration = 0;
   bool compress = false;
   bool dry_run = false;
