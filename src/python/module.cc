@@ -50,6 +50,9 @@ py::dict process_dict(const Trace& trace) {
   d["process_name"] = text(p.process_name);
   d["user_name"] = text(p.user_name);
   d["start_realtime_ns"] = p.clock_start.realtime_ns;
+  // Where every time_ns counts from: the process's start, or in a trace file with kernel
+  // events recorded before it, the first of those.
+  d["origin_realtime_ns"] = trace.time_origin().realtime_ns;
   d["ring_size"] = p.ring_size;
   d["block_size"] = p.block_size;
   d["max_threads"] = p.max_threads;

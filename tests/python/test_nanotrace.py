@@ -38,6 +38,8 @@ def check_against_dump(trace, source):
     has a row: tables rows are keyed by (tid, seq)."""
     lines = dump_json(source)
     pid = trace.process["pid"]
+    # Without kernel events, times count from the process's start.
+    assert trace.process["origin_realtime_ns"] == trace.process["start_realtime_ns"] > 0
     by_key = {(j["tid"], j["seq"]): j for j in lines}
     assert len(by_key) == len(lines)
     types = {e["name"]: [(f[0], f[1]) for f in e["fields"]] for e in trace.event_info()}
