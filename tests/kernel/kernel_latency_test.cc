@@ -46,6 +46,8 @@ Expected pair_dump(const std::string& dump, const std::string& begin, const std:
   std::istringstream lines(dump);
   std::string line;
   while (std::getline(lines, line)) {
+    // Most lines are user-space records: parsing them all took minutes under ASan.
+    if (line.find(begin) == std::string::npos && line.find(end) == std::string::npos) continue;
     json r = json::parse(line);
     if (!r.contains("kernel")) continue;
     const std::string event = r["event"];
