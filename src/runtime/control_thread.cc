@@ -67,11 +67,13 @@ bool prepare_free_slots(Runtime& rt) {
   bool prepared = false;
   if (rings < kPreparedRings && unprepared >= 0) {
     rt.note_slot_used(static_cast<uint32_t>(unprepared));
+    // A slot that had no block before is one more ready. Read before preparing and atomically:
+    // a writer may claim the slot and allocate blocks meanwhile.
+    const bool had_no_block =
+        __atomic_load_n(&rt.segment.slot(static_cast<uint32_t>(unprepared))->allocated_blocks,
+                        __ATOMIC_ACQUIRE) == 0;
     prepared = prepare_ring(rt.segment, static_cast<uint32_t>(unprepared));
-    // A slot that had no block before is one more ready.
-    if (prepared && rt.segment.slot(static_cast<uint32_t>(unprepared))->allocated_blocks == 0) {
-      ++first_blocks;
-    }
+    if (prepared && had_no_block) ++first_blocks;
   } else if (first_blocks < kFirstBlocks && without_block >= 0) {
     rt.note_slot_used(static_cast<uint32_t>(without_block));
     prepared = prepare_first_block(rt.segment, static_cast<uint32_t>(without_block));
