@@ -401,14 +401,18 @@ nlohmann::json per_event(uint64_t samples, double tpn) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  std::string json;
+  std::string json, only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) {
       quick = true;
     } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
       json = argv[++i];
+    } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: hiccups [--quick] [--json FILE]\n");
+      std::fprintf(stderr,
+                   "usage: hiccups [--quick] [--json FILE] "
+                   "[--only startup|first_event|per_event|exit]\n");
       return 2;
     }
   }
@@ -416,10 +420,11 @@ int main(int argc, char** argv) {
   std::string dir = std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
   double tpn = ticks_per_ns(quick ? 20 : 200);
   nlohmann::json out = {{"ticks_per_ns", tpn}, {"quick", quick}};
-  out["startup"] = startup(dir, quick ? 3 : 100);
-  out["first_event"] = first_events(quick ? 20 : 1000, tpn);
-  out["per_event"] = per_event(quick ? 20000 : 10000000, tpn);
-  out["exit"] = exits(dir, quick ? 2 : 20);
+  auto wanted = [&](const char* part) { return only.empty() || only == part; };
+  if (wanted("startup")) out["startup"] = startup(dir, quick ? 3 : 100);
+  if (wanted("first_event")) out["first_event"] = first_events(quick ? 20 : 1000, tpn);
+  if (wanted("per_event")) out["per_event"] = per_event(quick ? 20000 : 10000000, tpn);
+  if (wanted("exit")) out["exit"] = exits(dir, quick ? 2 : 20);
   out["lttng_ust"] = "not measured here: LTTng-UST is not installed on this machine";
   std::string text = out.dump(2);
   std::printf("%s\n", text.c_str());
