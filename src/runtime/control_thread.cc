@@ -40,7 +40,10 @@ constexpr size_t kStackBytes = 128u << 10;
 // else one more first block if fewer than kFirstBlocks free slots have one. One allocation
 // per pass, so that a request waits for one at most. True if it allocated (there may be more
 // to do); false once enough is ready, or when /dev/shm is full (claimers see that too).
+// Nothing is made ready before a second ring was claimed: a program with one thread would
+// only free that memory at exit (0.25-0.4 ms of exit here).
 bool prepare_free_slots(Runtime& rt) {
+  if (rt.rings_claimed.load(std::memory_order_relaxed) < kRingsBeforePreparing) return false;
   uint32_t rings = 0, first_blocks = 0;
   int64_t unprepared = -1, without_block = -1;
   // Past the scan limit every slot is untouched, free and unprepared: the one at the limit

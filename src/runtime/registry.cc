@@ -113,6 +113,7 @@ Status Runtime::start_locked() {
     return seg.status();
   }
   segment = std::move(seg.value());
+  rings_claimed.store(0, std::memory_order_relaxed);
   slots_used_bound.store(0, std::memory_order_relaxed);
   ready_free_slots.store(0, std::memory_order_relaxed);
   groups.clear();
@@ -268,6 +269,7 @@ void Runtime::after_fork_in_child() {
   }
   start_failed = false;
   any_ring_claimed.store(false, std::memory_order_relaxed);
+  rings_claimed.store(0, std::memory_order_relaxed);
   slots_used_bound.store(0, std::memory_order_relaxed);
   ready_free_slots.store(0, std::memory_order_relaxed);
   retired_ids.clear();

@@ -139,7 +139,11 @@ bool finish_claim(Runtime& rt, uint32_t i, uint32_t previous) {
   pthread_setspecific(rt.exit_key, s);
   rt.any_ring_claimed.store(true, std::memory_order_relaxed);
   rt.note_slot_used(i);
-  if (was_prepared && previous == state_of(SlotState::kFree)) rt.took_ready_slot();
+  if (rt.rings_claimed.fetch_add(1, std::memory_order_relaxed) + 1 == kRingsBeforePreparing) {
+    rt.request_ring_preparation();  // the program has threads: make rings ready for more
+  } else if (was_prepared && previous == state_of(SlotState::kFree)) {
+    rt.took_ready_slot();
+  }
   t_slow.no_slot = false;
   return true;
 }

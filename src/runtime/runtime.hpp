@@ -31,6 +31,10 @@ extern abi::ThreadSlot g_unclaimed_slot;
 
 namespace nanotrace::runtime {
 
+// The control thread makes rings ready in advance once this many were claimed (see
+// Runtime::rings_claimed).
+constexpr uint32_t kRingsBeforePreparing = 2;
+
 struct Config {
   Mode mode = Mode::kOverwrite;
   uint32_t ring_size = 1u << 20;
@@ -113,6 +117,9 @@ class Runtime {
   std::atomic<bool> started{false};
   bool start_failed = false;  // reported once; the slow path stops trying
   std::atomic<bool> any_ring_claimed{false};
+  // Rings claimed so far. Rings are made ready in advance only once a second one was claimed:
+  // most short-lived programs have one thread, and would free that memory at exit unused.
+  std::atomic<uint32_t> rings_claimed{0};
   // One past the highest slot this process has claimed or prepared in its segment: slots from
   // here on are untouched and free, so scans for a slot stop here rather than touch every
   // page of the slot table (each first touch is a page fault, tens of microseconds in a VM).
