@@ -174,6 +174,10 @@ double exit_cost_ns(const std::string& dir, const std::string& program, bool rec
     }
     ready = attached;
   }
+  // The same pause before exit in every variant: how long the machine sat idle changes how
+  // long an exit takes (a virtual CPU that halted wakes slowly), and attaching a recorder
+  // takes tens of milliseconds.
+  usleep(50 * 1000);
   if (write(to_child[1], "go\n", 3) != 3) ready = false;
   close(to_child[1]);
   uint64_t returned = 0;
