@@ -10,6 +10,7 @@
 #include "base/group_spec.hpp"
 #include "nanotrace/reader.hpp"
 #include "nanotrace/trigger.hpp"
+#include "record/drainer.hpp"
 
 namespace nanotrace::rec {
 
@@ -61,6 +62,17 @@ class BoundTrigger {
   std::optional<Trigger> trigger_;
   std::vector<std::optional<std::vector<uint32_t>>> bound_;
 };
+
+// The record that matched --stop-on, as the summary names it: the record, its thread, the
+// process when several are recorded, and its time.
+inline std::string describe_stop_match(const Record& r, const StreamState& st, const Trace& t,
+                                       bool name_process) {
+  return "record " + std::to_string(r.seq) + " (" + r.event->full_name() + " " + format_fields(r) +
+         ") of thread " + std::to_string(st.tid) + " (" + st.name + ", slot " +
+         std::to_string(st.slot) + ")" +
+         (name_process ? " of process " + std::to_string(t.process().pid) : "") + " at " +
+         std::to_string(static_cast<double>(t.ticks_to_ns(r.ticks)) / 1e9) + " s";
+}
 
 // Enables exactly the groups `wanted` selects (items of the group grammar: `all,-debug`);
 // remembers the previous state to restore it.

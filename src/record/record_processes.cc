@@ -14,6 +14,7 @@
 #include "base/output_file.hpp"
 #include "base/process.hpp"
 #include "nanotrace/record.hpp"
+#include "record/drain_pacing.hpp"
 #include "record/kernel_recording.hpp"
 #include "record/process_session.hpp"
 #include "record/record_controls.hpp"
@@ -162,24 +163,20 @@ Result<RecordSummary> record_processes(const std::vector<std::string>& sources,
         snapshot_of = i;
       }
       if (!p.stop_on.active() || !p.stop_on.matches(r)) return false;
-      Trace& t = session.trace(i);
-      summary.stop_match = "record " + std::to_string(r.seq) + " (" + r.event->full_name() + " " +
-                           format_fields(r) + ") of thread " + std::to_string(st.tid) + " (" +
-                           st.name + ", slot " + std::to_string(st.slot) + ") of process " +
-                           std::to_string(t.process().pid) + " at " +
-                           std::to_string(static_cast<double>(t.ticks_to_ns(r.ticks)) / 1e9) + " s";
+      summary.stop_match = rec::describe_stop_match(r, st, session.trace(i), /*name_process=*/true);
       return true;
     });
   }
 
   const double t0 = sys::monotonic_seconds();
-  double last_progress = t0, last_loss = t0, last_snapshot = 0, prev_pass = t0;
-  uint64_t idle_us = 50;
+  double last_progress = t0, last_loss = t0, last_snapshot = 0;
+  rec::DrainPacing pacing(t0);
   file::EndReason reason = file::EndReason::kInterrupted;
   for (;;) {
     uint64_t moved = 0;
     bool stopped = false;
     const double pass_start = sys::monotonic_seconds();
+    const double interval = pacing.begin_pass(pass_start);
     s = session.pass(/*final=*/false, &moved, &stopped);
     if (!s.ok()) return s;
     if (kernel) {
@@ -230,19 +227,10 @@ Result<RecordSummary> record_processes(const std::vector<std::string>& sources,
       if (s.ok() && kernel) s = kernel->refresh_threads();
       if (!s.ok()) return s;
     }
-    const double interval = pass_start - prev_pass;
-    prev_pass = pass_start;
-    if (moved > 0 && session.writer_waiting()) {
-      idle_us = 50;  // a writer waits for room: go straight on
-    } else if (moved > 0) {
-      idle_us = 50;
-      const double wait =
-          session.quarter_ring_s(interval) - (sys::monotonic_seconds() - pass_start);
-      if (wait >= 20e-6) sleep_us(static_cast<uint64_t>(wait * 1e6));
-    } else {
-      sleep_us(idle_us);
-      idle_us = idle_us * 2 > 10000 ? 10000 : idle_us * 2;
-    }
+    const uint64_t rest =
+        pacing.rest_us(moved > 0, session.writer_waiting(), session.quarter_ring_s(interval),
+                       sys::monotonic_seconds() - pass_start);
+    if (rest > 0) sleep_us(rest);
   }
   if (kernel) s = kernel->finish(&summary.kernel_pages, &summary.kernel_lost);
   if (s.ok()) s = session.write_end(reason);
@@ -250,9 +238,7 @@ Result<RecordSummary> record_processes(const std::vector<std::string>& sources,
   if (!s.ok()) return s;
   groups.clear();
 
-  static const char* kReasons[] = {"complete",      "interrupted",     "target exited",
-                                   "duration over", "stop-on matched", "error"};
-  summary.reason = kReasons[static_cast<uint32_t>(reason)];
+  summary.reason = rec::end_reason_text(reason);
   summary.seconds = sys::monotonic_seconds() - t0;
   summary.records = session.records();
   summary.file_bytes = out.bytes_written();

@@ -29,6 +29,7 @@
 #include "nanotrace/record.hpp"
 #include "nanotrace/trigger.hpp"
 #include "reader/trace_internals.hpp"
+#include "record/drain_pacing.hpp"
 #include "record/drainer.hpp"
 #include "record/file_writer.hpp"
 #include "record/kernel_recording.hpp"
@@ -208,11 +209,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
     hook = [&](const Record& r, const rec::StreamState& st) {
       if (snapshot_on.active() && snapshot_on.matches(r)) snapshot_wanted = true;
       if (stop_on.active() && stop_on.matches(r)) {
-        summary.stop_match = "record " + std::to_string(r.seq) + " (" + r.event->full_name() + " " +
-                             format_fields(r) + ") of thread " + std::to_string(st.tid) + " (" +
-                             st.name + ", slot " + std::to_string(st.slot) + ") at " +
-                             std::to_string(static_cast<double>(trace.ticks_to_ns(r.ticks)) / 1e9) +
-                             " s";
+        summary.stop_match = rec::describe_stop_match(r, st, trace, /*name_process=*/false);
         return true;
       }
       return false;
@@ -222,13 +219,13 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   const double t0 = sys::monotonic_seconds();
   double last_progress = t0, last_loss = t0, last_snapshot = 0;
   TargetWatch target(p.pid, start_time);
-  double prev_pass = t0;
-  uint64_t idle_us = 50;
+  rec::DrainPacing pacing(t0);
   file::EndReason reason = file::EndReason::kInterrupted;
   for (;;) {
     uint64_t moved = 0;
     bool stopped = false;
     const double pass_start = sys::monotonic_seconds();
+    const double interval = pacing.begin_pass(pass_start);
     s = drainer.pass(hook, /*final=*/false, &moved, &stopped);
     if (!s.ok()) return s;
     if (kernel) {
@@ -309,23 +306,12 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
         if (!s.ok()) return s;
       }
     }
-    // What this pass moved arrived since the previous pass read the heads.
-    const double interval = pass_start - prev_pass;
-    prev_pass = pass_start;
     const uint64_t busiest = drainer.max_stream_moved();
-    if (busiest > 0 && drainer.writer_waiting()) {
-      idle_us = 50;  // a writer waits for room: go straight on
-    } else if (busiest > 0) {
-      idle_us = 50;
-      double quarter = static_cast<double>(drainer.ring_size()) / 4;
-      double wait = quarter * interval / static_cast<double>(busiest) -
-                    (sys::monotonic_seconds() - pass_start);
-      if (wait > 0.01) wait = 0.01;
-      if (wait >= 20e-6) target.sleep_us(static_cast<uint64_t>(wait * 1e6));
-    } else {
-      target.sleep_us(idle_us);
-      idle_us = idle_us * 2 > 10000 ? 10000 : idle_us * 2;
-    }
+    const double quarter_s =
+        busiest > 0 ? static_cast<double>(drainer.ring_size()) / 4 * interval / busiest : 0;
+    const uint64_t rest = pacing.rest_us(busiest > 0, drainer.writer_waiting(), quarter_s,
+                                         sys::monotonic_seconds() - pass_start);
+    if (rest > 0) target.sleep_us(rest);
   }
   s = drainer.write_meta(true);  // the latest clock calibration
   if (s.ok()) s = drainer.write_loss();
@@ -336,9 +322,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   if (!s.ok()) return s;
   trace.detach_consumer();
 
-  static const char* kReasons[] = {"complete",      "interrupted",     "target exited",
-                                   "duration over", "stop-on matched", "error"};
-  summary.reason = kReasons[static_cast<uint32_t>(reason)];
+  summary.reason = rec::end_reason_text(reason);
   summary.seconds = sys::monotonic_seconds() - t0;
   fill_counts(drainer, out, p.pid, &summary);
   return summary;
