@@ -111,27 +111,29 @@ void move_runtime_fd_from(int newfd) {
 
 using namespace nanotrace::interpose;
 
+// The mode argument of an open-like call, passed only when the flags create a file. A macro:
+// va_start must run in the variadic function itself.
+#define OPTIONAL_MODE(flags)              \
+  ({                                      \
+    mode_t optional_mode = 0;             \
+    if (takes_mode(flags)) {              \
+      va_list ap;                         \
+      va_start(ap, flags);                \
+      optional_mode = va_arg(ap, mode_t); \
+      va_end(ap);                         \
+    }                                     \
+    optional_mode;                        \
+  })
+
 extern "C" {
 
 int open(const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (takes_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
+  const mode_t mode = OPTIONAL_MODE(flags);
   return traced_open(Op::kOpen, AT_FDCWD, path, flags, mode,
                      [&] { return NANOTRACE_REAL(OpenFn, open)(path, flags, mode); });
 }
 int open64(const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (takes_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
+  const mode_t mode = OPTIONAL_MODE(flags);
   return traced_open(Op::kOpen, AT_FDCWD, path, flags, mode,
                      [&] { return NANOTRACE_REAL(OpenFn, open64)(path, flags, mode); });
 }
@@ -144,24 +146,12 @@ int __open64_2(const char* path, int flags) {
                      [&] { return NANOTRACE_REAL(Open2Fn, __open64_2)(path, flags); });
 }
 int openat(int dirfd, const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (takes_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
+  const mode_t mode = OPTIONAL_MODE(flags);
   return traced_open(Op::kOpenat, dirfd, path, flags, mode,
                      [&] { return NANOTRACE_REAL(OpenatFn, openat)(dirfd, path, flags, mode); });
 }
 int openat64(int dirfd, const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (takes_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
+  const mode_t mode = OPTIONAL_MODE(flags);
   return traced_open(Op::kOpenat, dirfd, path, flags, mode,
                      [&] { return NANOTRACE_REAL(OpenatFn, openat64)(dirfd, path, flags, mode); });
 }
