@@ -96,14 +96,18 @@ struct Slow {
   uint64_t begin_ns;
   uint32_t thread;
   uint32_t group;
+  uint32_t task;  // a kernel begin record's task (0: a user record, or idle/interrupt)
   std::string key;
   bool operator>(const Slow& o) const { return latency_ns > o.latency_ns; }
 };
 
 }  // namespace
 
-// Pairs come from an IntervalMatcher of the one rule; each open interval's tag is the index
-// of its --by group.
+// Pairs come from an IntervalMatcher of the one rule; each open interval's tag holds the index
+// of its --by group in its low half and, for a kernel begin record, the task it ran in above.
+static uint32_t group_of_tag(uint64_t tag) { return static_cast<uint32_t>(tag); }
+static uint32_t task_of_tag(uint64_t tag) { return static_cast<uint32_t>(tag >> 32); }
+
 struct PairMatcher::Impl {
   const Trace* trace = nullptr;
   std::unique_ptr<IntervalMatcher> intervals;
@@ -138,9 +142,9 @@ struct PairMatcher::Impl {
   }
 
   // A begin opened an interval of group g (and may have ended an unmatched one).
-  void began(const IntervalMatch& m, uint32_t g) {
-    if (m.replaced) ++groups[m.interval.tag].unmatched_begins;
-    *m.tag = g;
+  void began(const IntervalMatch& m, uint32_t g, uint32_t task) {
+    if (m.replaced) ++groups[group_of_tag(m.interval.tag)].unmatched_begins;
+    *m.tag = g | static_cast<uint64_t>(task) << 32;
   }
 
   // A pair ended; key() gives the end record's key value, for the slowest pairs.
@@ -148,11 +152,11 @@ struct PairMatcher::Impl {
   void ended(const IntervalMatch& m, const KeyOf& key) {
     const Interval& i = m.interval;
     uint64_t lat = i.latency_ns();
-    if (!by.empty()) groups[i.tag].latencies.push_back(lat);
+    if (!by.empty()) groups[group_of_tag(i.tag)].latencies.push_back(lat);
     all.push_back(lat);
     if (top > 0 && (slowest.size() < top || lat > slowest.top().latency_ns)) {
-      slowest.push(
-          Slow{lat, i.begin_ns, i.begin_thread, static_cast<uint32_t>(i.tag), format_value(key())});
+      slowest.push(Slow{lat, i.begin_ns, i.begin_thread, group_of_tag(i.tag), task_of_tag(i.tag),
+                        format_value(key())});
       if (slowest.size() > top) slowest.pop();
     }
   }
@@ -210,7 +214,8 @@ void PairMatcher::add(const Record& r, const std::vector<ThreadStats>& threads) 
   const bool kernel = r.event->is_kernel;
   if (m.kind == IntervalMatch::Kind::kBegin) {
     const int f = (kernel ? d.kernel_by_field : d.by_field)[id];
-    d.began(m, f >= 0 ? d.group_of(display_value(r, static_cast<uint32_t>(f))) : 0);
+    d.began(m, f >= 0 ? d.group_of(display_value(r, static_cast<uint32_t>(f))) : 0,
+            kernel ? r.task : 0);
   } else if (m.kind == IntervalMatch::Kind::kEnd) {
     const ResolvedPair& rule = d.intervals->rules()[0];
     const int key = (kernel ? rule.kernel_key_field : rule.key_field)[id];
@@ -333,7 +338,7 @@ std::vector<ThreadStats> PairMatcher::add_all(Trace& trace) {
           const FieldValue v = p.by->value_at(i);
           g = d.group_of(f.value_names.empty() ? v : named_value(f, v));
         }
-        d.began(m, g);
+        d.began(m, g, 0);
       } else if (m.kind == IntervalMatch::Kind::kEnd) {
         d.ended(m, [&] { return p.key->value_at(i); });
       }
@@ -356,7 +361,7 @@ LatencyReport PairMatcher::finish(uint64_t lost_total) {
   rep.by = d.by;
   rep.records = d.records;
   for (const auto& [rule, open] : d.intervals->finish(lost_total)) {
-    ++d.groups[open.tag].unmatched_begins;
+    ++d.groups[group_of_tag(open.tag)].unmatched_begins;
   }
   const IntervalCounts& c = d.intervals->counts(0);
   rep.begins = c.begins;
@@ -387,6 +392,18 @@ LatencyReport PairMatcher::finish(uint64_t lost_total) {
       p.tid = d.thread_names[s.thread].first;
       p.pid = d.thread_pids[s.thread];
       p.thread = d.thread_names[s.thread].second;
+    }
+    if (s.task != 0) {
+      // A kernel begin record: the task it ran in, named when it is a traced thread (the
+      // CPU's name stays otherwise).
+      p.tid = s.task;
+      p.pid = 0;
+      for (size_t t = 0; t < d.thread_names.size(); ++t) {
+        if (d.thread_names[t].first != s.task || d.thread_pids[t] == 0) continue;
+        p.pid = d.thread_pids[t];
+        p.thread = d.thread_names[t].second;
+        break;
+      }
     }
     p.key = s.key;
     p.by_value = d.groups[s.group].value;

@@ -28,6 +28,7 @@ using namespace kernel_test;  // NOLINT: the shared helpers
 struct Expected {
   uint64_t begins = 0, ends = 0, unmatched_ends = 0;
   std::map<std::pair<uint64_t, std::string>, uint64_t> latency;  // (begin ns, key) -> ns
+  std::map<std::pair<uint64_t, std::string>, uint64_t> task;     // (begin ns, key) -> its tid
 };
 
 std::string key_of(const json& fields, const std::vector<std::string>& key) {
@@ -42,7 +43,7 @@ std::string key_of(const json& fields, const std::vector<std::string>& key) {
 Expected pair_dump(const std::string& dump, const std::string& begin, const std::string& end,
                    const std::vector<std::string>& key) {
   Expected e;
-  std::map<std::string, uint64_t> open;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> open;  // key -> begin ns, task
   std::istringstream lines(dump);
   std::string line;
   while (std::getline(lines, line)) {
@@ -54,7 +55,7 @@ Expected pair_dump(const std::string& dump, const std::string& begin, const std:
     const uint64_t t = r["time_ns"];
     if (event == begin) {
       ++e.begins;
-      open[key_of(r["fields"], key)] = t;
+      open[key_of(r["fields"], key)] = {t, r["tid"].get<uint64_t>()};
     } else if (event == end) {
       ++e.ends;
       auto it = open.find(key_of(r["fields"], key));
@@ -62,7 +63,8 @@ Expected pair_dump(const std::string& dump, const std::string& begin, const std:
         ++e.unmatched_ends;
         continue;
       }
-      e.latency[{it->second, it->first}] = t - it->second;
+      e.latency[{it->second.first, it->first}] = t - it->second.first;
+      e.task[{it->second.first, it->first}] = it->second.second;
       open.erase(it);
     }
   }
@@ -114,6 +116,8 @@ TEST(KernelTest, LatencyPairsKernelEventsAcrossCpusAsDumpShowsThem) {
       auto it = want.latency.find({p["begin_ns"].get<uint64_t>(), p["key"].get<std::string>()});
       ASSERT_NE(it, want.latency.end()) << p.dump();
       EXPECT_EQ(p["latency_ns"], it->second) << p.dump();
+      // The slowest pairs name the task the begin record ran in, as dump does.
+      EXPECT_EQ(p["tid"], want.task.at(it->first)) << p.dump();
       ++checked;
     }
     EXPECT_EQ(checked, want.latency.size());
