@@ -36,9 +36,18 @@ std::vector<std::string> known_event_names(const Trace& trace) {
 
 namespace {
 
-Status unknown_event(const Trace& trace, const std::string& name) {
+// extended: the rule may name kernel events (they are then listed among the known ones).
+Status unknown_event(const Trace& trace, const std::string& name, bool extended) {
   std::vector<std::string> known = known_event_names(trace);
-  for (const EventInfo& e : trace.kernel_events()) known.push_back(e.full_name());
+  for (const EventInfo& e : trace.kernel_events()) {
+    if (!extended && e.full_name() == name) {
+      return Status::Invalid(fmt::format(
+          "{} is a kernel event: slices and report pairs are drawn from user-space events; "
+          "`nanotrace latency` and `nanotrace breakdown` pair kernel events",
+          name));
+    }
+    if (extended) known.push_back(e.full_name());
+  }
   return Status::NotFound(
       fmt::format("no event '{}' in this trace (known events: {})", name,
                   known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", "))));
@@ -127,7 +136,7 @@ Result<ResolvedPair> resolve(const Trace& trace, const PairRule& rule, bool exte
         kernel_ids.push_back(e.id);
       }
     }
-    if (ids.empty() && kernel_ids.empty()) return unknown_event(trace, name);
+    if (ids.empty() && kernel_ids.empty()) return unknown_event(trace, name, extended);
   }
   if (rule.begin == rule.end) {
     return Status::Invalid(

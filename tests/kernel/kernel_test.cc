@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -246,6 +247,17 @@ TEST(KernelTest, KernelEventsReachEveryExport) {
   };
   // JSON lines: exactly dump --json.
   EXPECT_EQ(exported("jsonl"), run_command(kCli + " dump --json " + file, &code));
+  // Slices and report pairs of kernel events: one line saying where kernel pairs are drawn.
+  for (const std::string& cmd : {" export --format chrome -o " + file + ".slices --slice ",
+                                 " report -o " + file + ".html --pair "}) {
+    std::string said = run_command(
+        kCli + cmd + "block:block_rq_issue,block:block_rq_complete,sector " + file + " 2>&1",
+        &code);
+    EXPECT_NE(code, 0) << said;
+    EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
+    EXPECT_NE(said.find("block:block_rq_issue is a kernel event"), std::string::npos) << said;
+    EXPECT_NE(said.find("nanotrace latency"), std::string::npos) << said;
+  }
   // CSV: one row per kernel event, its CPU as thread.
   {
     std::istringstream rows(exported("csv"));
