@@ -6,8 +6,10 @@
 # instance nobody reads (what ftrace itself costs the workload). Per way, medians over the rounds of:
 # iograph's median time per graph, the kernel tracer's CPU time (ours: the recorder's CPU
 # minus that of the user-only recording of the same round), kernel events per second and lost
-# kernel events. Needs root, tracefs, a loop device and trace-cmd. Results in
-# build/bench/kernel.json. Environment: BIN (build/bin), ROUNDS (3), REPEAT (graphs per run,
+# kernel events; and each way's added time per graph over the user-space recording of the same
+# round (median of those paired ratios, and the ratio of the medians). Needs root, tracefs, a
+# loop device and trace-cmd. Results in build/bench/kernel.json (with the load average before
+# and after). Environment: BIN (build/bin), ROUNDS (3), REPEAT (graphs per run,
 # 1000).
 #
 # trace-cmd writes the function tracer's files (/proc/sys/kernel/ftrace_enabled,
@@ -160,6 +162,7 @@ def run(way):
     return result
 
 rows = []
+load_before = open("/proc/loadavg").read().split()[:3]
 ways = ["none", "ftrace-only", "nanotrace", "trace-cmd"]
 for r in range(ROUNDS):
     order = ways[r % len(ways):] + ways[:r % len(ways)]
@@ -175,12 +178,27 @@ for r in range(ROUNDS):
         rows.append(row)
 
 summary = {}
+nones = [x["graph_us"] for x in rows if x["way"] == "none"]
+base_median = statistics.median(nones) if nones else None
 for way in ways:
     mine = [x for x in rows if x["way"] == way]
     if not mine:
         summary[way] = {"failed": summary_failed}
         continue
-    s = {"graph_us_median": statistics.median(x["graph_us"] for x in mine)}
+    s = {"graph_us_median": statistics.median(x["graph_us"] for x in mine),
+         "graph_us_range": [min(x["graph_us"] for x in mine), max(x["graph_us"] for x in mine)]}
+    if way != "none":
+        # Added time per graph over the user-space recording of the same round: on this shared
+        # 2-vCPU VM a run's median lands in a fast or a slow mode (a loop I/O whose wake-ups
+        # cross idle vCPUs costs 2-3 x more) as other load comes and goes, so a ratio of medians
+        # over few rounds can flip between +20 % and +140 %. Paired per round is steadier.
+        added = [100 * (x["graph_us"] / y["graph_us"] - 1) for x in mine for y in rows
+                 if y["way"] == "none" and y["round"] == x["round"]]
+        if added:
+            s["added_pct_paired_median"] = statistics.median(added)
+            s["added_pct_paired_range"] = [min(added), max(added)]
+        if base_median:
+            s["added_pct_of_medians"] = 100 * (s["graph_us_median"] / base_median - 1)
     if way == "nanotrace":
         extra = [x["recorder_cpu_s"] - next(y["recorder_cpu_s"] for y in rows
                                             if y["way"] == "none" and y["round"] == x["round"])
@@ -203,6 +221,9 @@ for way in ways:
                                         if s["kernel_events_median"] else None)
         s["lost_max"] = max(x["lost"] for x in mine)
     summary[way] = s
-json.dump({"rounds": rows, "summary": summary, "repeat": REPEAT}, open(OUT, "w"), indent=2)
+load_after = open("/proc/loadavg").read().split()[:3]
+json.dump({"rounds": rows, "summary": summary, "repeat": REPEAT,
+           "loadavg_before": load_before, "loadavg_after": load_after}, open(OUT, "w"), indent=2)
+print("load average before", " ".join(load_before), "after", " ".join(load_after))
 print(json.dumps(summary, indent=2))
 PY
