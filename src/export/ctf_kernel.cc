@@ -232,8 +232,20 @@ std::string kernel_metadata(const Trace& trace, const uint8_t uuid[16], const Ex
   // tracer is named for what wrote it, not LTTng.
   fmt::format_to(out,
                  "env {{\n  domain = \"kernel\";\n  tracer_name = \"nanotrace\";\n"
-                 "  tracer_major = 0;\n  tracer_minor = 1;\n  hostname = {};\n}};\n\n",
+                 "  tracer_major = 0;\n  tracer_minor = 1;\n  hostname = {};\n",
                  tsdl_string(host_name()));
+  // The recording kernel's uname under LTTng's names, so that tools which interpret events
+  // by kernel version (and people) know which kernel it was; absent in traces recorded before
+  // the uname was stored.
+  const Trace::KernelSystem k = trace.kernel_system();
+  if (!k.sysname.empty()) fmt::format_to(out, "  sysname = {};\n", tsdl_string(k.sysname));
+  if (!k.release.empty()) {
+    fmt::format_to(out, "  kernel_release = {};\n", tsdl_string(k.release));
+  }
+  if (!k.version.empty()) {
+    fmt::format_to(out, "  kernel_version = {};\n", tsdl_string(k.version));
+  }
+  fmt::format_to(out, "}};\n\n");
   fmt::format_to(out, "{}", clock_declaration(trace, clock));
   fmt::format_to(out,
                  "typealias integer {{ size = 64; align = 8; signed = false; "

@@ -5,6 +5,7 @@
 // as discarded-events messages that add up, per CPU, to what `stats` counts.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -202,6 +203,16 @@ TEST(KernelTest, CtfExportHasAKernelTraceOnTheUserClockWithLttngNames) {
   const std::string kernel_meta = read_text(dir + "/kernel/metadata");
   EXPECT_NE(kernel_meta.find("domain = \"kernel\";"), std::string::npos) << kernel_meta;
   EXPECT_NE(kernel_meta.find("tracer_name = \"nanotrace\";"), std::string::npos);
+  // The recording kernel's uname (the test records on this machine), as babeltrace2 reads it
+  // (its details sink prints a trace's environment with the trace's first message).
+  utsname u{};
+  ASSERT_EQ(uname(&u), 0);
+  const std::string env = run_command(
+      "babeltrace2 " + dir + "/kernel -c sink.text.details | grep -A12 'Environment ('", &code);
+  EXPECT_NE(env.find("domain: kernel"), std::string::npos) << env;
+  EXPECT_NE(env.find(std::string("sysname: ") + u.sysname + "\n"), std::string::npos) << env;
+  EXPECT_NE(env.find(std::string("kernel_release: ") + u.release + "\n"), std::string::npos) << env;
+  EXPECT_NE(env.find(std::string("kernel_version: ") + u.version + "\n"), std::string::npos) << env;
   std::string user_dir = run_command("ls -d " + dir + "/process-0-* 2>&1", &code);
   ASSERT_EQ(code, 0) << user_dir;
   user_dir.pop_back();
