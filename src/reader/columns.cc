@@ -35,22 +35,61 @@ bool selected(const std::vector<std::string>& filters, const EventInfo& e) {
   return false;
 }
 
-// One thread stream's position: the record at span.data + offset, with its clock value.
+// The size of the record at data[off, bytes), checked by the walk's rules (record_walk.hpp);
+// 0 where the span's records end: at its end, at an end marker (a zero first word), or at a
+// malformed record.
+uint32_t checked_size(const reader::RecordSizer& sizer, const uint8_t* data, uint32_t off,
+                      uint32_t bytes) {
+  if (off + 8 > bytes || load_u64(data + off) == 0) return 0;
+  return sizer.size(data, off, bytes);
+}
+
+// One thread stream's position: the record at span.data + offset (size bytes, checked), with
+// its clock value. Blocks of a file come unchecked (UncheckedSpanSource): each record is
+// checked as the merge reaches it, before its clock value counts, and decoded in the same
+// pass. Other streams' spans were walked already and pass the same checks.
 struct Cursor {
   std::unique_ptr<SpanSource> source;
+  reader::UncheckedSpanSource* unchecked = nullptr;  // null: checked spans from source
+  const reader::RecordSizer* sizer = nullptr;        // checks the spans' records
   RecordSpan span{};
+  bool have_span = false;
+  bool started = false;  // the span has handed out a record: seq counts from its first_seq
   uint32_t offset = 0;
+  uint32_t size = 0;  // of the record at offset; 0: none
   uint64_t seq = 0;
   uint64_t ticks = 0;
   uint64_t expected_seq = 0;  // of the current span's first record, without a loss
 
-  // Moves onto the next record if the span is used up; false at the stream's end.
+  void set(std::unique_ptr<SpanSource> s, const reader::RecordSizer& checked) {
+    source = std::move(s);
+    sizer = &checked;
+    if (auto* u = dynamic_cast<reader::UncheckedSpanSource*>(source.get())) {
+      if (const reader::RecordSizer* own = u->unchecked_sizer()) {
+        unchecked = u;
+        sizer = own;
+      }
+    }
+  }
+
+  // Moves onto the next record if the span has none left; false at the stream's end.
   bool load() {
-    while (offset >= span.bytes) {
-      if (!source->next(&span)) return false;
+    while (size == 0) {
+      if (have_span && unchecked != nullptr) {
+        const bool corrupt = offset + 8 <= span.bytes && load_u64(span.data + offset) != 0;
+        unchecked->finish_unchecked(started ? static_cast<uint32_t>(seq - span.first_seq) : 0,
+                                    corrupt);
+      }
+      have_span = unchecked != nullptr ? unchecked->next_unchecked(&span) : source->next(&span);
+      if (!have_span) return false;
       offset = 0;
-      expected_seq = seq;
-      seq = span.first_seq;
+      started = false;
+      size = checked_size(*sizer, span.data, 0, span.bytes);
+      if (size != 0) {
+        started = true;
+        expected_seq = seq;
+        seq = span.first_seq;
+      }
     }
     ticks = abi::expand_ticks(span.base_ticks, load_u64(span.data + offset) >> 16);
     return true;
@@ -129,7 +168,7 @@ struct ColumnReader::Impl {
     std::vector<std::unique_ptr<SpanSource>> sources = trace.read_spans();
     cursors.resize(sources.size());
     for (uint32_t i = 0; i < sources.size(); ++i) {
-      cursors[i].source = std::move(sources[i]);
+      cursors[i].set(std::move(sources[i]), sizer);
       if (cursors[i].load()) live.push_back(i);
     }
   }
@@ -290,11 +329,13 @@ struct ColumnReader::Impl {
     uint64_t rows = *rows_io;
     uint64_t pos = position;
     bool more = true;
+    const reader::RecordSizer& check = *c.sizer;
     for (;;) {
       const uint8_t* data = c.span.data;
       const uint32_t bytes = c.span.bytes;
       const uint64_t base_ticks = c.span.base_ticks;
       uint32_t off = c.offset;
+      uint32_t size = c.size;
       uint64_t seq = c.seq;
       uint64_t ticks = c.ticks;
       if (off == 0 && seq > c.expected_seq) {
@@ -302,19 +343,21 @@ struct ColumnReader::Impl {
       }
       bool stop = false;
       for (;;) {
+        // Each record's address depends on the previous one's size: fetch ahead (a prefetch
+        // past the end of the block is harmless).
+        __builtin_prefetch(data + off + 512);
         const uint8_t* rec = data + off;
         const uint16_t id = static_cast<uint16_t>(load_u64(rec) & 0xffff);
         const int k = id < table_of.size() ? table_of[id] : -1;
-        if (k < 0) {
-          uint32_t size = sizer.size(data, off, bytes);
-          off = size != 0 ? off + size : bytes;  // 0 cannot happen: checked
-        } else {
-          off += take(static_cast<size_t>(k), rec, id, ticks, seq, thread, pos, out);
+        if (k >= 0) {
+          take(static_cast<size_t>(k), rec, id, ticks, seq, thread, pos, out);
           ++pos;
           ++rows;
         }
+        off += size;
         ++seq;
-        if (off >= bytes) break;
+        size = checked_size(check, data, off, bytes);
+        if (size == 0) break;
         ticks = abi::expand_ticks(base_ticks, load_u64(data + off) >> 16);
         if (rows >= max_rows || ticks > bound_ticks || (ticks == bound_ticks && thread > bound)) {
           stop = true;
@@ -322,6 +365,7 @@ struct ColumnReader::Impl {
         }
       }
       c.offset = off;
+      c.size = size;
       c.seq = seq;
       c.ticks = ticks;
       if (stop) break;
@@ -338,11 +382,10 @@ struct ColumnReader::Impl {
     return more;
   }
 
-  // Decodes the record at rec (of table k's layout) into the table's next row; returns its
-  // size. The walk that made the span checked every record in it (ids, string lengths,
-  // sizes).
-  uint32_t take(size_t k, const uint8_t* rec, uint16_t id, uint64_t ticks, uint64_t seq,
-                uint32_t thread, uint64_t pos, ColumnSet* out) {
+  // Decodes the record at rec (of table k's layout, its size checked) into the table's next
+  // row.
+  void take(size_t k, const uint8_t* rec, uint16_t id, uint64_t ticks, uint64_t seq,
+            uint32_t thread, uint64_t pos, ColumnSet* out) {
     Sink* s = &sinks[k];
     if (s->rows == s->room) {
       aim(k, out->tables[k], std::max<size_t>(2 * s->rows, 1024));
@@ -370,7 +413,6 @@ struct ColumnReader::Impl {
         p += 8;
       }
     }
-    return static_cast<uint32_t>(p - rec) + layout.tail_bytes;
   }
 
   Trace& trace;

@@ -125,11 +125,47 @@ bool FileThreadStream::next_span(RecordSpan* span) {
       return true;
     }
   }
+  end();
+  return false;
+}
+
+bool FileThreadStream::next_unchecked(RecordSpan* span) {
+  while (!done_) {
+    if (!block_.is_open() && !load_block()) break;
+    if (block_.starts_before(stream_.thread.first_pos)) {
+      // Some of its records were taken before the recording began: the walk skips them.
+      block_.walk(sizer_, stream_.thread.first_pos, span, &stats_);
+      if (span->records > 0) {
+        expected_seq_ = block_.next_seq();
+        stats_.records += span->records;
+        unchecked_walked_ = true;
+        return true;
+      }
+      continue;
+    }
+    block_.hand_out(span);
+    unchecked_first_seq_ = span->first_seq;
+    unchecked_walked_ = false;
+    return true;
+  }
+  end();
+  return false;
+}
+
+void FileThreadStream::finish_unchecked(uint32_t records, bool corrupt) {
+  if (unchecked_walked_) return;  // counted by the walk
+  if (corrupt) ++stats_.corrupt_blocks;
+  if (records > 0) {
+    expected_seq_ = unchecked_first_seq_ + records;
+    stats_.records += records;
+  }
+}
+
+void FileThreadStream::end() {
   done_ = true;
   chunk_.release();  // streams end one by one: free memory as they do
   scratch_.release();
   std::vector<uint8_t>().swap(buf_);
-  return false;
 }
 
 }  // namespace nanotrace::reader

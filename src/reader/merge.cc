@@ -77,7 +77,7 @@ std::vector<std::unique_ptr<SpanSource>> Trace::read_spans() {
   std::vector<ThreadInfo> infos = threads();
   for (uint32_t i = 0; i < infos.size(); ++i) {
     if (file_) {
-      out.push_back(std::make_unique<reader::SpanSourceOf<reader::FileThreadStream>>(
+      out.push_back(std::make_unique<reader::FileSpanSource>(
           std::make_unique<reader::FileThreadStream>(*this, file_, i, infos[i])));
     } else {
       out.push_back(std::make_unique<reader::SpanSourceOf<reader::LiveThreadStream>>(

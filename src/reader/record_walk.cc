@@ -140,6 +140,15 @@ void OpenBlock::walk(const RecordSizer& sizer, uint64_t skip_before, RecordSpan*
   open_ = false;
 }
 
+void OpenBlock::hand_out(RecordSpan* span) {
+  span->data = data_ + offset_;
+  span->bytes = len_ > offset_ ? len_ - offset_ : 0;
+  span->records = 0;
+  span->base_ticks = base_ticks_;
+  span->first_seq = seq_;
+  open_ = false;
+}
+
 uint32_t decode_record(const Trace& trace, const uint8_t* buf, uint32_t offset, uint32_t limit,
                        uint64_t base_ticks, Record* r) {
   if (offset + 8 > limit) return 0;

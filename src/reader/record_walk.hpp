@@ -111,9 +111,14 @@ class OpenBlock {
   bool is_open() const { return open_; }
   uint64_t position() const { return pos_; }
   uint64_t next_seq() const { return seq_; }  // after walk(): seq of the record that follows
+  // Whether the walk would skip records of this block (some lie before skip_before).
+  bool starts_before(uint64_t skip_before) const { return pos_ + offset_ < skip_before; }
   // Fills span with the block's records (those from skip_before on), then closes the block;
   // counts a malformed record as a corrupt block.
   void walk(const RecordSizer& sizer, uint64_t skip_before, RecordSpan* span, ThreadStats* stats);
+  // Hands out the rest of the block without walking it (span.bytes: to the end of the block,
+  // span.records: 0), then closes the block: for a consumer that checks each record itself.
+  void hand_out(RecordSpan* span);
 
  private:
   bool open_ = false;
@@ -123,6 +128,28 @@ class OpenBlock {
   uint32_t offset_ = 0;  // parse offset
   uint64_t base_ticks_ = 0;
   uint64_t seq_ = 0;  // seq of the record at offset_
+};
+
+// A thread stream that can hand out its blocks before they are walked, so that a consumer
+// checks and decodes each record in one pass instead of two (ColumnReader). The consumer
+// applies the walk's rules with unchecked_sizer(): a block's records end at an end marker
+// (a zero first word) or where fewer than 8 bytes are left; a record whose size() is 0 is
+// malformed and ends the block as corrupt. It reports how the block ended with
+// finish_unchecked() before asking for the next one. A span that next_unchecked() had to walk
+// anyway (records.bytes exact) passes the same checks.
+class UncheckedSpanSource {
+ public:
+  // The sizer to check records with, or null if this stream cannot hand out unchecked spans
+  // (its records are rewritten after the walk): then use SpanSource::next.
+  virtual const RecordSizer* unchecked_sizer() const = 0;
+  // The next block's records, unchecked; false at the end.
+  virtual bool next_unchecked(RecordSpan* span) = 0;
+  // The consumer took the first `records` records of the last span; corrupt: it stopped at
+  // a malformed record.
+  virtual void finish_unchecked(uint32_t records, bool corrupt) = 0;
+
+ protected:
+  ~UncheckedSpanSource() = default;
 };
 
 // next() of a thread stream: its spans' records, decoded one at a time.

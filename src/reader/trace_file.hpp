@@ -120,10 +120,16 @@ class FileThreadStream {
                    const ThreadInfo& info);
   bool next(Record* record);
   bool next_span(RecordSpan* span);
+  // UncheckedSpanSource's part: blocks handed out before they are walked.
+  const RecordSizer* unchecked_sizer() const { return id_map_.empty() ? &sizer_ : nullptr; }
+  bool next_unchecked(RecordSpan* span);
+  void finish_unchecked(uint32_t records, bool corrupt);
   const ThreadStats& stats() const { return stats_; }
 
  private:
   bool load_block();
+  // At the stream's end: frees its buffers.
+  void end();
   // Copies up to n contiguous bytes at cursor_ (dst may be null: skip). Stops at a gap.
   uint64_t read_bytes(uint8_t* dst, uint64_t n);
   // Moves to the next extent when the current one is used up. False at the end.
@@ -148,7 +154,25 @@ class FileThreadStream {
   bool have_chunk_ = false;
   OpenBlock block_;  // in chunk_, or buf_
   uint64_t expected_seq_ = 0;
+  uint64_t unchecked_first_seq_ = 0;  // of the span next_unchecked() handed out
+  bool unchecked_walked_ = false;     // that span was walked (and counted) already
   bool done_ = false;
+};
+
+// A file thread stream as a SpanSource that can also hand out unchecked spans.
+class FileSpanSource final : public SpanSource, public UncheckedSpanSource {
+ public:
+  explicit FileSpanSource(std::unique_ptr<FileThreadStream> stream) : stream_(std::move(stream)) {}
+  bool next(RecordSpan* span) override { return stream_->next_span(span); }
+  const ThreadStats& stats() const override { return stream_->stats(); }
+  const RecordSizer* unchecked_sizer() const override { return stream_->unchecked_sizer(); }
+  bool next_unchecked(RecordSpan* span) override { return stream_->next_unchecked(span); }
+  void finish_unchecked(uint32_t records, bool corrupt) override {
+    stream_->finish_unchecked(records, corrupt);
+  }
+
+ private:
+  std::unique_ptr<FileThreadStream> stream_;
 };
 
 }  // namespace nanotrace::reader

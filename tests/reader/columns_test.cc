@@ -8,10 +8,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "base/file_format.hpp"
 #include "common/child_process.hpp"
 #include "nanotrace/record.hpp"
 
@@ -233,6 +237,109 @@ TEST(ColumnsTest, AnEventWithoutFields) {
   ASSERT_EQ(set->tables.size(), 1u);
   EXPECT_EQ(set->tables[0].rows(), 1u);
   EXPECT_TRUE(set->tables[0].fields.empty());
+  std::filesystem::remove(segment);
+}
+
+// Damages records of a trace file's blocks as a hostile writer would, keeping every checksum
+// valid (so that the records themselves are what the reader must check): per damaged block,
+// one of an unknown event id, a string length past the limit, a string length that runs into
+// the records after it, an early end marker and a clock value out of order. Returns the
+// number of blocks damaged.
+int damage_records(const std::string& path, const Trace& trace) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  const uint64_t block = trace.process().block_size;
+  int damaged = 0;
+  for (size_t off = sizeof(file::FileHeader); off + sizeof(file::ChunkHeader) <= bytes.size();) {
+    file::ChunkHeader c;
+    std::memcpy(&c, bytes.data() + off, sizeof(c));
+    uint8_t* payload = bytes.data() + off + sizeof(c);
+    if (c.type == static_cast<uint16_t>(file::ChunkType::kData) && c.flags == 0) {
+      for (uint64_t at = 0; at + block <= c.raw_size; ++at) {
+        if ((c.position + at) % block != 0) continue;
+        // The block's records, as the event table sizes them.
+        std::vector<uint32_t> starts, strings;  // record offsets; offsets of length bytes
+        for (uint32_t r = abi::kBlockHeaderBytes; r + 8 <= block;) {
+          uint64_t word0;
+          std::memcpy(&word0, payload + at + r, 8);
+          const EventInfo* e = word0 == 0 ? nullptr : trace.event_by_id(word0 & 0xffff);
+          if (e == nullptr) break;
+          starts.push_back(r);
+          uint32_t next = r + 8;
+          for (const FieldInfo& f : e->fields) {
+            if (f.type == abi::FieldType::kString) {
+              if (starts.size() > 1) strings.push_back(next);
+              next += abi::string_slot_bytes(payload[at + next]);
+            } else {
+              next += 8;
+            }
+          }
+          r = next;
+        }
+        if (starts.size() < 4 || strings.empty()) continue;
+        uint8_t* b = payload + at;
+        switch (damaged++ % 5) {
+          case 0:  // an event id the table does not have
+            b[starts[2]] = 0xf0;
+            b[starts[2] + 1] = 0x7f;
+            break;
+          case 1:  // a string longer than any recorded
+            b[strings[0]] = abi::kMaxStringBytes + 1;
+            break;
+          case 2:  // a string that swallows what follows it, or runs past the block
+            b[strings[0]] = abi::kMaxStringBytes;
+            break;
+          case 3:  // an end marker before the block's end
+            std::memset(b + starts[1], 0, 8);
+            break;
+          case 4:  // a clock value far ahead of the thread's others
+            b[starts[1] + 7] ^= 0x40;
+            break;
+        }
+      }
+      c.payload_crc = file::crc32c(0, payload, c.stored_size);
+      c.header_crc = file::crc32c(0, &c, offsetof(file::ChunkHeader, header_crc));
+      std::memcpy(bytes.data() + off, &c, sizeof(c));
+    }
+    off += sizeof(c) + c.stored_size;
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  return damaged;
+}
+
+TEST(ColumnsTest, HostileRecordsInAFileWithValidChecksums) {
+  std::string segment = run_helper("NANOTRACE_BUFFER=8M " + kBin + "/export_helper --pairs 30000");
+  ASSERT_FALSE(segment.empty());
+  auto trace = Trace::open(segment);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  std::string file = ::testing::TempDir() + "hostile-" + std::to_string(getpid()) + ".ntr";
+  ASSERT_TRUE(write_snapshot(**trace, file, false).ok());
+  EXPECT_GE(damage_records(file, **trace), 5);
+  auto damaged = Trace::open(file);
+  ASSERT_TRUE(damaged.ok()) << damaged.status().message();
+  expect_same(**damaged);
+  expect_same(**damaged, {"test:strings"});
+  // The same losses and counts, thread by thread.
+  auto source = (*damaged)->read_all();
+  Record r;
+  while (source->next(&r)) {
+  }
+  auto set = read_columns(**damaged);
+  ASSERT_TRUE(set.ok());
+  ASSERT_EQ(set->threads.size(), source->threads().size());
+  uint64_t corrupt = 0;
+  for (size_t i = 0; i < set->threads.size(); ++i) {
+    const ThreadStats &a = source->threads()[i], &b = set->threads[i];
+    EXPECT_EQ(b.records, a.records) << i;
+    EXPECT_EQ(b.corrupt_blocks, a.corrupt_blocks) << i;
+    EXPECT_EQ(b.overwritten, a.overwritten) << i;
+    corrupt += a.corrupt_blocks;
+  }
+  EXPECT_GE(corrupt, 3u);
+  EXPECT_EQ(set->corrupt_blocks, corrupt);
+  std::filesystem::remove(file);
   std::filesystem::remove(segment);
 }
 
