@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -214,11 +215,14 @@ struct ColumnReader::Impl {
     uint64_t* time_ns = nullptr;
     uint64_t* seq = nullptr;
     uint32_t* thread = nullptr;
-    uint16_t* event = nullptr;     // null: the table holds one id
-    uint64_t* order = nullptr;     // null: no row order
-    std::vector<uint64_t*> words;  // per column: its bits, or a string's offsets after the 0
-    size_t rows = 0;               // in this batch
-    size_t room = 0;               // rows the columns hold without growing
+    uint16_t* event = nullptr;  // null: the table holds one id
+    uint64_t* order = nullptr;  // null: no row order
+    // Per column: its bits, or a string's offsets after the 0 and its text. Arrays, not
+    // vectors: take() reaches a column's memory with one load.
+    std::array<uint64_t*, abi::kMaxFields> words{};
+    std::array<ColumnArray<char>*, abi::kMaxFields> text{};
+    size_t rows = 0;  // in this batch
+    size_t room = 0;  // rows the columns hold without growing
   };
 
   // Points t's sink at its columns, with room for at least `rows` rows.
@@ -238,13 +242,13 @@ struct ColumnReader::Impl {
     s.thread = t.thread.data();
     s.event = many ? t.event.data() : nullptr;
     s.order = options.row_order ? t.order.data() : nullptr;
-    s.words.resize(t.fields.size());
     for (size_t j = 0; j < t.fields.size(); ++j) {
       FieldColumn& f = t.fields[j];
       if (f.is_string()) {
         f.offsets.reserve(rows + 1);
         room = std::min(room, f.offsets.capacity() - 1);
         s.words[j] = f.offsets.data() + 1;
+        s.text[j] = &f.text;
       } else {
         f.bits.reserve(rows);
         room = std::min(room, f.bits.capacity());
@@ -390,22 +394,28 @@ struct ColumnReader::Impl {
     if (s->rows == s->room) {
       aim(k, out->tables[k], std::max<size_t>(2 * s->rows, 1024));
     }
+    // The sink's pointers in locals first: a uint64_t stored could be its row count.
     const size_t r = s->rows;
-    s->time_ns[r] = trace.ticks_to_ns(ticks);
-    s->seq[r] = seq;
-    s->thread[r] = thread;
-    if (s->event != nullptr) s->event[r] = id;
-    if (s->order != nullptr) s->order[r] = pos;
+    uint64_t* const time_ns = s->time_ns;
+    uint64_t* const seqs = s->seq;
+    uint32_t* const threads = s->thread;
+    uint16_t* const event = s->event;
+    uint64_t* const order = s->order;
     s->rows = r + 1;
+    time_ns[r] = trace.ticks_to_ns(ticks);
+    seqs[r] = seq;
+    threads[r] = thread;
+    if (event != nullptr) event[r] = id;
+    if (order != nullptr) order[r] = pos;
     const Table& layout = tables[k];
     const uint8_t* p = rec + 8;
     for (const Step& step : layout.steps) {
       if (step.string) {
         const uint32_t n = p[0];
         if (step.column >= 0) {
-          FieldColumn& f = out->tables[k].fields[static_cast<size_t>(step.column)];
-          f.text.append(reinterpret_cast<const char*>(p + 1), n);
-          s->words[static_cast<size_t>(step.column)][r] = f.text.size();
+          ColumnArray<char>& text = *s->text[static_cast<size_t>(step.column)];
+          text.append(reinterpret_cast<const char*>(p + 1), n);
+          s->words[static_cast<size_t>(step.column)][r] = text.size();
         }
         p += abi::string_slot_bytes(n);
       } else {
