@@ -334,6 +334,9 @@ struct ColumnReader::Impl {
     uint64_t pos = position;
     bool more = true;
     const reader::RecordSizer& check = *c.sizer;
+    // A plain pointer: a vector's would be loaded again after each store into a column.
+    const int* const table_of_data = table_of.data();
+    const size_t table_count = table_of.size();
     for (;;) {
       const uint8_t* data = c.span.data;
       const uint32_t bytes = c.span.bytes;
@@ -352,7 +355,7 @@ struct ColumnReader::Impl {
         __builtin_prefetch(data + off + 512);
         const uint8_t* rec = data + off;
         const uint16_t id = static_cast<uint16_t>(load_u64(rec) & 0xffff);
-        const int k = id < table_of.size() ? table_of[id] : -1;
+        const int k = id < table_count ? table_of_data[id] : -1;
         if (k >= 0) {
           take(static_cast<size_t>(k), rec, id, ticks, seq, thread, pos, out);
           ++pos;
