@@ -28,7 +28,11 @@ LatencyStats compute_latency_stats(std::vector<uint64_t>* latencies) {
   return compute_latency_stats(std::span<uint64_t>(*latencies));
 }
 
-LatencyStats compute_latency_stats(std::span<uint64_t> v) {
+namespace {
+
+// The stats of latencies held as T (uint64_t, or uint32_t when they all fit).
+template <class T>
+LatencyStats stats_of(std::span<T> v) {
   LatencyStats s;
   s.count = v.size();
   if (v.empty()) return s;
@@ -38,7 +42,7 @@ LatencyStats compute_latency_stats(std::span<uint64_t> v) {
   uint64_t counts[65] = {};
   unsigned __int128 sum = 0;
   s.min_ns = s.max_ns = v.front();
-  for (uint64_t x : v) {
+  for (const uint64_t x : v) {
     s.min_ns = x < s.min_ns ? x : s.min_ns;
     s.max_ns = x > s.max_ns ? x : s.max_ns;
     sum += x;
@@ -51,7 +55,7 @@ LatencyStats compute_latency_stats(std::span<uint64_t> v) {
     // Inexact: the rounding of the sum depends on the order, which is ascending.
     std::sort(v.begin(), v.end());
     long double total = 0;
-    for (uint64_t x : v) total += x;
+    for (const uint64_t x : v) total += x;
     s.mean_ns = static_cast<double>(total / s.count);
   }
   auto index = [&](double p) {
@@ -82,6 +86,10 @@ LatencyStats compute_latency_stats(std::span<uint64_t> v) {
   }
   return s;
 }
+
+}  // namespace
+
+LatencyStats compute_latency_stats(std::span<uint64_t> v) { return stats_of(v); }
 
 namespace {
 
@@ -117,7 +125,32 @@ struct PairMatcher::Impl {
   uint32_t top = 0;
   std::vector<Group> groups;
   std::unordered_map<std::string, uint32_t> group_index;
-  ColumnArray<uint64_t> all;  // grows without copies, on huge pages
+  // Every matched latency, in arrival order, 4 bytes each while they all fit (fresh memory
+  // costs more than the matching: half as much of it), else 8 (`wide`). Grow without
+  // copies, on huge pages. all64 is also made from narrow when latencies() is asked.
+  ColumnArray<uint32_t> narrow;
+  ColumnArray<uint64_t> all64;
+  bool wide = false;
+
+  void add_latency(uint64_t lat) {
+    if (wide) {
+      all64.push_back(lat);
+    } else if (lat <= UINT32_MAX) {
+      narrow.push_back(static_cast<uint32_t>(lat));
+    } else {
+      widen();
+      all64.push_back(lat);
+    }
+  }
+  // Moves the latencies into all64 for good.
+  void widen() {
+    if (wide) return;
+    all64.clear();
+    all64.reserve(narrow.size() + 1);
+    for (uint32_t x : narrow) all64.push_back(x);
+    narrow = ColumnArray<uint32_t>();
+    wide = true;
+  }
   std::priority_queue<Slow, std::vector<Slow>, std::greater<Slow>> slowest;
   std::vector<std::pair<uint32_t, std::string>> thread_names;  // tid, name
   std::vector<uint32_t> thread_pids;
@@ -153,7 +186,7 @@ struct PairMatcher::Impl {
     const Interval& i = m.interval;
     uint64_t lat = i.latency_ns();
     if (!by.empty()) groups[group_of_tag(i.tag)].latencies.push_back(lat);
-    all.push_back(lat);
+    add_latency(lat);
     if (top > 0 && (slowest.size() < top || lat > slowest.top().latency_ns)) {
       slowest.push(Slow{lat, i.begin_ns, i.begin_thread, group_of_tag(i.tag), task_of_tag(i.tag),
                         format_value(key())});
@@ -351,7 +384,8 @@ std::vector<ThreadStats> PairMatcher::add_all(Trace& trace) {
 }
 
 std::span<const uint64_t> PairMatcher::latencies() const {
-  return {impl_->all.data(), impl_->all.size()};
+  impl_->widen();
+  return {impl_->all64.data(), impl_->all64.size()};
 }
 
 LatencyReport PairMatcher::finish(uint64_t lost_total) {
@@ -380,7 +414,8 @@ LatencyReport PairMatcher::finish(uint64_t lost_total) {
   }
   std::stable_sort(rep.groups.begin(), rep.groups.end(),
                    [](const LatencyStats& a, const LatencyStats& b) { return a.count > b.count; });
-  rep.overall = compute_latency_stats(std::span<uint64_t>(d.all.data(), d.all.size()));
+  rep.overall = d.wide ? stats_of(std::span<uint64_t>(d.all64.data(), d.all64.size()))
+                       : stats_of(std::span<uint32_t>(d.narrow.data(), d.narrow.size()));
   rep.overall.unmatched_begins = unmatched_begins;
   while (!d.slowest.empty()) {
     const Slow& s = d.slowest.top();

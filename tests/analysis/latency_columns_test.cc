@@ -68,5 +68,52 @@ TEST(LatencyColumnsTest, SameAsRecordByRecordWithDroppedRecords) {
   std::filesystem::remove(segment);
 }
 
+// PairMatcher keeps latencies in 4 bytes while they fit and in 8 from the first that does
+// not: its report and latencies() must not depend on which, nor on when latencies() is asked
+// (which moves them to 8 bytes). Latencies past 2^32 ns come from shifting the clock of the
+// second half of the records by 5 s.
+TEST(LatencyColumnsTest, StatsAlikeInNarrowAndWideStorage) {
+  std::string segment = run_program("NANOTRACE_BUFFER=16M", "50");
+  ASSERT_FALSE(segment.empty());
+  auto trace = Trace::open(segment);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  std::vector<Record> records;
+  auto source = (*trace)->read_all();
+  Record r;
+  while (source->next(&r)) records.push_back(r);
+  const std::vector<ThreadStats> threads = source->threads();
+  const PairRule rule{"pair:begin", "pair:end", "id"};
+  auto report = [&](uint64_t shift, bool ask_first, std::vector<uint64_t>* latencies) {
+    auto m = PairMatcher::create(**trace, rule, "", 3);
+    EXPECT_TRUE(m.ok());
+    if (ask_first) (void)(*m)->latencies();
+    for (size_t i = 0; i < records.size(); ++i) {
+      Record copy = records[i];
+      if (i >= records.size() / 2) copy.time_ns += shift;
+      (*m)->add(copy, threads);
+    }
+    LatencyReport rep = (*m)->finish();
+    latencies->assign((*m)->latencies().begin(), (*m)->latencies().end());
+    return rep;
+  };
+  for (uint64_t shift : {uint64_t{0}, uint64_t{5'000'000'000}}) {
+    const std::string what = "shift " + std::to_string(shift);
+    std::vector<uint64_t> narrow_first, wide_first;
+    LatencyReport a = report(shift, false, &narrow_first);
+    LatencyReport b = report(shift, true, &wide_first);
+    EXPECT_GT(a.overall.count, 1000u) << what;
+    EXPECT_EQ(a.overall.max_ns > UINT32_MAX, shift != 0) << what;
+    EXPECT_EQ(narrow_first, wide_first) << what;
+    expect_same_stats(a.overall, b.overall, what);
+    std::vector<uint64_t> copy = narrow_first;
+    LatencyStats direct = compute_latency_stats(&copy);
+    direct.unmatched_begins = a.overall.unmatched_begins;  // set by finish()
+    expect_same_stats(a.overall, direct, what);
+    ASSERT_EQ(a.top.size(), b.top.size());
+    for (size_t i = 0; i < a.top.size(); ++i) EXPECT_EQ(a.top[i].latency_ns, b.top[i].latency_ns);
+  }
+  std::filesystem::remove(segment);
+}
+
 }  // namespace
 }  // namespace nanotrace
