@@ -12,6 +12,7 @@
 
 #include <pybind11/numpy.h>
 
+#include <bit>
 #include <memory>
 #include <optional>
 #include <string>
@@ -119,22 +120,89 @@ py::array enum_column(const FieldColumn& f, size_t rows) {
   return std::move(out).finish();
 }
 
-// Numbers (FieldValue::bits of a type that is not a string, a bool or an enum) as an ndarray.
-py::array number_array(abi::FieldType type, ColumnArray<uint64_t>&& bits) {
-  using abi::FieldType;
-  switch (type) {
-    case FieldType::kI8:
-    case FieldType::kI16:
-    case FieldType::kI32:
-    case FieldType::kI64:
-      return adopt<int64_t>(std::move(bits));
-    case FieldType::kF32:
-    case FieldType::kF64:
-      return adopt<double>(std::move(bits));  // stored as IEEE double bits
-    default:                                  // unsigned integers and pointers
-      return adopt<uint64_t>(std::move(bits));
+// A column of numbers in the field's own width: a u32 field is a uint32 array, an f32 field
+// a float32 one (memory per row is what a load costs most). Filled from FieldValue::bits.
+class NumberColumn {
+ public:
+  void append(abi::FieldType type, const uint64_t* bits, size_t rows) {
+    using abi::FieldType;
+    switch (type) {
+      case FieldType::kI8:
+        return put<int8_t>(bits, rows);
+      case FieldType::kI16:
+        return put<int16_t>(bits, rows);
+      case FieldType::kI32:
+        return put<int32_t>(bits, rows);
+      case FieldType::kI64:
+        return put<int64_t>(bits, rows);
+      case FieldType::kU8:
+        return put<uint8_t>(bits, rows);
+      case FieldType::kU16:
+        return put<uint16_t>(bits, rows);
+      case FieldType::kU32:
+        return put<uint32_t>(bits, rows);
+      case FieldType::kF32:
+        return put<float>(bits, rows);
+      case FieldType::kF64:
+        return put<double>(bits, rows);
+      default:
+        return put<uint64_t>(bits, rows);  // u64 and pointers
+    }
   }
-}
+
+  py::array finish(abi::FieldType type) && {
+    using abi::FieldType;
+    switch (type) {
+      case FieldType::kI8:
+        return adopt_bytes<int8_t>();
+      case FieldType::kI16:
+        return adopt_bytes<int16_t>();
+      case FieldType::kI32:
+        return adopt_bytes<int32_t>();
+      case FieldType::kI64:
+        return adopt_bytes<int64_t>();
+      case FieldType::kU8:
+        return adopt_bytes<uint8_t>();
+      case FieldType::kU16:
+        return adopt_bytes<uint16_t>();
+      case FieldType::kU32:
+        return adopt_bytes<uint32_t>();
+      case FieldType::kF32:
+        return adopt_bytes<float>();
+      case FieldType::kF64:
+        return adopt_bytes<double>();
+      default:
+        return adopt_bytes<uint64_t>();
+    }
+  }
+
+ private:
+  // Signed integers arrive sign-extended and floats as IEEE double bits.
+  template <class T>
+  void put(const uint64_t* bits, size_t rows) {
+    const size_t at = bytes_.size();
+    bytes_.resize(at + rows * sizeof(T));
+    T* out = reinterpret_cast<T*>(bytes_.data() + at);
+    for (size_t i = 0; i < rows; ++i) {
+      if constexpr (std::is_floating_point_v<T>) {
+        out[i] = static_cast<T>(std::bit_cast<double>(bits[i]));
+      } else {
+        out[i] = static_cast<T>(bits[i]);
+      }
+    }
+  }
+
+  template <class T>
+  py::array adopt_bytes() {
+    auto* holder = new ColumnArray<char>(std::move(bytes_));
+    py::capsule owner(holder, [](void* p) { delete static_cast<ColumnArray<char>*>(p); });
+    const auto n = static_cast<py::ssize_t>(holder->size() / sizeof(T));
+    return py::array(py::dtype::of<T>(), {n}, {static_cast<py::ssize_t>(sizeof(T))},
+                     reinterpret_cast<const T*>(holder->data()), owner);
+  }
+
+  ColumnArray<char> bytes_;
+};
 
 py::array field_column(FieldColumn& f, size_t rows) {
   if (f.is_string()) return string_column(f, rows);
@@ -145,7 +213,9 @@ py::array field_column(FieldColumn& f, size_t rows) {
     for (size_t i = 0; i < rows; ++i) out[i] = f.bits[i] != 0;
     return adopt<bool>(std::move(out));
   }
-  return number_array(f.info.type, std::move(f.bits));
+  NumberColumn numbers;
+  numbers.append(f.info.type, f.bits.data(), rows);
+  return std::move(numbers).finish(f.info.type);
 }
 
 // A read-only column of `rows` times the same value: one element, stride 0 (no memory per
@@ -218,7 +288,7 @@ class TableColumns {
       } else if (info.type == abi::FieldType::kBool) {
         column = adopt<bool>(std::move(f.flags));
       } else {
-        column = number_array(info.type, std::move(f.bits));
+        column = std::move(f.numbers).finish(info.type);
       }
       columns[py::str(text(column_name(info.name)))] = column;
     }
@@ -229,7 +299,7 @@ class TableColumns {
 
  private:
   struct Field {
-    ColumnArray<uint64_t> bits;
+    NumberColumn numbers;
     ColumnArray<bool> flags;
     ColumnArray<PyObject*> objects;  // strings, enums: new references
     TextCache texts;
@@ -254,7 +324,7 @@ class TableColumns {
       f->flags.resize(at + rows);
       for (size_t i = 0; i < rows; ++i) f->flags[at + i] = c.bits[i] != 0;
     } else {
-      f->bits.append(c.bits.data(), rows);
+      f->numbers.append(c.info.type, c.bits.data(), rows);
     }
   }
 

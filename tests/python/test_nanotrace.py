@@ -71,12 +71,15 @@ def test_values_equal_dump_json_from_segment_and_file(traced, recovered):
     assert trace.is_file
     check_against_dump(trace, path)
     types = trace.events("test:types")
-    assert types["i64"].dtype == np.int64 and types["i64"][0] == -5000000000
-    assert types["u64"].dtype == np.uint64 and types["u64"][0] == 18000000000000000000
-    assert types["f32"].dtype == np.float64 and types["f32"][0] == 1.5
+    # Each number in its field's own width.
+    widths = {"i8": (np.int8, -5), "i16": (np.int16, -300), "i32": (np.int32, -70000),
+              "i64": (np.int64, -5000000000), "u8": (np.uint8, 200), "u16": (np.uint16, 60000),
+              "u32": (np.uint32, 4000000000), "u64": (np.uint64, 18000000000000000000),
+              "f32": (np.float32, 1.5), "f64": (np.float64, -2.25), "ptr": (np.uint64, 0x1234)}
+    for field, (dtype, value) in widths.items():
+        assert types[field].dtype == dtype and types[field][0] == value, field
     assert types["flag"].dtype == np.bool_ and types["flag"][0]
     assert types["name"][0] == "hello world"
-    assert types["ptr"][0] == 0x1234
     assert types["fields.event"][0] == 7  # a field named like a fixed column
     strings = trace.events("test:strings")
     assert strings["first"][0] == "" and len(strings["second"][0]) == 63

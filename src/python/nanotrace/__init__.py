@@ -16,8 +16,9 @@ latency, statistics, and control of a live traced process.
 Values equal what `nanotrace dump --json` prints for the same records: columns time_ns,
 pid, tid, seq, event and one per field (a field named like one of those is "fields.NAME");
 thread names are in trace.threads(). pid and event hold one value per table: they are
-read-only arrays of that value repeated (no memory per row). Integers are int64 (signed) or uint64 (unsigned, pointers), floats float64
-(NaN and infinities as such), bools bool, strings str (bytes that are not valid UTF-8 become
+read-only arrays of that value repeated (no memory per row). Numbers keep their field's
+width: an i32 field is int32, a u8 field uint8, pointers uint64, an f32 field float32 (NaN
+and infinities as such), bools bool, strings str (bytes that are not valid UTF-8 become
 U+FFFD, as in the JSON), enum fields with value names the name where the value has one.
 Rows are in the merged time order of `nanotrace dump`.
 
@@ -135,8 +136,10 @@ class Trace:
             parts = [(orders[k], t[column]) for k, t in tables.items() if column in t]
             complete = sum(len(o) for o, _ in parts) == rows
             kinds = {a.dtype.kind for _, a in parts}
-            if complete and len({a.dtype for _, a in parts}) == 1:
-                out = np.empty(rows, dtype=parts[0][1].dtype)
+            dtypes = {a.dtype for _, a in parts}
+            if complete and (len(dtypes) == 1 or kinds <= set("iu") and np.result_type(*dtypes).kind != "f"):
+                # One dtype, or integers of several widths that one integer dtype holds.
+                out = np.empty(rows, dtype=np.result_type(*dtypes))
             elif kinds <= set("iuf"):
                 out = np.full(rows, np.nan)
             else:
