@@ -137,8 +137,10 @@ class Trace:
             complete = sum(len(o) for o, _ in parts) == rows
             kinds = {a.dtype.kind for _, a in parts}
             dtypes = {a.dtype for _, a in parts}
-            if complete and (len(dtypes) == 1 or kinds <= set("iu") and np.result_type(*dtypes).kind != "f"):
-                # One dtype, or integers of several widths that one integer dtype holds.
+            # One dtype, or integers of several widths that one integer dtype holds.
+            one_dtype = len(dtypes) == 1 or (kinds <= set("iu") and
+                                             np.result_type(*dtypes).kind in "iu")
+            if complete and one_dtype:
                 out = np.empty(rows, dtype=np.result_type(*dtypes))
             elif kinds <= set("iuf"):
                 out = np.full(rows, np.nan)
