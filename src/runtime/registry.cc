@@ -165,8 +165,10 @@ void Runtime::publish_site_locked(detail::Site* site) {
   }
   uint32_t index = h->events_count;
   if (index >= h->events_capacity || index >= 0xfffe) return;  // table full: site stays off
-  uint64_t entry_end = h->events_offset + (uint64_t{index} + 1) * sizeof(abi::EventEntry);
-  if (!reserve_table_bytes(&segment, entry_end)) return;  // /dev/shm full: site stays off
+  uint64_t entry = h->events_offset + uint64_t{index} * sizeof(abi::EventEntry);
+  if (!reserve_table_bytes(&segment, entry, entry + sizeof(abi::EventEntry))) {
+    return;  // /dev/shm full: site stays off
+  }
   auto* e = reinterpret_cast<abi::EventEntry*>(segment.base + h->events_offset) + index;
   std::memset(e, 0, sizeof(*e));
   e->group = group;

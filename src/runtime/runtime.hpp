@@ -67,8 +67,8 @@ struct Segment {
   int fd = -1;
   uint8_t* base = nullptr;
   uint64_t size = 0;
-  std::string path;                // e.g. /dev/shm/nanotrace-1234
-  std::vector<bool> table_chunks;  // 64 KiB chunks of the table region known allocated
+  std::string path;               // e.g. /dev/shm/nanotrace-1234
+  std::vector<bool> table_pages;  // pages of the table region known allocated
   abi::SegmentHeader* header() const { return reinterpret_cast<abi::SegmentHeader*>(base); }
   abi::ThreadSlot* slot(uint32_t i) const;
   uint8_t* ring(uint32_t i) const;
@@ -85,9 +85,9 @@ uint64_t this_image_id();
 // same pid is set aside as evidence; a name taken by someone else is avoided.
 Result<Segment> create_segment(const Config& config, pid_t pid);
 void destroy_segment(Segment* segment, bool unlink);
-// Makes sure the table bytes just below `end` are allocated (in 64 KiB chunks), so writing
-// them cannot raise SIGBUS. REQUIRES: the runtime mutex; a write never spans 64 KiB.
-bool reserve_table_bytes(Segment* segment, uint64_t end);
+// Makes sure the table bytes [begin, end) are allocated (whole pages, one fallocate for those
+// not yet allocated), so writing them cannot raise SIGBUS. REQUIRES: the runtime mutex.
+bool reserve_table_bytes(Segment* segment, uint64_t begin, uint64_t end);
 // Appends a string to the segment's pool; returns its offset (0 = the empty string).
 uint32_t intern_string(Segment& segment, const char* text);
 // Allocates slot i's ring unless done before. False if /dev/shm is

@@ -26,7 +26,6 @@ namespace {
 constexpr uint32_t kEventsCapacity = 4096;
 constexpr uint32_t kStringsCapacity = 256u << 10;
 constexpr uint64_t kPage = 4096;
-constexpr uint64_t kTableChunk = 64u << 10;  // table bytes are allocated in steps of this
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
@@ -181,6 +180,7 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   seg.fd = fd;
   seg.base = static_cast<uint8_t*>(base);
   seg.size = size;
+  seg.table_pages.assign(align_up(events_off, kPage) / kPage, true);  // allocated above
 
   abi::SegmentHeader* h = seg.header();
   std::memcpy(h->magic, abi::kSegmentMagic, sizeof(h->magic));
@@ -228,21 +228,21 @@ void destroy_segment(Segment* seg, bool unlink) {
   *seg = Segment();
 }
 
-bool reserve_table_bytes(Segment* seg, uint64_t end) {
-  if (end == 0) return true;
-  uint64_t first = (end - 1) / kTableChunk;
-  // Callers write just below `end`, so the chunk holding its last byte (and, if the write
-  // straddles a chunk boundary, the one before) must be allocated.
-  uint64_t from = first > 0 ? first - 1 : 0;
-  if (seg->table_chunks.size() <= first) seg->table_chunks.resize(first + 1, false);
-  for (uint64_t c = from; c <= first; ++c) {
-    if (seg->table_chunks[c]) continue;
-    if (posix_fallocate(seg->fd, static_cast<off_t>(c * kTableChunk),
-                        static_cast<off_t>(kTableChunk)) != 0) {
-      return false;
-    }
-    seg->table_chunks[c] = true;
+bool reserve_table_bytes(Segment* seg, uint64_t begin, uint64_t end) {
+  if (end <= begin) return true;
+  const uint64_t first = begin / kPage, last = (end - 1) / kPage;
+  if (seg->table_pages.size() <= last) seg->table_pages.resize(last + 1, false);
+  uint64_t from = first;
+  while (from <= last && seg->table_pages[from]) ++from;
+  if (from > last) return true;
+  uint64_t to = last;
+  while (seg->table_pages[to]) --to;
+  // One call for the pages not yet allocated (any allocated among them stay as they are).
+  if (posix_fallocate(seg->fd, static_cast<off_t>(from * kPage),
+                      static_cast<off_t>((to - from + 1) * kPage)) != 0) {
+    return false;
   }
+  for (uint64_t p = from; p <= to; ++p) seg->table_pages[p] = true;
   return true;
 }
 
@@ -305,7 +305,8 @@ uint32_t intern_string(Segment& seg, const char* text) {
   }
   if (h->strings_used + n + 1 > h->strings_capacity) return 0;  // pool full: name shown empty
   uint32_t off = h->strings_used;
-  if (!reserve_table_bytes(&seg, h->strings_offset + off + n + 1)) return 0;
+  const uint64_t at = h->strings_offset + off;
+  if (!reserve_table_bytes(&seg, at, at + n + 1)) return 0;
   std::memcpy(pool + off, text, n + 1);
   __atomic_store_n(&h->strings_used, off + static_cast<uint32_t>(n) + 1, __ATOMIC_RELEASE);
   return off;
