@@ -170,7 +170,12 @@ struct SegmentHeader {
   uint64_t run_id;
   uint32_t parent_pid;  // getppid() when the segment was created
   uint32_t reserved2;
-  uint8_t reserved[4096 - 1096];
+  // The process's pidfs inode number (Linux 6.9+): unique per process since boot and kept
+  // across exec, so it tells an earlier image of this process from an earlier process that
+  // had its pid and started in the same clock tick (which proc_start_time cannot); 0 if
+  // unknown.
+  uint64_t proc_identity;
+  uint8_t reserved[4096 - 1104];
 };
 static_assert(sizeof(SegmentHeader) == 4096);
 static_assert(offsetof(SegmentHeader, version) == 8);
@@ -188,6 +193,7 @@ static_assert(offsetof(SegmentHeader, image_id) == 1056);
 static_assert(offsetof(SegmentHeader, trigger_done_seq) == 1072);
 static_assert(offsetof(SegmentHeader, run_id) == 1080);
 static_assert(offsetof(SegmentHeader, parent_pid) == 1088);
+static_assert(offsetof(SegmentHeader, proc_identity) == 1096);
 
 struct GroupEntry {
   char name[kNameBytes];  // NUL-terminated

@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +63,18 @@ uint64_t proc_start_time(uint32_t pid) {
     ++pos;
   }
   return std::strtoull(line.c_str() + pos, nullptr, 10);
+}
+
+uint64_t process_identity(uint32_t pid) {
+  constexpr long kPidfsMagic = 0x50494446;  // before pidfs, every pidfd shared one inode
+  if (pid == 0 || pid > INT_MAX) return 0;
+  int fd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+  if (fd < 0) return 0;
+  struct stat st;
+  struct statfs fs;
+  bool pidfs = fstatfs(fd, &fs) == 0 && fs.f_type == kPidfsMagic && fstat(fd, &st) == 0;
+  close(fd);
+  return pidfs ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
 bool process_alive(uint32_t pid, uint64_t start_time) {

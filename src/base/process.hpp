@@ -16,6 +16,10 @@ bool tsc_is_invariant();
 double monotonic_seconds();
 // Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), 0 if unknown.
 uint64_t proc_start_time(uint32_t pid);
+// The inode number of pid's pidfs file (Linux 6.9+): unique per process since boot and the
+// same in every image of it (exec), unlike a start time in clock ticks, which two processes
+// that had one pid can share. 0 if unknown (an older kernel, or no such process).
+uint64_t process_identity(uint32_t pid);
 // The first 4 KiB of a small /proc file ("" if it cannot be read). Plain system calls: the
 // runtime calls it at start-up, where an ifstream would pull in the C++ library's locales.
 std::string read_proc_file(const char* path);

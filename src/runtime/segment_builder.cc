@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -47,9 +48,22 @@ enum class Occupant {
   kForeign,         // someone else's file, or a live runtime's: avoided
 };
 
-// What occupies path, and (for kEarlierProcess) that process's start time.
-Occupant inspect(const std::string& path, pid_t pid, uint64_t start_time, uint64_t* old_start,
-                 uint64_t* old_image) {
+// Who this process is, beyond its pid.
+struct ProcessIdentity {
+  uint64_t start_time;  // proc_start_time: clock ticks, shared by processes of one tick
+  uint64_t identity;    // pidfs inode, exact; 0 if the kernel has none
+};
+
+// True if a segment with these header values was written by this process (an earlier image
+// of it), as far as can be told: by identity when both sides have one, else by start time.
+bool same_process(const abi::SegmentHeader& h, const ProcessIdentity& self) {
+  if (h.proc_identity != 0 && self.identity != 0) return h.proc_identity == self.identity;
+  return self.start_time != 0 && h.proc_start_time == self.start_time;
+}
+
+// What occupies path, and that segment's start time and image id.
+Occupant inspect(const std::string& path, pid_t pid, const ProcessIdentity& self,
+                 uint64_t* old_start, uint64_t* old_image) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return errno == ENOENT ? Occupant::kNone : Occupant::kForeign;
   struct stat st;
@@ -62,9 +76,24 @@ Occupant inspect(const std::string& path, pid_t pid, uint64_t start_time, uint64
   ::close(fd);
   if (!ours || live) return Occupant::kForeign;
   *old_image = h.image_id;
-  if (start_time != 0 && h.proc_start_time == start_time) return Occupant::kEarlierImage;
   *old_start = h.proc_start_time;
-  return Occupant::kEarlierProcess;
+  return same_process(h, self) ? Occupant::kEarlierImage : Occupant::kEarlierProcess;
+}
+
+// Renames path to aside, or, if that name is taken, to base.<random digits>; never replaces
+// a file. False if it could not be moved.
+bool move_aside(const std::string& path, const std::string& aside, const std::string& base,
+                std::mt19937_64& rng) {
+  for (int tries = 0; tries < 4; ++tries) {
+    const std::string to =
+        tries == 0 ? aside : base + "." + std::to_string(rng() % 100000000000000ull);
+    if (to == path) continue;
+    if (::renameat2(AT_FDCWD, path.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+      return true;
+    }
+    if (errno != EEXIST) return false;
+  }
+  return false;
 }
 
 // Opens a new segment file for pid: /dev/shm/nanotrace-<pid>, or, when that name is held by
@@ -73,36 +102,35 @@ Occupant inspect(const std::string& path, pid_t pid, uint64_t start_time, uint64
 // keep_earlier_image: a segment an earlier image of this process left (it exec'd) is set
 // aside as /dev/shm/nanotrace-<pid>.<its image id> instead of removed (NANOTRACE_KEEP: a
 // recorder that has not found it yet still can).
-int open_new(pid_t pid, uint64_t start_time, bool keep_earlier_image, std::string* path) {
+int open_new(pid_t pid, const ProcessIdentity& self, bool keep_earlier_image, std::string* path) {
   const std::string base = "/dev/shm/nanotrace-" + std::to_string(pid);
-  std::mt19937_64 rng(start_time ^ static_cast<uint64_t>(pid) ^ this_image_id());
+  std::mt19937_64 rng(self.start_time ^ self.identity ^ static_cast<uint64_t>(pid) ^
+                      this_image_id());
   int name = 0;
   for (int tries = 0; tries < 16 && name < 6; ++tries) {
     *path = name == 0   ? base
-            : name == 1 ? base + "." + std::to_string(start_time)
+            : name == 1 ? base + "." + std::to_string(self.start_time)
                         : base + "." + std::to_string(rng() % 100000000000000ull);
     int fd = ::open(path->c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0 || errno != EEXIST) return fd;
     uint64_t old_start = 0, old_image = 0;
-    switch (inspect(*path, pid, start_time, &old_start, &old_image)) {
+    switch (inspect(*path, pid, self, &old_start, &old_image)) {
       case Occupant::kNone:  // vanished meanwhile: try the same name again
         break;
-      case Occupant::kEarlierImage: {
-        std::string aside = base + "." + std::to_string(old_image);
-        if (!keep_earlier_image || old_image == 0 || aside == *path ||
-            ::rename(path->c_str(), aside.c_str()) != 0) {
+      case Occupant::kEarlierImage:
+        if (!keep_earlier_image || old_image == 0 ||
+            !move_aside(*path, base + "." + std::to_string(old_image), base, rng)) {
           ::unlink(path->c_str());
         }
         break;
-      }
-      case Occupant::kEarlierProcess: {
-        // It may be the only record of a crash: move it aside rather than replace it.
-        std::string aside = base + "." + std::to_string(old_start);
-        if (old_start == 0 || aside == *path || ::rename(path->c_str(), aside.c_str()) != 0) {
-          ::unlink(path->c_str());
+      case Occupant::kEarlierProcess:
+        // It may be the only record of a crash: move it aside, or leave it and take another
+        // name, rather than replace it.
+        if (old_start == 0 ||
+            !move_aside(*path, base + "." + std::to_string(old_start), base, rng)) {
+          ++name;
         }
         break;
-      }
       case Occupant::kForeign:
         ++name;
         break;
@@ -134,8 +162,9 @@ uint8_t* Segment::ring(uint32_t i) const { return base + ring_offset(i); }
 
 Result<Segment> create_segment(const Config& config, pid_t pid) {
   Segment seg;
-  const uint64_t start_time = sys::proc_start_time(static_cast<uint32_t>(pid));
-  int fd = open_new(pid, start_time, config.keep_on_exit, &seg.path);
+  const ProcessIdentity self{sys::proc_start_time(static_cast<uint32_t>(pid)),
+                             sys::process_identity(static_cast<uint32_t>(pid))};
+  int fd = open_new(pid, self, config.keep_on_exit, &seg.path);
   if (fd < 0) return Status::FromErrno("creating /dev/shm/nanotrace-" + std::to_string(pid), errno);
   fchmod(fd, 0600);  // umask can only narrow, but be explicit
   if (!sys::lock_segment_byte(fd, sys::kWriterLockByte)) {
@@ -213,7 +242,8 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   h->runtime_api = reinterpret_cast<uint64_t>(&g_this_api);
   copy_name(h->process_name, sizeof(h->process_name), read_comm());
   copy_name(h->user_name, sizeof(h->user_name), config.name);
-  h->proc_start_time = start_time;
+  h->proc_start_time = self.start_time;
+  h->proc_identity = self.identity;
   h->run_id = config.run_id;
   h->parent_pid = static_cast<uint32_t>(getppid());
   // The version goes last: a reader that sees it sees a complete header.

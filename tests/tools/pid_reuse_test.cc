@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "../common/child_process.hpp"
 #include "nanotrace/abi.hpp"
@@ -51,34 +52,56 @@ int run_producer_with_pid(pid_t pid, const char* events) {
   return status;
 }
 
-TEST(PidReuseTest, CrashedSegmentIsSetAsideThenListedRecoveredAndCleaned) {
-  if (geteuid() != 0) GTEST_SKIP() << "choosing a child's pid (clone3 set_tid) needs root";
-  // 1. A traced process is killed and leaves its segment (SIGKILL: under ASan a SIGSEGV
-  // would be caught and turned into an exit).
+// Starts a traced producer, kills it once it has recorded 1000 events, and returns its pid;
+// *old_path is the segment it left and *start_time that segment's proc_start_time.
+pid_t crash_a_producer(std::string* old_path, uint64_t* start_time) {
+  // SIGKILL: under ASan a SIGSEGV would be caught and turned into an exit.
   nanotrace::testing::ChildProcess crashed(
       {kProducer, "--threads", "1", "--events", "1000", "--hold"}, {"NANOTRACE_MODE=discard"});
   pid_t pid = crashed.pid();
   std::string line;
   while (!(line = crashed.read_line()).empty() && line != "ready") {
   }
-  ASSERT_EQ(line, "ready");
+  EXPECT_EQ(line, "ready");
   kill(pid, SIGKILL);
   int status = crashed.wait();
-  ASSERT_TRUE(WIFSIGNALED(status)) << status;
-  std::string old_path = segment_of(pid);
+  EXPECT_TRUE(WIFSIGNALED(status)) << status;
+  *old_path = segment_of(pid);
   nanotrace::abi::SegmentHeader header{};
-  {
-    FILE* f = std::fopen(old_path.c_str(), "rb");
-    ASSERT_NE(f, nullptr) << old_path;
-    ASSERT_EQ(std::fread(&header, sizeof(header), 1, f), 1u);
+  if (FILE* f = std::fopen(old_path->c_str(), "rb")) {
+    EXPECT_EQ(std::fread(&header, sizeof(header), 1, f), 1u);
     std::fclose(f);
   }
-  uint64_t start_time = header.proc_start_time;
+  *start_time = header.proc_start_time;
+  return pid;
+}
+
+// Segments of pid that `nanotrace list --json` reports as a dead process's, by path.
+std::vector<nlohmann::json> dead_segments_of(pid_t pid) {
+  int code = 0;
+  auto list = nlohmann::json::parse(run_command(kCli + " list --json", &code));
+  EXPECT_EQ(code, 0);
+  std::vector<nlohmann::json> out;
+  for (const auto& e : list) {
+    if (e["pid"] == pid && e["alive"] == false) out.push_back(e);
+  }
+  return out;
+}
+
+TEST(PidReuseTest, CrashedSegmentIsSetAsideThenListedRecoveredAndCleaned) {
+  if (geteuid() != 0) GTEST_SKIP() << "choosing a child's pid (clone3 set_tid) needs root";
+  // 1. A traced process is killed and leaves its segment. The new process below usually
+  // starts within the same clock tick as this one, so a start time alone would take the
+  // segment for its own earlier image (exec) and remove it.
+  std::string old_path;
+  uint64_t start_time = 0;
+  pid_t pid = crash_a_producer(&old_path, &start_time);
+  ASSERT_FALSE(HasFailure());
   ASSERT_NE(start_time, 0u);
   std::string aside = old_path + "." + std::to_string(start_time);
 
   // 2. A new traced process gets the same pid, runs and exits cleanly.
-  status = run_producer_with_pid(pid, "10");
+  int status = run_producer_with_pid(pid, "10");
   ASSERT_GE(status, 0) << "clone3(set_tid=" << pid << "): " << std::strerror(-status);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_FALSE(std::filesystem::exists(old_path)) << "the new process removes its own segment";
@@ -115,6 +138,45 @@ TEST(PidReuseTest, CrashedSegmentIsSetAsideThenListedRecoveredAndCleaned) {
   out = run_command(kCli + " clean 2>&1", &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_FALSE(std::filesystem::exists(aside)) << out;
+}
+
+// A file already under the set-aside name is never replaced: the crashed segment goes to
+// another name, and both survive.
+TEST(PidReuseTest, SettingAsideNeverReplacesAFile) {
+  if (geteuid() != 0) GTEST_SKIP() << "choosing a child's pid (clone3 set_tid) needs root";
+  std::string old_path;
+  uint64_t start_time = 0;
+  pid_t pid = crash_a_producer(&old_path, &start_time);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_NE(start_time, 0u);
+  std::string aside = old_path + "." + std::to_string(start_time);
+  {
+    FILE* f = std::fopen(aside.c_str(), "wx");
+    ASSERT_NE(f, nullptr) << aside << ": " << std::strerror(errno);
+    std::fputs("someone else's file\n", f);
+    std::fclose(f);
+  }
+
+  int status = run_producer_with_pid(pid, "10");
+  ASSERT_GE(status, 0) << "clone3(set_tid=" << pid << "): " << std::strerror(-status);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_FALSE(std::filesystem::exists(old_path)) << "the new process removes its own segment";
+  std::string content;
+  if (FILE* f = std::fopen(aside.c_str(), "r")) {
+    char buf[64] = {};
+    content.assign(buf, std::fread(buf, 1, sizeof(buf) - 1, f));
+    std::fclose(f);
+  }
+  EXPECT_EQ(content, "someone else's file\n") << "the file under the set-aside name was replaced";
+  std::filesystem::remove(aside);
+
+  auto dead = dead_segments_of(pid);
+  ASSERT_EQ(dead.size(), 1u) << "the crashed process's segment is listed once";
+  EXPECT_EQ(dead[0]["events"], 1000);
+  std::string moved = dead[0]["path"];
+  EXPECT_NE(moved, aside);
+  EXPECT_EQ(moved.rfind(old_path + ".", 0), 0u) << moved;
+  std::filesystem::remove(moved);
 }
 
 }  // namespace
