@@ -52,9 +52,14 @@ int run_producer_with_pid(pid_t pid, const char* events) {
   return status;
 }
 
-// Starts a traced producer, kills it once it has recorded 1000 events, and returns its pid;
-// *old_path is the segment it left and *start_time that segment's proc_start_time.
-pid_t crash_a_producer(std::string* old_path, uint64_t* start_time) {
+struct Crashed {
+  pid_t pid;
+  std::string old_path;  // the segment it left
+  std::string aside;     // where a new process with its pid is to set it aside
+};
+
+// Starts a traced producer and kills it once it has recorded 1000 events.
+Crashed crash_a_producer() {
   // SIGKILL: under ASan a SIGSEGV would be caught and turned into an exit.
   nanotrace::testing::ChildProcess crashed(
       {kProducer, "--threads", "1", "--events", "1000", "--hold"}, {"NANOTRACE_MODE=discard"});
@@ -66,14 +71,14 @@ pid_t crash_a_producer(std::string* old_path, uint64_t* start_time) {
   kill(pid, SIGKILL);
   int status = crashed.wait();
   EXPECT_TRUE(WIFSIGNALED(status)) << status;
-  *old_path = segment_of(pid);
+  std::string old_path = segment_of(pid);
   nanotrace::abi::SegmentHeader header{};
-  if (FILE* f = std::fopen(old_path->c_str(), "rb")) {
+  if (FILE* f = std::fopen(old_path.c_str(), "rb")) {
     EXPECT_EQ(std::fread(&header, sizeof(header), 1, f), 1u);
     std::fclose(f);
   }
-  *start_time = header.proc_start_time;
-  return pid;
+  EXPECT_NE(header.proc_start_time, 0u) << old_path;
+  return {pid, old_path, old_path + "." + std::to_string(header.proc_start_time)};
 }
 
 // Segments of pid that `nanotrace list --json` reports as a dead process's, by path.
@@ -90,15 +95,11 @@ std::vector<nlohmann::json> dead_segments_of(pid_t pid) {
 
 TEST(PidReuseTest, CrashedSegmentIsSetAsideThenListedRecoveredAndCleaned) {
   if (geteuid() != 0) GTEST_SKIP() << "choosing a child's pid (clone3 set_tid) needs root";
-  // 1. A traced process is killed and leaves its segment. The new process below usually
-  // starts within the same clock tick as this one, so a start time alone would take the
-  // segment for its own earlier image (exec) and remove it.
-  std::string old_path;
-  uint64_t start_time = 0;
-  pid_t pid = crash_a_producer(&old_path, &start_time);
+  // 1. A traced process is killed and leaves its segment. The new process below may start
+  // within the same clock tick as this one (about one run in 60 here), where a start time
+  // alone would take the segment for its own earlier image (exec) and remove it.
+  auto [pid, old_path, aside] = crash_a_producer();
   ASSERT_FALSE(HasFailure());
-  ASSERT_NE(start_time, 0u);
-  std::string aside = old_path + "." + std::to_string(start_time);
 
   // 2. A new traced process gets the same pid, runs and exits cleanly.
   int status = run_producer_with_pid(pid, "10");
@@ -144,12 +145,8 @@ TEST(PidReuseTest, CrashedSegmentIsSetAsideThenListedRecoveredAndCleaned) {
 // another name, and both survive.
 TEST(PidReuseTest, SettingAsideNeverReplacesAFile) {
   if (geteuid() != 0) GTEST_SKIP() << "choosing a child's pid (clone3 set_tid) needs root";
-  std::string old_path;
-  uint64_t start_time = 0;
-  pid_t pid = crash_a_producer(&old_path, &start_time);
+  auto [pid, old_path, aside] = crash_a_producer();
   ASSERT_FALSE(HasFailure());
-  ASSERT_NE(start_time, 0u);
-  std::string aside = old_path + "." + std::to_string(start_time);
   {
     FILE* f = std::fopen(aside.c_str(), "wx");
     ASSERT_NE(f, nullptr) << aside << ": " << std::strerror(errno);
