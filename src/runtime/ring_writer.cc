@@ -288,6 +288,7 @@ bool block_memory_ready(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t
   if (posix_fallocate(rt.segment.fd, static_cast<off_t>(offset), static_cast<off_t>(block)) != 0) {
     return false;
   }
+  map_for_writing(rt.segment, offset, abi::kBlockHeaderBytes);  // where the block starts
   // The control thread may set the first block of a slot it believes free: the larger wins.
   uint32_t have = __atomic_load_n(&s->allocated_blocks, __ATOMIC_RELAXED);
   while (have < index + 1 &&

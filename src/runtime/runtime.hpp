@@ -88,6 +88,11 @@ void destroy_segment(Segment* segment, bool unlink);
 // Makes sure the table bytes [begin, end) are allocated (whole pages, one fallocate for those
 // not yet allocated), so writing them cannot raise SIGBUS. REQUIRES: the runtime mutex.
 bool reserve_table_bytes(Segment* segment, uint64_t begin, uint64_t end);
+// Maps the allocated pages of [offset, offset + bytes) that are about to be written, in one
+// system call: a page fault on each costs twice as much in a virtual machine (12 us against
+// 6 us here, the access that follows included). Best effort: a kernel without
+// MADV_POPULATE_WRITE leaves them to fault.
+void map_for_writing(const Segment& segment, uint64_t offset, uint64_t bytes);
 // Appends a string to the segment's pool; returns its offset (0 = the empty string).
 uint32_t intern_string(Segment& segment, const char* text);
 // Allocates slot i's ring unless done before. False if /dev/shm is

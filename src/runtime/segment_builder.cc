@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,7 +31,13 @@ constexpr uint64_t kPage = 4096;
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 
-std::string read_comm() {
+// The process's name: the main thread's, asked directly when this is the main thread (one
+// system call; /proc/self/comm is three).
+std::string read_comm(pid_t pid) {
+  if (gettid() == pid) {
+    char name[17] = {};
+    if (prctl(PR_GET_NAME, name) == 0) return name;
+  }
   std::string s = sys::read_proc_file("/proc/self/comm");
   return s.substr(0, s.find('\n'));
 }
@@ -210,6 +217,9 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   seg.base = static_cast<uint8_t*>(base);
   seg.size = size;
   seg.table_pages.assign(align_up(events_off, kPage) / kPage, true);  // allocated above
+  // The pages written next: the header, the first groups and events, the first thread slots.
+  map_for_writing(seg, 0, events_off + sizeof(abi::EventEntry));
+  map_for_writing(seg, threads_off, sizeof(abi::ThreadSlot));
 
   abi::SegmentHeader* h = seg.header();
   std::memcpy(h->magic, abi::kSegmentMagic, sizeof(h->magic));
@@ -240,7 +250,7 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   h->block_timeout_ns = config.block_timeout_ns;
   h->image_id = this_image_id();
   h->runtime_api = reinterpret_cast<uint64_t>(&g_this_api);
-  copy_name(h->process_name, sizeof(h->process_name), read_comm());
+  copy_name(h->process_name, sizeof(h->process_name), read_comm(pid));
   copy_name(h->user_name, sizeof(h->user_name), config.name);
   h->proc_start_time = self.start_time;
   h->proc_identity = self.identity;
@@ -273,7 +283,17 @@ bool reserve_table_bytes(Segment* seg, uint64_t begin, uint64_t end) {
     return false;
   }
   for (uint64_t p = from; p <= to; ++p) seg->table_pages[p] = true;
+  map_for_writing(*seg, begin, end - begin);
   return true;
+}
+
+void map_for_writing(const Segment& seg, uint64_t offset, uint64_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  const uint64_t first = offset & ~(kPage - 1);
+  (void)madvise(seg.base + first, align_up(offset + bytes, kPage) - first, MADV_POPULATE_WRITE);
+#else
+  (void)seg, (void)offset, (void)bytes;
+#endif
 }
 
 // Maps the first page of ring i ahead of its writer, so that a thread's first record does not
@@ -285,12 +305,9 @@ bool reserve_table_bytes(Segment* seg, uint64_t begin, uint64_t end) {
 // thread must keep up with a burst of new threads. Thread-sanitizer builds skip the read,
 // which it would report against such a writer.
 void map_first_page(const Segment& seg, uint32_t i) {
-  uint8_t* ring = seg.base + seg.ring_offset(i);
-#ifdef MADV_POPULATE_WRITE
-  (void)madvise(ring, kPage, MADV_POPULATE_WRITE);
-#endif
+  map_for_writing(seg, seg.ring_offset(i), kPage);
 #ifndef __SANITIZE_THREAD__
-  uint8_t seen = __atomic_load_n(ring, __ATOMIC_RELAXED);
+  uint8_t seen = __atomic_load_n(seg.base + seg.ring_offset(i), __ATOMIC_RELAXED);
   __asm__ volatile("" : : "r"(seen));
 #endif
 }
