@@ -3,8 +3,9 @@
 //
 //   hiccups [--quick] [--json FILE]
 //
-// - start-up: a trivial program with one tracepoint against its untraced twin, run in
-//   interleaved pairs (wall time from posix_spawn to its exit);
+// - start-up: a trivial program with one tracepoint against its untraced twin and against
+//   the floor (the same program doing plainly the least a tracer of this design must: a
+//   shared-memory file and a thread), interleaved (wall time from posix_spawn to reaping);
 // - first event of a new thread: rdtsc around the first tracepoint of each of many new
 //   threads, one at a time;
 // - per event: rdtsc around each call on a thread pinned to one CPU, in batches; a batch
@@ -81,24 +82,26 @@ uint64_t spawn_and_wait_ns(const std::string& path) {
   return now_ns() - t0;
 }
 
+// The traced twin, the untraced one and the floor (startup_floor.cc: what any tracer with a
+// shared-memory file and a thread of its own must do at start-up, written plainly) in
+// interleaved rounds; each round's order is rotated so none always runs on a warmer machine.
 nlohmann::json startup(const std::string& dir, int pairs) {
-  std::string traced = dir + "/nanotrace_startup_traced", plain = dir + "/nanotrace_startup_plain";
-  spawn_and_wait_ns(traced);  // warm the page cache
-  spawn_and_wait_ns(plain);
-  std::vector<double> a, b, diff;
+  const std::string programs[3] = {dir + "/nanotrace_startup_traced",
+                                   dir + "/nanotrace_startup_plain",
+                                   dir + "/nanotrace_startup_floor"};
+  for (const std::string& p : programs) spawn_and_wait_ns(p);  // warm the page cache
+  std::vector<double> a, b, f, diff, floor_diff;
   for (int i = 0; i < pairs; ++i) {
-    // Alternate which goes first so that neither always runs on a warmer machine.
-    uint64_t ta, tb;
-    if (i % 2) {
-      ta = spawn_and_wait_ns(traced);
-      tb = spawn_and_wait_ns(plain);
-    } else {
-      tb = spawn_and_wait_ns(plain);
-      ta = spawn_and_wait_ns(traced);
+    uint64_t t[3];
+    for (int k = 0; k < 3; ++k) {
+      const int which = (i + k) % 3;
+      t[which] = spawn_and_wait_ns(programs[which]);
     }
-    a.push_back(ta / 1e3);
-    b.push_back(tb / 1e3);
-    diff.push_back((static_cast<double>(ta) - static_cast<double>(tb)) / 1e3);
+    a.push_back(t[0] / 1e3);
+    b.push_back(t[1] / 1e3);
+    f.push_back(t[2] / 1e3);
+    diff.push_back((static_cast<double>(t[0]) - static_cast<double>(t[1])) / 1e3);
+    floor_diff.push_back((static_cast<double>(t[2]) - static_cast<double>(t[1])) / 1e3);
   }
   auto stats = [](const std::vector<double>& v) {
     return nlohmann::json{{"median_us", percentile(v, 50)},
@@ -107,11 +110,16 @@ nlohmann::json startup(const std::string& dir, int pairs) {
                           {"min_us", percentile(v, 0)},
                           {"max_us", percentile(v, 100)}};
   };
-  return {{"pairs", pairs},
-          {"traced", stats(a)},
-          {"untraced", stats(b)},
-          {"traced_minus_untraced", stats(diff)},
-          {"target_median_extra_us", 300}};
+  const double floor_extra = percentile(floor_diff, 50);
+  return {
+      {"pairs", pairs},
+      {"traced", stats(a)},
+      {"untraced", stats(b)},
+      {"floor", stats(f)},
+      {"traced_minus_untraced", stats(diff)},
+      {"floor_minus_untraced", stats(floor_diff)},
+      {"traced_extra_over_floor_extra", floor_extra > 0 ? percentile(diff, 50) / floor_extra : 0.0},
+      {"target_median_extra_us", 300}};
 }
 
 long switches() {
