@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 
 #include "nanotrace/control.hpp"
@@ -87,6 +88,35 @@ TEST(RecordTest, RoundTripsEveryFieldTypeThroughOwnSegment) {
     EXPECT_EQ(r.event->fields[7].name, "s");
     EXPECT_EQ(r.event->fields[9].type, FieldType::kString);
     EXPECT_EQ(format_fields(r).substr(0, 22), "i8=-8 u16=65535 i32=-1");
+  }
+  EXPECT_TRUE(found);
+}
+
+// Char arrays are read up to their end at most: an unterminated buffer keeps its bytes and
+// nothing beyond (the byte after it here is not NUL), an empty literal stays empty, and a
+// long buffer is cut as any long string is, never inside a character.
+TEST(RecordTest, CharArrayFieldsStopAtTheirEnd) {
+  struct {
+    char unterminated[5];
+    char after[3];
+  } packed = {{'a', 'b', 'c', 'd', 'e'}, {'X', 'Y', 'Z'}};
+  char long_buffer[100] = {};
+  std::string utf8_text(abi::kMaxStringBytes - 1, 'y');
+  utf8_text += "\xc3\xa9";  // a two-byte character across the cut
+  std::memcpy(long_buffer, utf8_text.data(), utf8_text.size());
+  NANOTRACE(unit, arrays, "unterminated={} empty={} long={}", packed.unterminated, "", long_buffer);
+  auto trace = Trace::open_pid(getpid());
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  auto source = (*trace)->read_all();
+  Record r;
+  bool found = false;
+  while (source->next(&r)) {
+    if (r.event->full_name() != "unit:arrays") continue;
+    found = true;
+    ASSERT_EQ(r.field_count, 3u);
+    EXPECT_EQ(r.values[0].text, "abcde");
+    EXPECT_EQ(r.values[1].text, "");
+    EXPECT_EQ(r.values[2].text, std::string(abi::kMaxStringBytes - 1, 'y'));
   }
   EXPECT_TRUE(found);
 }
