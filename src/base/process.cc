@@ -65,21 +65,29 @@ uint64_t proc_start_time(uint32_t pid) {
   return std::strtoull(line.c_str() + pos, nullptr, 10);
 }
 
-uint64_t process_identity(uint32_t pid) {
+uint64_t pidfd_identity(int pidfd) {
   constexpr long kPidfsMagic = 0x50494446;  // before pidfs, every pidfd shared one inode
-  if (pid == 0 || pid > INT_MAX) return 0;
-  int fd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
-  if (fd < 0) return 0;
   struct stat st;
   struct statfs fs;
-  bool pidfs = fstatfs(fd, &fs) == 0 && fs.f_type == kPidfsMagic && fstat(fd, &st) == 0;
-  close(fd);
+  bool pidfs = fstatfs(pidfd, &fs) == 0 && fs.f_type == kPidfsMagic && fstat(pidfd, &st) == 0;
   return pidfs ? static_cast<uint64_t>(st.st_ino) : 0;
 }
 
-bool process_alive(uint32_t pid, uint64_t start_time) {
+uint64_t process_identity(uint32_t pid) {
+  if (pid == 0 || pid > INT_MAX) return 0;
+  int fd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+  if (fd < 0) return 0;
+  const uint64_t identity = pidfd_identity(fd);
+  close(fd);
+  return identity;
+}
+
+bool process_alive(uint32_t pid, uint64_t start_time, uint64_t identity) {
   if (pid == 0 || pid > INT_MAX) return false;
   if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  if (identity != 0) {
+    if (const uint64_t now = process_identity(pid); now != 0) return now == identity;
+  }
   if (start_time == 0) return true;
   uint64_t now = proc_start_time(pid);
   return now == 0 || now == start_time;

@@ -20,11 +20,14 @@ uint64_t proc_start_time(uint32_t pid);
 // same in every image of it (exec), unlike a start time in clock ticks, which two processes
 // that had one pid can share. 0 if unknown (an older kernel, or no such process).
 uint64_t process_identity(uint32_t pid);
+// The same of the process a pidfd refers to (no pid lookup that a reuse could race).
+uint64_t pidfd_identity(int pidfd);
 // The first 4 KiB of a small /proc file ("" if it cannot be read). Plain system calls: the
 // runtime calls it at start-up, where an ifstream would pull in the C++ library's locales.
 std::string read_proc_file(const char* path);
-// True if pid is alive and, when start_time is non-zero, is the same process.
-bool process_alive(uint32_t pid, uint64_t start_time);
+// True if pid is alive and is the same process: by identity (process_identity) when both it
+// and the kernel's answer are known, else by start time when that is non-zero.
+bool process_alive(uint32_t pid, uint64_t start_time, uint64_t identity = 0);
 struct SegmentName {
   uint32_t pid;
   std::string path;  // /dev/shm/nanotrace-<pid>[.<start time>]

@@ -43,10 +43,17 @@ namespace {
 // turns readable when the process exits, and also cuts a sleep short then.
 class TargetWatch {
  public:
-  TargetWatch(uint32_t pid, uint64_t start_time) : pid_(pid), start_time_(start_time) {
+  TargetWatch(uint32_t pid, uint64_t start_time, uint64_t identity)
+      : pid_(pid), start_time_(start_time), identity_(identity) {
     fd_ = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
-    // Opened first, then checked: if the pid named another process by then, it is gone.
-    if (fd_ >= 0 && !sys::process_alive(pid, start_time)) gone_ = true;
+    // Opened first, then checked: if the pid named another process by then, it is gone. The
+    // pidfd's own identity is exact; a start time is shared by processes of one clock tick.
+    const uint64_t watched = fd_ >= 0 && identity != 0 ? sys::pidfd_identity(fd_) : 0;
+    if (watched != 0) {
+      gone_ = watched != identity;
+    } else if (fd_ >= 0 && !sys::process_alive(pid, start_time)) {
+      gone_ = true;
+    }
   }
   ~TargetWatch() {
     if (fd_ >= 0) close(fd_);
@@ -58,7 +65,7 @@ class TargetWatch {
       gone_ = poll(&p, 1, 0) != 0;
     } else if (now - last_check_ >= 0.005) {  // no pidfd: /proc every few milliseconds
       last_check_ = now;
-      gone_ = !sys::process_alive(pid_, start_time_);
+      gone_ = !sys::process_alive(pid_, start_time_, identity_);
     }
     return !gone_;
   }
@@ -75,6 +82,7 @@ class TargetWatch {
  private:
   uint32_t pid_;
   uint64_t start_time_;
+  uint64_t identity_;
   int fd_ = -1;
   bool gone_ = false;
   double last_check_ = 0;
@@ -149,6 +157,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   }
   auto* header = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(trace));
   const uint64_t start_time = header->proc_start_time;
+  const uint64_t identity = header->proc_identity;
   rec::BoundTrigger stop_on, snapshot_on;
   if (!options.stop_on.empty()) {
     Status s = stop_on.init(options.stop_on, trace);
@@ -218,7 +227,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
 
   const double t0 = sys::monotonic_seconds();
   double last_progress = t0, last_loss = t0, last_snapshot = 0;
-  TargetWatch target(p.pid, start_time);
+  TargetWatch target(p.pid, start_time, identity);
   rec::DrainPacing pacing(t0);
   file::EndReason reason = file::EndReason::kInterrupted;
   for (;;) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../common/child_process.hpp"
+#include "base/process.hpp"
 #include "nanotrace/abi.hpp"
 #include "nanotrace/reader.hpp"
 
@@ -91,6 +92,50 @@ std::vector<nlohmann::json> dead_segments_of(pid_t pid) {
     if (e["pid"] == pid && e["alive"] == false) out.push_back(e);
   }
   return out;
+}
+
+// A child that waits to be killed, with exactly this pid when pid is non-zero; -errno if it
+// could not be started.
+pid_t start_sleeper(pid_t pid) {
+  pid_t tid = pid;
+  clone_args args{};
+  args.exit_signal = SIGCHLD;
+  if (pid != 0) {
+    args.set_tid = reinterpret_cast<uint64_t>(&tid);
+    args.set_tid_size = 1;
+  }
+  long child = syscall(SYS_clone3, &args, sizeof(args));
+  if (child < 0) return -errno;
+  if (child == 0) {
+    for (;;) pause();
+  }
+  return static_cast<pid_t>(child);
+}
+
+void kill_and_reap(pid_t pid) {
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+// A process that took a dead one's pid, in the same clock tick or not, is not the dead one:
+// what the recorder's watch on its target and `clean` ask.
+TEST(PidReuseTest, LivenessTellsTheNewProcessWithTheOldPidApart) {
+  const pid_t pid = start_sleeper(0);
+  ASSERT_GT(pid, 0);
+  const uint64_t old_start = nanotrace::sys::proc_start_time(static_cast<uint32_t>(pid));
+  const uint64_t old_identity = nanotrace::sys::process_identity(static_cast<uint32_t>(pid));
+  ASSERT_NE(old_identity, 0u) << "this kernel has no pidfs (Linux 6.9 or later)";
+  EXPECT_TRUE(nanotrace::sys::process_alive(static_cast<uint32_t>(pid), old_start, old_identity));
+  kill_and_reap(pid);
+  EXPECT_FALSE(nanotrace::sys::process_alive(static_cast<uint32_t>(pid), old_start, old_identity));
+  const pid_t again = start_sleeper(pid);
+  ASSERT_EQ(again, pid) << "could not have pid " << pid << " again: " << std::strerror(-again);
+  const uint64_t new_identity = nanotrace::sys::process_identity(static_cast<uint32_t>(pid));
+  EXPECT_NE(new_identity, old_identity);
+  EXPECT_FALSE(nanotrace::sys::process_alive(static_cast<uint32_t>(pid), old_start, old_identity));
+  EXPECT_TRUE(nanotrace::sys::process_alive(static_cast<uint32_t>(pid), 0, new_identity));
+  kill_and_reap(pid);
 }
 
 TEST(PidReuseTest, CrashedSegmentIsSetAsideThenListedRecoveredAndCleaned) {
