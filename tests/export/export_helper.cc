@@ -2,8 +2,10 @@
 // type (test:types, with field names CTF must sanitise), an event without fields, and
 // test:begin/test:end pairs keyed by id, overlapping (several open at once, ended in another
 // order, some on another thread), plus begins that never end and ends that never began.
+// --mixed-widths 1 adds events that share a field name, v, in different integer types
+// (test:narrow u8, test:wide i32, test:huge u64 above 2^63, test:negative i64).
 //
-//   export_helper [--pairs N] [--unmatched-begins N] [--unmatched-ends N]
+//   export_helper [--pairs N] [--unmatched-begins N] [--unmatched-ends N] [--mixed-widths 1]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -49,7 +51,7 @@ void pairs(uint64_t first, uint64_t count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  uint64_t count = 1000, unmatched_begins = 7, unmatched_ends = 3;
+  uint64_t count = 1000, unmatched_begins = 7, unmatched_ends = 3, mixed_widths = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--pairs")) {
       count = std::strtoull(argv[i + 1], nullptr, 10);
@@ -57,10 +59,12 @@ int main(int argc, char** argv) {
       unmatched_begins = std::strtoull(argv[i + 1], nullptr, 10);
     } else if (!std::strcmp(argv[i], "--unmatched-ends")) {
       unmatched_ends = std::strtoull(argv[i + 1], nullptr, 10);
+    } else if (!std::strcmp(argv[i], "--mixed-widths")) {
+      mixed_widths = std::strtoull(argv[i + 1], nullptr, 10);
     } else {
       std::fprintf(stderr,
                    "usage: export_helper [--pairs N] [--unmatched-begins N] "
-                   "[--unmatched-ends N]\n");
+                   "[--unmatched-ends N] [--mixed-widths 1]\n");
       return 2;
     }
   }
@@ -76,6 +80,12 @@ int main(int argc, char** argv) {
   // String slots next to each other, after a small integer, empty, full (63 bytes) and last.
   NANOTRACE(test, strings, "first={} second={} small={} last={}", "",
             "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_", uint8_t{3}, "tail");
+  if (mixed_widths != 0) {
+    NANOTRACE(test, narrow, "v={}", uint8_t{200});
+    NANOTRACE(test, wide, "v={}", int32_t{-70000});
+    NANOTRACE(test, huge, "v={}", uint64_t{(1ull << 63) + 1});
+    NANOTRACE(test, negative, "v={}", int64_t{-1});
+  }
   std::thread other([&] { pairs(1000000, count / 2); });
   pairs(0, count - count / 2);
   other.join();

@@ -197,6 +197,35 @@ def test_pandas_and_structured(traced):
     assert list(structured["id"]) == list(trace.events("test:end")["id"])
 
 
+def test_to_pandas_keeps_integers_exact_across_events(traced):
+    import pandas as pd
+    segment = traced("export_helper", "--pairs", 4, "--mixed-widths", 1)
+    trace = nanotrace.open(segment)
+    # Widths one integer type holds: that type.
+    frame = trace.to_pandas(["test:narrow", "test:wide"])
+    assert frame["v"].dtype == np.int32
+    assert dict(zip(frame["event"], frame["v"])) == {"test:narrow": 200, "test:wide": -70000}
+    # uint64 above 2^63 with int64: Python ints, not floats.
+    frame = trace.to_pandas(["test:huge", "test:negative"])
+    assert frame["v"].dtype == object
+    assert dict(zip(frame["event"], frame["v"])) == {"test:huge": 2**63 + 1, "test:negative": -1}
+    # A column only some events have: nullable, exact where present, <NA> elsewhere.
+    frame = trace.to_pandas(["test:huge", "test:begin"])
+    assert str(frame["v"].dtype) == "UInt64"
+    huge = frame["event"] == "test:huge"
+    assert frame["v"][huge].tolist() == [2**63 + 1]
+    assert frame["v"][~huge].isna().all() and (~huge).sum() == 4 + 7
+    assert str(frame["id"].dtype) == "UInt64" and frame["id"][huge].isna().all()
+    # The same as dump --json, event by event.
+    everything = trace.to_pandas()
+    lines = dump_json(segment)
+    for row, j in zip(everything.itertuples(index=False), lines):
+        if "v" in j["fields"]:
+            assert row.v == j["fields"]["v"] and not isinstance(row.v, float), j
+        else:
+            assert pd.isna(row.v), j
+
+
 def test_bad_input_raises_a_clear_error(tmp_path, traced, recovered):
     with pytest.raises(nanotrace.Error, match="^nanotrace: "):
         nanotrace.open(str(tmp_path / "missing.ntr"))

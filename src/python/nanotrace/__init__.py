@@ -118,9 +118,11 @@ class Trace:
 
     def to_pandas(self, name=None):
         """A DataFrame: of one event ("group:event"), or of several (a group, a list, None for
-        all) in one frame in the merged time order, with the union of their field columns (a
-        column some events lack holds NaN there, or None if it holds objects or bools, as
-        pandas.concat would give)."""
+        all) in one frame in the merged time order, with the union of their field columns.
+        Integers stay exact: a column some events lack is a nullable integer column (pandas
+        "Int32", "UInt64", ...) with <NA> there, and integers that no one integer type holds
+        (int64 with uint64) are Python ints (None where absent). A column of floats some
+        events lack holds NaN there; one of strings or bools, None."""
         import pandas as pd
 
         if isinstance(name, str) and ":" in name:
@@ -142,6 +144,19 @@ class Trace:
                                              np.result_type(*dtypes).kind in "iu")
             if complete and one_dtype:
                 out = np.empty(rows, dtype=np.result_type(*dtypes))
+            elif one_dtype and kinds <= set("iu"):
+                # Where a value is absent, a mask rather than NaN: a float64 cannot hold
+                # every 64-bit integer.
+                values_out = np.zeros(rows, dtype=np.result_type(*dtypes))
+                absent = np.ones(rows, dtype=bool)
+                for order, values in parts:
+                    values_out[order] = values
+                    absent[order] = False
+                data[column] = pd.arrays.IntegerArray(values_out, absent)
+                continue
+            elif kinds <= set("iu"):  # int64 with uint64: no integer dtype holds both
+                out = np.full(rows, None, dtype=object)
+                parts = [(order, values.astype(object)) for order, values in parts]
             elif kinds <= set("iuf"):
                 out = np.full(rows, np.nan)
             else:
