@@ -34,21 +34,18 @@ std::vector<StaleSegment> clean_segments(bool dry_run) {
     bool locked = readable && sys::segment_byte_locked(fd, sys::kWriterLockByte);
     ::close(fd);
     e.bytes = uint64_t(st.st_blocks) * 512;
-    uint64_t start_time = 0, identity = 0;
+    uint64_t start_time = 0;
     if (readable) {
       e.name.assign(h.user_name[0] ? h.user_name : h.process_name,
                     ::strnlen(h.user_name[0] ? h.user_name : h.process_name, 64));
-      if (h.pid == e.pid) {
-        start_time = h.proc_start_time;
-        identity = h.version >= abi::kSegmentVersion ? h.proc_identity : 0;  // older: reserved
-      }
+      if (h.pid == e.pid) start_time = h.proc_start_time;
     }
     if (locked) continue;
     // A segment still being created by a live process has no valid header yet: an unreadable
     // segment goes only if its pid is dead. A header of an older version (no writer lock)
     // is judged by pid and start time.
     if (!readable || h.version < abi::kSegmentVersion) {
-      if (sys::process_alive(e.pid, start_time, identity)) continue;
+      if (sys::process_alive(e.pid, start_time)) continue;
     }
     if (!dry_run && unlink(e.path.c_str()) != 0) e.error = std::strerror(errno);
     out.push_back(std::move(e));

@@ -183,37 +183,28 @@ inline std::string_view string_of(const char* s) {
 }
 inline std::string_view string_of(std::string_view s) { return s; }
 inline std::string_view string_of(const std::string& s) { return s; }
-// A char array (a literal, or a buffer): never read past its end, even unterminated.
-template <std::size_t N>
-inline std::string_view string_of_array(const char (&s)[N]) {
-  constexpr std::size_t kBound = N < abi::kMaxStringBytes + 1 ? N : abi::kMaxStringBytes + 1;
-  return std::string_view(s, ::strnlen(s, kBound));
-}
+// The text of a string field that its record keeps: at most kMaxStringBytes, never cut
+// inside a character. A char array (a literal, or a buffer) is never read past its end, even
+// unterminated, and one too short to be cut is kept whole.
 template <class T>
-inline std::string_view string_field_text(const T& v) {
-  if constexpr (std::is_array_v<T>) {
-    return string_of_array(v);
-  } else {
-    return string_of(v);
-  }
-}
-// The bytes of a string field's text that its record keeps: all of them when the argument
-// is an array too short to be cut (a literal, usually), else utf8_cut's answer.
-template <class T>
-inline std::size_t kept_bytes(std::string_view s) {
+inline std::string_view kept_text(const T& v) {
   if constexpr (std::is_array_v<T> && std::extent_v<T> <= abi::kMaxStringBytes) {
-    return s.size();
+    return std::string_view(v, ::strnlen(v, std::extent_v<T>));
   } else {
-    return utf8_cut(s.data(), s.size(), abi::kMaxStringBytes);  // never inside a character
+    std::string_view s;
+    if constexpr (std::is_array_v<T>) {
+      s = std::string_view(v, ::strnlen(v, abi::kMaxStringBytes + 1));
+    } else {
+      s = string_of(v);
+    }
+    return s.substr(0, utf8_cut(s.data(), s.size(), abi::kMaxStringBytes));
   }
 }
 
 template <class T>
 inline uint32_t payload_bytes(const T& v) {
   if constexpr (kIsString<std::remove_cvref_t<T>>) {
-    std::string_view s = string_field_text(v);
-    std::size_t n = kept_bytes<std::remove_cvref_t<T>>(s);
-    return abi::string_slot_bytes(static_cast<uint32_t>(n));
+    return abi::string_slot_bytes(static_cast<uint32_t>(kept_text(v).size()));
   } else {
     return 8;
   }
@@ -224,8 +215,8 @@ template <class T>
 [[gnu::always_inline]] inline uint64_t* store_field(uint64_t* p, const T& v) {
   using U = std::remove_cvref_t<T>;
   if constexpr (kIsString<U>) {
-    std::string_view s = string_field_text(v);
-    std::size_t n = kept_bytes<U>(s);
+    const std::string_view s = kept_text(v);
+    const std::size_t n = s.size();
     uint32_t slot = abi::string_slot_bytes(static_cast<uint32_t>(n));
     p[slot / 8 - 1] = 0;  // zero the padding of the last word
     auto* bytes = reinterpret_cast<unsigned char*>(p);
