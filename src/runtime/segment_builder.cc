@@ -305,9 +305,10 @@ void map_for_writing(const Segment& seg, uint64_t offset, uint64_t bytes) {
 // thread must keep up with a burst of new threads. Thread-sanitizer builds skip the read,
 // which it would report against such a writer.
 void map_first_page(const Segment& seg, uint32_t i) {
-  map_for_writing(seg, seg.ring_offset(i), kPage);
+  const uint64_t ring = seg.ring_offset(i);
+  map_for_writing(seg, ring, kPage);
 #ifndef __SANITIZE_THREAD__
-  uint8_t seen = __atomic_load_n(seg.base + seg.ring_offset(i), __ATOMIC_RELAXED);
+  uint8_t seen = __atomic_load_n(seg.base + ring, __ATOMIC_RELAXED);
   __asm__ volatile("" : : "r"(seen));
 #endif
 }
