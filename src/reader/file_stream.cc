@@ -1,9 +1,11 @@
 // One thread generation of a trace file read back: the DATA extents are concatenated in
 // position order into the thread's byte stream, which is parsed block by block exactly like
 // a live ring (block header position and sequence checks, then walk_block).
-// Memory: one decoded chunk per stream, plus one block for a block split between chunks.
+// Memory: one decoded chunk per stream, plus one block for a block split between chunks, plus
+// the next chunk where the read's prefetcher (extent_prefetch.hpp) reads ahead for it.
 #include <cstring>
 
+#include "reader/extent_prefetch.hpp"
 #include "reader/thread_stream.hpp"
 #include "reader/trace_file.hpp"
 #include "reader/trace_internals.hpp"
@@ -11,7 +13,8 @@
 namespace nanotrace::reader {
 
 FileThreadStream::FileThreadStream(const Trace& trace, std::shared_ptr<const TraceFile> file,
-                                   uint32_t index, const ThreadInfo& info)
+                                   uint32_t index, const ThreadInfo& info,
+                                   std::shared_ptr<ExtentPrefetcher> prefetcher)
     : trace_(trace),
       id_map_(TraceInternals::id_map(trace, info.process)),
       sizer_(TraceInternals::local_events(trace, info.process)),
@@ -25,19 +28,33 @@ FileThreadStream::FileThreadStream(const Trace& trace, std::shared_ptr<const Tra
   stats_.info = info;
   stats_.dropped = stats_.info.dropped;
   expected_seq_ = stream_.thread.first_seq;
-  if (!stream_.extents.empty()) cursor_ = stream_.extents[0].position;
+  if (!stream_.extents.empty()) {
+    cursor_ = stream_.extents[0].position;
+    auto slot = std::make_unique<ExtentSlot>();
+    if (slot->try_join(std::move(prefetcher))) {
+      ahead_ = std::move(slot);
+      ahead_->load(*file_, stream_.extents[0]);
+    }
+  }
 }
+
+FileThreadStream::~FileThreadStream() = default;
 
 bool FileThreadStream::ensure_data() {
   if (have_chunk_ && cursor_ < chunk_pos_ + chunk_.size()) return true;
   if (next_extent_ >= stream_.extents.size()) return false;
   const Extent& e = stream_.extents[next_extent_++];
-  Status s = file_->read_extent(e, &chunk_, &scratch_);
+  Status s = ahead_ != nullptr && ahead_->holds(e.offset)
+                 ? ahead_->take(&chunk_)
+                 : file_->read_extent(e, &chunk_, &scratch_);
   if (!s.ok()) {
     ++stats_.corrupt_blocks;
     next_extent_ = stream_.extents.size();
     have_chunk_ = false;
     return false;
+  }
+  if (ahead_ != nullptr && next_extent_ < stream_.extents.size()) {
+    ahead_->load(*file_, stream_.extents[next_extent_]);  // read while this one is decoded
   }
   have_chunk_ = true;
   chunk_pos_ = e.position;
@@ -163,6 +180,7 @@ void FileThreadStream::finish_unchecked(uint32_t records, bool corrupt) {
 
 void FileThreadStream::end() {
   done_ = true;
+  ahead_.reset();    // gives its share of the read-ahead budget back
   chunk_.release();  // streams end one by one: free memory as they do
   scratch_.release();
   std::vector<uint8_t>().swap(buf_);

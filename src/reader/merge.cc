@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nanotrace/reader.hpp"
+#include "reader/extent_prefetch.hpp"
 #include "reader/kernel_stream.hpp"
 #include "reader/merged_source.hpp"
 #include "reader/thread_stream.hpp"
@@ -19,15 +20,20 @@ namespace {
 // the most the copy buffers of a merged read may take together.
 constexpr uint64_t kChunkBytes = 256u << 10;
 constexpr uint64_t kMergeBufferBytes = 16u << 20;
+// How many of a file's thread streams read their next chunk ahead at once (each holds one
+// more chunk: 1 MiB as the recorder writes them).
+constexpr uint32_t kReadAheadStreams = 64;
 
 }  // namespace
 
 std::unique_ptr<RecordSource> Trace::read_all(bool consume) {
   if (file_) {
+    auto prefetcher = std::make_shared<reader::ExtentPrefetcher>(kReadAheadStreams);
     std::vector<std::unique_ptr<reader::FileThreadStream>> streams;
     std::vector<ThreadInfo> infos = threads();
     for (uint32_t i = 0; i < infos.size(); ++i) {
-      streams.push_back(std::make_unique<reader::FileThreadStream>(*this, file_, i, infos[i]));
+      streams.push_back(
+          std::make_unique<reader::FileThreadStream>(*this, file_, i, infos[i], prefetcher));
     }
     return std::make_unique<reader::MergedSource<reader::FileThreadStream>>(std::move(streams));
   }
@@ -46,11 +52,12 @@ std::unique_ptr<RecordSource> Trace::read_all(bool consume) {
 
 std::unique_ptr<RecordSource> Trace::read_all_with_kernel() {
   if (!file_ || !kernel_) return read_all();
+  auto prefetcher = std::make_shared<reader::ExtentPrefetcher>(kReadAheadStreams);
   std::vector<std::unique_ptr<reader::AnyStream>> streams;
   std::vector<ThreadInfo> infos = threads();
   for (uint32_t i = 0; i < infos.size(); ++i) {
     streams.push_back(std::make_unique<reader::AnyStreamOf<reader::FileThreadStream>>(
-        std::make_unique<reader::FileThreadStream>(*this, file_, i, infos[i])));
+        std::make_unique<reader::FileThreadStream>(*this, file_, i, infos[i], prefetcher)));
   }
   for (uint32_t c = 0; c < file_->kernel_data.size(); ++c) {
     auto thread = static_cast<uint32_t>(streams.size());
@@ -73,12 +80,13 @@ std::unique_ptr<RecordSource> Trace::read_kernel_cpu(uint32_t index) {
 }
 
 std::vector<std::unique_ptr<SpanSource>> Trace::read_spans() {
+  auto prefetcher = file_ ? std::make_shared<reader::ExtentPrefetcher>(kReadAheadStreams) : nullptr;
   std::vector<std::unique_ptr<SpanSource>> out;
   std::vector<ThreadInfo> infos = threads();
   for (uint32_t i = 0; i < infos.size(); ++i) {
     if (file_) {
       out.push_back(std::make_unique<reader::FileSpanSource>(
-          std::make_unique<reader::FileThreadStream>(*this, file_, i, infos[i])));
+          std::make_unique<reader::FileThreadStream>(*this, file_, i, infos[i], prefetcher)));
     } else {
       out.push_back(std::make_unique<reader::SpanSourceOf<reader::LiveThreadStream>>(
           std::make_unique<reader::LiveThreadStream>(*this, infos[i], false, i, kChunkBytes)));

@@ -15,6 +15,9 @@
 
 namespace nanotrace::reader {
 
+class ExtentPrefetcher;
+class ExtentSlot;
+
 // Where one DATA chunk's bytes are.
 struct Extent {
   uint64_t offset;  // of the payload in the file
@@ -116,8 +119,10 @@ struct TraceFile {
 class FileThreadStream {
  public:
   // info: trace.threads()[index].
+  // prefetcher: reads the stream's next chunk ahead if it has budget to spare (may be null).
   FileThreadStream(const Trace& trace, std::shared_ptr<const TraceFile> file, uint32_t index,
-                   const ThreadInfo& info);
+                   const ThreadInfo& info, std::shared_ptr<ExtentPrefetcher> prefetcher);
+  ~FileThreadStream();
   bool next(Record* record);
   bool next_span(RecordSpan* span);
   // UncheckedSpanSource's part: blocks handed out before they are walked.
@@ -157,6 +162,9 @@ class FileThreadStream {
   uint64_t unchecked_first_seq_ = 0;  // of the span next_unchecked() handed out
   bool unchecked_walked_ = false;     // that span was walked (and counted) already
   bool done_ = false;
+  // The next extent, read ahead; null without a share of the prefetcher. Last: it is
+  // destroyed first, while what its read uses (file_) is still there.
+  std::unique_ptr<ExtentSlot> ahead_;
 };
 
 // A file thread stream as a SpanSource that can also hand out unchecked spans.

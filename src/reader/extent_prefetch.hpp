@@ -1,0 +1,92 @@
+// Read-ahead for trace files: one background thread reads, checks and decompresses the next
+// DATA extent of each thread stream while the reader decodes the current one, so the copy
+// out of the page cache, the checksum and zstd run beside the decoding instead of before it.
+// Internal header.
+//
+// A stream owns an ExtentSlot and asks for one extent at a time (load); take() waits for it
+// and hands over its bytes. The prefetcher holds at most a fixed budget of extra buffers:
+// a stream that gets no share (try_join) reads its extents itself, as before.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "nanotrace/status.hpp"
+#include "reader/trace_file.hpp"
+
+namespace nanotrace::reader {
+
+class ExtentPrefetcher;
+
+// One stream's extent in flight: filled by the prefetcher's thread, handed to the stream.
+class ExtentSlot {
+ public:
+  ExtentSlot() = default;
+  ExtentSlot(const ExtentSlot&) = delete;
+  ExtentSlot& operator=(const ExtentSlot&) = delete;
+  ~ExtentSlot() { leave(); }
+
+  // Takes a share of prefetcher's buffer budget; false (and no read-ahead) if none is left.
+  bool try_join(std::shared_ptr<ExtentPrefetcher> prefetcher);
+  // Asks for extent e of file (the slot must not be loading already).
+  void load(const TraceFile& file, const Extent& e);
+  // True if the slot is loading (or has loaded) the extent at `offset`.
+  bool holds(uint64_t offset) const { return pending_ && extent_.offset == offset; }
+  // Waits for the extent asked for; swaps its bytes into *raw. Its Status is read_extent's.
+  Status take(ChunkBuffer* raw);
+  // Cancels what is in flight and gives the budget share back.
+  void leave();
+
+ private:
+  friend class ExtentPrefetcher;
+  enum class State { kIdle, kQueued, kRunning, kDone };
+  // Reads the extent into raw_ (on the worker, or in place if there is no worker).
+  void run();
+
+  std::shared_ptr<ExtentPrefetcher> prefetcher_;
+  const TraceFile* file_ = nullptr;
+  Extent extent_{};
+  bool pending_ = false;  // load() was called and take() not yet
+  bool queued_ = false;   // ... and the worker has (or had) the read
+  State state_ = State::kIdle;  // guarded by the prefetcher's mutex
+  // The worker's from submit() until the state is kDone; the stream's otherwise.
+  ChunkBuffer raw_, scratch_;
+  Status status_;
+  std::exception_ptr failure_;
+};
+
+class ExtentPrefetcher {
+ public:
+  // budget_slots: how many streams may read ahead at once (each holds one extra chunk).
+  explicit ExtentPrefetcher(uint32_t budget_slots) : free_slots_(budget_slots) {}
+  ExtentPrefetcher(const ExtentPrefetcher&) = delete;
+  ExtentPrefetcher& operator=(const ExtentPrefetcher&) = delete;
+  ~ExtentPrefetcher();
+
+ private:
+  friend class ExtentSlot;
+  bool reserve();
+  void release();
+  // Queues slot's read; false if no worker thread could be started (then the caller reads).
+  bool submit(ExtentSlot* slot);
+  // Waits until slot's extent is read.
+  void wait(ExtentSlot* slot);
+  // Takes slot out of the queue, or waits for the read in progress.
+  void cancel(ExtentSlot* slot);
+  void work();
+
+  std::mutex mu_;
+  std::condition_variable work_ready_, work_done_;
+  std::deque<ExtentSlot*> queue_;
+  uint32_t free_slots_;
+  bool stopping_ = false;
+  bool worker_failed_ = false;
+  std::thread worker_;  // started with the first request
+};
+
+}  // namespace nanotrace::reader
