@@ -499,25 +499,37 @@ void Trace::compute_clock_scale() {
     return;
   }
   // The longest baseline the process recorded gives the best rate (1e-4 or better from
-  // 1 ms on, the pairs being bracketed to tens of nanoseconds).
+  // 1 ms on, the pairs being bracketed to tens of nanoseconds). Every record of a process
+  // that exited (its last pair taken at exit), or of a trace file, lies between the start
+  // pair and the latest one: interpolating between the two is as exact as the pairs
+  // however short the baseline, and every reader finds the same times.
   double hz = static_cast<double>(process_.ticks_per_second);
-  if (b.monotonic_ns > a.monotonic_ns + 1000000 && b.ticks > a.ticks) {
+  const bool bracketed = b.monotonic_ns > a.monotonic_ns && b.ticks > a.ticks;
+  const bool ended = file_ || process_.state == abi::ProcessState::kExited;
+  if (bracketed && (ended || b.monotonic_ns > a.monotonic_ns + 1000000)) {
     hz = static_cast<double>(b.ticks - a.ticks) * 1e9 /
          static_cast<double>(b.monotonic_ns - a.monotonic_ns);
   } else if (!file_) {
-    // A process too young to have measured its rate: the time stamp counter is the
-    // machine's, so a pair taken here, 1 ms or more after the start pair, measures it.
+    // A live process too young to have measured its rate: the time stamp counter is the
+    // machine's, so a pair taken here, 1 ms or more after the start pair, measures it. The
+    // pair bracketed most tightly of several: a first clock_gettime in a process can take
+    // microseconds (the vDSO's pages faulted in), which moved times by 0.04 %.
     abi::ClockPair now{};
-    do {
+    uint64_t best_span = ~uint64_t{0};
+    for (int taken = 0; taken < 8;) {
       unsigned aux;
       uint64_t t0 = __rdtscp(&aux);
       timespec ts;
       clock_gettime(CLOCK_MONOTONIC, &ts);
       uint64_t t1 = __rdtscp(&aux);
-      now.ticks = t0 + (t1 - t0) / 2;
-      now.monotonic_ns =
+      const uint64_t mono =
           static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-    } while (now.monotonic_ns < a.monotonic_ns + 1000000);
+      if (mono < a.monotonic_ns + 1000000) continue;  // too close to the start pair yet
+      ++taken;
+      if (t1 - t0 >= best_span) continue;
+      best_span = t1 - t0;
+      now = {t0 + (t1 - t0) / 2, 0, mono};
+    }
     if (now.ticks > a.ticks) {
       hz = static_cast<double>(now.ticks - a.ticks) * 1e9 /
            static_cast<double>(now.monotonic_ns - a.monotonic_ns);
