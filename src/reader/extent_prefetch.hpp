@@ -51,8 +51,8 @@ class ExtentSlot {
   std::shared_ptr<ExtentPrefetcher> prefetcher_;
   const TraceFile* file_ = nullptr;
   Extent extent_{};
-  bool pending_ = false;  // load() was called and take() not yet
-  bool queued_ = false;   // ... and the worker has (or had) the read
+  bool pending_ = false;        // load() was called and take() not yet
+  bool queued_ = false;         // ... and the worker has (or had) the read
   State state_ = State::kIdle;  // guarded by the prefetcher's mutex
   // The worker's from submit() until the state is kDone; the stream's otherwise.
   ChunkBuffer raw_, scratch_;
