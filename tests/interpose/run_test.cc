@@ -208,13 +208,16 @@ TEST_F(RunTest, ShellScriptRunningDdAndCpIsOneTraceOfEveryProcess) {
 }
 
 // run --kernel: the block layer's events and the scheduler events of every process the
-// command starts (the filters follow them as they are found) in the same trace, none lost.
+// command starts in the same trace, none lost. The scheduler filters follow the processes as
+// they are found (a scan every 2-5 ms): each dd waits 0.2 s on a pipe, so that it is found
+// while it runs; one that ends before it is found has no scheduler events (README, `run`).
 TEST_F(RunTest, KernelEventsOfEveryProcessAreInTheSameTrace) {
   ASSERT_EQ(geteuid(), 0u) << "kernel events need root";
   std::ofstream(dir_ + "/script.sh")
-      << "dd if=/dev/zero of=" << dir_ << "/data bs=4k count=64 oflag=direct status=none\n"
-      << "dd if=" << dir_ << "/data of=/dev/null bs=4k "
-      << "iflag=direct status=none\n";
+      << "(sleep 0.2; head -c 262144 /dev/zero) | dd of=" << dir_
+      << "/data bs=4k count=64 iflag=fullblock oflag=direct status=none\n"
+      << "dd if=" << dir_ << "/data bs=4k iflag=direct status=none | "
+      << "(sleep 0.2; cat >/dev/null)\n";
   int code = 0;
   std::string out = testing::run_command(
       kCli + " run --kernel block,sched -o " + trace_ + " -- sh " + dir_ + "/script.sh 2>&1",
