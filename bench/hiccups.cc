@@ -245,6 +245,13 @@ uint64_t spin(uint64_t rounds) {
 nlohmann::json first_events(int threads, double tpn) {
   std::vector<uint64_t> cost, not_preempted, baseline;
   std::vector<long> faults;
+  // The five slowest first events, with what each one's thread saw meanwhile.
+  struct Sample {
+    uint64_t ticks;
+    long faults, switches;
+    int thread;  // the how-manieth new thread
+  };
+  std::vector<Sample> slowest;
   cost.reserve(threads);
   // About as long as a first event: 5 us of spinning.
   uint64_t spin_rounds = 1000;
@@ -272,6 +279,17 @@ nlohmann::json first_events(int threads, double tpn) {
     baseline.push_back(b);
     faults.push_back(faulted);
     if (switched == 0) not_preempted.push_back(c);
+    slowest.push_back({c, faulted, switched, i});
+    std::sort(slowest.begin(), slowest.end(),
+              [](const Sample& x, const Sample& y) { return x.ticks > y.ticks; });
+    if (slowest.size() > 5) slowest.pop_back();
+  }
+  nlohmann::json slow = nlohmann::json::array();
+  for (const Sample& x : slowest) {
+    slow.push_back({{"ns", static_cast<double>(x.ticks) / tpn},
+                    {"page_faults", x.faults},
+                    {"switches", x.switches},
+                    {"thread", x.thread}});
   }
   auto ns = [&](const std::vector<uint64_t>& v, double p) {
     return static_cast<double>(percentile(v, p)) / tpn;
@@ -289,6 +307,7 @@ nlohmann::json first_events(int threads, double tpn) {
            {{"median_ns", ns(baseline, 50)},
             {"p99_ns", ns(baseline, 99)},
             {"max_ns", ns(baseline, 100)}}},
+          {"slowest", slow},
           {"page_faults_median", percentile(faults, 50)},
           {"page_faults_max", percentile(faults, 100)},
           {"target_median_ns", 10000},

@@ -193,14 +193,16 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   uint64_t rings_off = align_up(threads_end, kPage);
   uint64_t size = rings_off + uint64_t{config.max_threads} * config.ring_size;
 
-  // Header and group table, and the thread table (claimers read every slot) are allocated
-  // now; event table and string pool as they fill (reserve_table_bytes); rings when a thread
-  // is about to use one (prepare_ring).
+  // Header and group table, the thread table (claimers read every slot) and the first block
+  // of the first ring (which follows it: one call) are allocated now; event table and string
+  // pool as they fill (reserve_table_bytes); the other rings when a thread is about to use one
+  // (prepare_ring). The first block: the first thread to trace, often the only one, finds
+  // its memory ready (its first event took 30-50 us allocating and faulting it in here).
   uint64_t threads_page = threads_off & ~(kPage - 1);
   if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
       posix_fallocate(fd, 0, static_cast<off_t>(align_up(events_off, kPage))) != 0 ||
       posix_fallocate(fd, static_cast<off_t>(threads_page),
-                      static_cast<off_t>(rings_off - threads_page)) != 0) {
+                      static_cast<off_t>(rings_off + block - threads_page)) != 0) {
     int err = errno;
     ::close(fd);
     ::unlink(seg.path.c_str());
@@ -220,6 +222,7 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   // The pages written next: the header, the first groups and events, the first thread slots.
   map_for_writing(seg, 0, events_off + sizeof(abi::EventEntry));
   map_for_writing(seg, threads_off, sizeof(abi::ThreadSlot));
+  map_for_writing(seg, rings_off, kPage);
 
   abi::SegmentHeader* h = seg.header();
   std::memcpy(h->magic, abi::kSegmentMagic, sizeof(h->magic));
@@ -247,6 +250,7 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   h->strings_used = 1;  // offset 0 is the empty string
   h->threads_offset = threads_off;
   h->rings_offset = rings_off;
+  seg.slot(0)->allocated_blocks = 1;  // allocated above
   h->block_timeout_ns = config.block_timeout_ns;
   h->image_id = this_image_id();
   h->runtime_api = reinterpret_cast<uint64_t>(&g_this_api);
