@@ -1,13 +1,30 @@
 // ExtentPrefetcher: one worker thread, a queue of slots, one mutex. The worker reads an extent
 // into the slot's own buffers with the lock released; the stream swaps the bytes out once the
-// slot is done, so no buffer is ever shared between the two threads.
+// slot is done, so no buffer is ever shared between the two threads. A forked child never
+// touches the lock, the queue or the worker (none of them is its own).
 #include "reader/extent_prefetch.hpp"
 
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
 #include <exception>
+#include <mutex>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 namespace nanotrace::reader {
+
+struct ExtentPrefetcher::Shared {
+  std::mutex mu;
+  std::condition_variable work_ready, work_done;
+  std::deque<ExtentSlot*> queue;
+  uint32_t free_slots;
+  bool stopping = false;
+  bool worker_failed = false;
+  std::thread worker;  // started with the first request
+};
 
 bool ExtentSlot::try_join(std::shared_ptr<ExtentPrefetcher> prefetcher) {
   if (prefetcher_ != nullptr) return true;
@@ -20,12 +37,19 @@ void ExtentSlot::load(const TraceFile& file, const Extent& e) {
   file_ = &file;
   extent_ = e;
   pending_ = true;
-  queued_ = prefetcher_->submit(this);
+  queued_ = !prefetcher_->forked() && prefetcher_->submit(this);
   if (!queued_) run();  // no worker thread to be had
 }
 
 Status ExtentSlot::take(ChunkBuffer* raw) {
-  if (queued_) prefetcher_->wait(this);
+  if (queued_ && prefetcher_->forked()) {
+    // Queued before a fork: the worker that had it is not in this process.
+    status_ = Status::Ok();
+    failure_ = nullptr;
+    run();
+  } else if (queued_) {
+    prefetcher_->wait(this);
+  }
   pending_ = queued_ = false;
   state_ = State::kIdle;  // the worker no longer touches the slot
   if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));  // as if read here
@@ -43,89 +67,103 @@ void ExtentSlot::run() {
 
 void ExtentSlot::leave() {
   if (prefetcher_ == nullptr) return;
-  if (queued_) prefetcher_->cancel(this);
+  const bool forked = prefetcher_->forked();
+  if (queued_ && !forked) prefetcher_->cancel(this);
   pending_ = queued_ = false;
   state_ = State::kIdle;
   raw_.release();
   scratch_.release();
-  prefetcher_->release();
+  if (!forked) prefetcher_->release();
   prefetcher_.reset();
 }
 
+ExtentPrefetcher::ExtentPrefetcher(uint32_t budget_slots)
+    : owner_pid_(getpid()), shared_(new Shared) {
+  shared_->free_slots = budget_slots;
+}
+
+bool ExtentPrefetcher::forked() const { return getpid() != owner_pid_; }
+
 ExtentPrefetcher::~ExtentPrefetcher() {
+  if (forked()) return;  // shared_ is left as it is (see the header)
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->stopping = true;
   }
-  work_ready_.notify_one();
-  if (worker_.joinable()) worker_.join();
+  shared_->work_ready.notify_one();
+  if (shared_->worker.joinable()) shared_->worker.join();
+  delete shared_;
 }
 
 bool ExtentPrefetcher::reserve() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (free_slots_ == 0) return false;
-  --free_slots_;
+  if (forked()) return false;
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  if (shared_->free_slots == 0) return false;
+  --shared_->free_slots;
   return true;
 }
 
 void ExtentPrefetcher::release() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++free_slots_;
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  ++shared_->free_slots;
 }
 
 bool ExtentPrefetcher::submit(ExtentSlot* slot) {
+  Shared& sh = *shared_;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!worker_.joinable() && !worker_failed_) {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    if (!sh.worker.joinable() && !sh.worker_failed) {
       try {
-        worker_ = std::thread([this] { work(); });
+        sh.worker = std::thread([this] { work(); });
       } catch (const std::system_error&) {
-        worker_failed_ = true;  // no thread to be had (a limit): every read is done in place
+        sh.worker_failed = true;  // no thread to be had (a limit): every read is done in place
       }
     }
-    if (!worker_failed_) {
+    if (!sh.worker_failed) {
       slot->state_ = ExtentSlot::State::kQueued;
-      queue_.push_back(slot);
+      sh.queue.push_back(slot);
     }
   }
-  if (worker_failed_) return false;
-  work_ready_.notify_one();
+  if (sh.worker_failed) return false;
+  sh.work_ready.notify_one();
   return true;
 }
 
 void ExtentPrefetcher::wait(ExtentSlot* slot) {
-  std::unique_lock<std::mutex> lock(mu_);
-  work_done_.wait(lock, [slot] { return slot->state_ == ExtentSlot::State::kDone; });
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  shared_->work_done.wait(lock, [slot] { return slot->state_ == ExtentSlot::State::kDone; });
 }
 
 void ExtentPrefetcher::cancel(ExtentSlot* slot) {
-  std::unique_lock<std::mutex> lock(mu_);
+  Shared& sh = *shared_;
+  std::unique_lock<std::mutex> lock(sh.mu);
   if (slot->state_ == ExtentSlot::State::kQueued) {
-    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    for (auto it = sh.queue.begin(); it != sh.queue.end(); ++it) {
       if (*it == slot) {
-        queue_.erase(it);
+        sh.queue.erase(it);
         break;
       }
     }
     slot->state_ = ExtentSlot::State::kIdle;
     return;
   }
-  work_done_.wait(lock, [slot] { return slot->state_ != ExtentSlot::State::kRunning; });
+  sh.work_done.wait(lock, [slot] { return slot->state_ != ExtentSlot::State::kRunning; });
 }
 
 void ExtentPrefetcher::work() {
-  std::unique_lock<std::mutex> lock(mu_);
+  Shared& sh = *shared_;
+  std::unique_lock<std::mutex> lock(sh.mu);
   for (;;) {
-    work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    if (stopping_) return;
-    ExtentSlot* slot = queue_.front();
-    queue_.pop_front();
+    sh.work_ready.wait(lock, [&sh] { return sh.stopping || !sh.queue.empty(); });
+    if (sh.stopping) return;
+    ExtentSlot* slot = sh.queue.front();
+    sh.queue.pop_front();
     slot->state_ = ExtentSlot::State::kRunning;
     lock.unlock();
     slot->run();
     lock.lock();
     slot->state_ = ExtentSlot::State::kDone;
-    work_done_.notify_all();
+    sh.work_done.notify_all();
   }
 }
 

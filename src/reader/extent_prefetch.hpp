@@ -5,16 +5,13 @@
 //
 // A stream owns an ExtentSlot and asks for one extent at a time (load); take() waits for it
 // and hands over its bytes. The prefetcher holds at most a fixed budget of extra buffers:
-// a stream that gets no share (try_join) reads its extents itself, as before.
+// a stream that gets no share (try_join) reads its extents itself, as before. In a child
+// forked meanwhile (Python's multiprocessing), reads are done in place.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "nanotrace/status.hpp"
 #include "reader/trace_file.hpp"
@@ -63,13 +60,17 @@ class ExtentSlot {
 class ExtentPrefetcher {
  public:
   // budget_slots: how many streams may read ahead at once (each holds one extra chunk).
-  explicit ExtentPrefetcher(uint32_t budget_slots) : free_slots_(budget_slots) {}
+  explicit ExtentPrefetcher(uint32_t budget_slots);
   ExtentPrefetcher(const ExtentPrefetcher&) = delete;
   ExtentPrefetcher& operator=(const ExtentPrefetcher&) = delete;
   ~ExtentPrefetcher();
 
  private:
   friend class ExtentSlot;
+  struct Shared;
+  // True in a child forked from the process that made it: its worker is not there, and its
+  // lock may have been held at the fork. Slots then read in place and touch nothing shared.
+  bool forked() const;
   bool reserve();
   void release();
   // Queues slot's read; false if no worker thread could be started (then the caller reads).
@@ -80,13 +81,10 @@ class ExtentPrefetcher {
   void cancel(ExtentSlot* slot);
   void work();
 
-  std::mutex mu_;
-  std::condition_variable work_ready_, work_done_;
-  std::deque<ExtentSlot*> queue_;
-  uint32_t free_slots_;
-  bool stopping_ = false;
-  bool worker_failed_ = false;
-  std::thread worker_;  // started with the first request
+  const int owner_pid_;
+  // The lock, queue and worker: left alone (leaked) in a forked child, whose copy of the
+  // lock or condition variables may be held by a thread it does not have.
+  Shared* shared_;
 };
 
 }  // namespace nanotrace::reader

@@ -2,11 +2,12 @@
 // bytes read_extent reads, or its error for a damaged chunk; the budget bounds how many
 // streams read ahead and comes back when a slot is dropped, even with a read in flight; a file
 // with more thread streams than the budget reads back record for record like the segment it
-// was taken from; and a read abandoned half-way stops without waiting or racing (this test
-// also runs under ThreadSanitizer).
+// was taken from; a read abandoned half-way stops without waiting or racing (this test also
+// runs under ThreadSanitizer); and a child forked in the middle of a read finishes it.
 #include "reader/extent_prefetch.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -233,6 +234,45 @@ TEST(ExtentPrefetchTest, AbandonedReadsStopCleanly) {
     ColumnSet batch;
     ASSERT_TRUE((*reader)->next(&batch, 100 + 5000 * static_cast<size_t>(round)));
     EXPECT_GT(batch.rows, 0u);
+  }
+  std::filesystem::remove(file);
+}
+
+// A process that forks in the middle of a read (Python's multiprocessing does): the child
+// goes on reading without the worker thread, which it does not have, and gets every record;
+// so does the parent.
+TEST(ExtentPrefetchTest, ReadGoesOnInAChildForkedMidway) {
+  HeldProducer p(4, 40000);
+  auto segment = Trace::open(std::to_string(p.pid));
+  ASSERT_TRUE(segment.ok());
+  std::string file = snapshot(**segment, "forked.ntr", true);
+  auto trace = Trace::open(file);
+  ASSERT_TRUE(trace.ok());
+  uint64_t total = 0;
+  {
+    auto all = (*trace)->read_all();
+    Record r;
+    while (all->next(&r)) ++total;
+  }
+  ASSERT_GT(total, 40000u);
+  for (int round = 0; round < 5; ++round) {
+    auto source = (*trace)->read_all();
+    Record r;
+    uint64_t before = 0;
+    while (before < 3000 * static_cast<uint64_t>(round + 1) && source->next(&r)) ++before;
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    uint64_t after = 0;
+    while (source->next(&r)) ++after;
+    if (child == 0) {
+      source.reset();  // its prefetcher's worker and lock are the parent's: left alone
+      _exit(before + after == total ? 0 : 1);
+    }
+    EXPECT_EQ(before + after, total);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "round " << round;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "round " << round << ": the child read other records";
   }
   std::filesystem::remove(file);
 }
