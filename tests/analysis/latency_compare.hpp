@@ -18,14 +18,11 @@ inline const std::string kBin = NANOTRACE_BIN_DIR;
 
 // Runs pairs_program to completion with env, keeping its segment; returns the path.
 inline std::string run_program(const std::string& env, const std::string& rounds) {
-  int code = 0;
-  std::string out = testing::run_command(
-      "NANOTRACE_KEEP=1 " + env + " " + kBin + "/pairs_program --rounds " + rounds, &code);
-  EXPECT_EQ(code, 0) << out;
-  size_t at = out.find("segment ");
-  if (at == std::string::npos) return "";
-  std::string path = out.substr(at + 8);
-  return path.substr(0, path.find_first_of(" \n"));
+  std::string out;
+  std::string path =
+      testing::run_keeping_segment(env + " " + kBin + "/pairs_program --rounds " + rounds, &out);
+  EXPECT_FALSE(path.empty()) << out;
+  return path;
 }
 
 struct Reports {

@@ -93,6 +93,18 @@ inline std::string run_command(const std::string& command, int* code) {
   return out;
 }
 
+// Runs a shell command that prints "... segment PATH" (a traced helper) to completion with
+// NANOTRACE_KEEP=1; returns PATH, or "" if it failed or printed none (its stdout in *out).
+inline std::string run_keeping_segment(const std::string& command, std::string* out = nullptr) {
+  int code = 0;
+  std::string printed = run_command("NANOTRACE_KEEP=1 " + command, &code);
+  if (out != nullptr) *out = printed;
+  size_t at = printed.find("segment ");
+  if (code != 0 || at == std::string::npos) return "";
+  std::string path = printed.substr(at + 8);
+  return path.substr(0, path.find_first_of(" \n"));
+}
+
 inline std::string segment_of(pid_t pid) { return "/dev/shm/nanotrace-" + std::to_string(pid); }
 
 // Every segment a process left under its name or an alternative one (nanotrace-<pid>.<n>).

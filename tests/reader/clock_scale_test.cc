@@ -20,16 +20,6 @@ namespace {
 
 const std::string kBin = NANOTRACE_BIN_DIR;
 
-std::string run_helper(const std::string& command) {
-  int code = 0;
-  std::string out = testing::run_command("NANOTRACE_KEEP=1 " + command, &code);
-  EXPECT_EQ(code, 0) << out;
-  size_t at = out.find("segment ");
-  if (at == std::string::npos) return "";
-  std::string path = out.substr(at + 8);
-  return path.substr(0, path.find_first_of(" \n"));
-}
-
 std::vector<std::pair<uint64_t, uint64_t>> ticks_and_times(const std::string& segment) {
   auto trace = Trace::open(segment);
   EXPECT_TRUE(trace.ok()) << trace.status().message();
@@ -42,7 +32,7 @@ std::vector<std::pair<uint64_t, uint64_t>> ticks_and_times(const std::string& se
 }
 
 TEST(ClockScaleTest, AProcessThatExitedYoungHasTheTimesOfItsOwnClockPairs) {
-  std::string segment = run_helper(kBin + "/export_helper --pairs 50");
+  std::string segment = testing::run_keeping_segment(kBin + "/export_helper --pairs 50");
   ASSERT_FALSE(segment.empty());
   abi::SegmentHeader h;
   int fd = ::open(segment.c_str(), O_RDWR | O_CLOEXEC);

@@ -123,17 +123,6 @@ void expect_same(Trace& trace, const std::vector<std::string>& only = {}) {
   EXPECT_EQ(batch.lost, lost);
 }
 
-// Runs a helper that prints "... segment PATH" to completion, keeping its segment.
-std::string run_helper(const std::string& command) {
-  int code = 0;
-  std::string out = testing::run_command("NANOTRACE_KEEP=1 " + command, &code);
-  EXPECT_EQ(code, 0) << out;
-  size_t at = out.find("segment ");
-  if (at == std::string::npos) return "";
-  std::string path = out.substr(at + 8);
-  return path.substr(0, path.find_first_of(" \n"));
-}
-
 TEST(ColumnsTest, LiveThreadsInterleavedMatchReadAll) {
   testing::ChildProcess child(
       {kBin + "/nanotrace_test_producer", "--threads", "4", "--events", "20000", "--hold"}, {});
@@ -154,7 +143,7 @@ TEST(ColumnsTest, LiveThreadsInterleavedMatchReadAll) {
 }
 
 TEST(ColumnsTest, EveryFieldTypeAndStringsFromSegmentAndFile) {
-  std::string segment = run_helper(kBin + "/export_helper --pairs 300");
+  std::string segment = testing::run_keeping_segment(kBin + "/export_helper --pairs 300");
   ASSERT_FALSE(segment.empty());
   auto trace = Trace::open(segment);
   ASSERT_TRUE(trace.ok()) << trace.status().message();
@@ -185,7 +174,7 @@ TEST(ColumnsTest, EveryFieldTypeAndStringsFromSegmentAndFile) {
 }
 
 TEST(ColumnsTest, SelectedFieldsHoldTheValuesOfAFullRead) {
-  std::string segment = run_helper(kBin + "/export_helper --pairs 300");
+  std::string segment = testing::run_keeping_segment(kBin + "/export_helper --pairs 300");
   ASSERT_FALSE(segment.empty());
   auto trace = Trace::open(segment);
   ASSERT_TRUE(trace.ok());
@@ -228,7 +217,7 @@ TEST(ColumnsTest, SelectedFieldsHoldTheValuesOfAFullRead) {
 }
 
 TEST(ColumnsTest, AnEventWithoutFields) {
-  std::string segment = run_helper(kBin + "/export_helper --pairs 8");
+  std::string segment = testing::run_keeping_segment(kBin + "/export_helper --pairs 8");
   ASSERT_FALSE(segment.empty());
   auto trace = Trace::open(segment);
   ASSERT_TRUE(trace.ok());
@@ -310,7 +299,8 @@ int damage_records(const std::string& path, const Trace& trace) {
 }
 
 TEST(ColumnsTest, HostileRecordsInAFileWithValidChecksums) {
-  std::string segment = run_helper("NANOTRACE_BUFFER=8M " + kBin + "/export_helper --pairs 30000");
+  std::string segment =
+      testing::run_keeping_segment("NANOTRACE_BUFFER=8M " + kBin + "/export_helper --pairs 30000");
   ASSERT_FALSE(segment.empty());
   auto trace = Trace::open(segment);
   ASSERT_TRUE(trace.ok()) << trace.status().message();
