@@ -57,6 +57,14 @@ std::string snapshot(Trace& trace, const std::string& name, bool compress) {
   return file;
 }
 
+// A trace file of `threads` x `events` records from a held producer ("" on failure).
+std::string trace_file_of(int threads, int events, const std::string& name, bool compress) {
+  HeldProducer p(threads, events);
+  auto segment = Trace::open(std::to_string(p.pid));
+  EXPECT_TRUE(segment.ok()) << segment.status().message();
+  return segment.ok() ? snapshot(**segment, name, compress) : "";
+}
+
 // A record as both a segment and a file give it (the thread by its tid: the two may list
 // threads in another order).
 struct Row {
@@ -138,10 +146,8 @@ TEST(ExtentPrefetchTest, FileWithMoreStreamsThanTheBudgetMatchesTheSegment) {
 }
 
 TEST(ExtentPrefetchTest, SlotsHandOverWhatReadExtentReadsWithinTheBudget) {
-  HeldProducer p(2, 60000);
-  auto segment = Trace::open(std::to_string(p.pid));
-  ASSERT_TRUE(segment.ok());
-  std::string file = snapshot(**segment, "slots.ntr", true);
+  std::string file = trace_file_of(2, 60000, "slots.ntr", true);
+  ASSERT_FALSE(file.empty());
   auto index = open_index(file);
   ASSERT_NE(index, nullptr);
   const std::vector<reader::Extent>& extents = index->streams[0].extents;
@@ -181,10 +187,8 @@ TEST(ExtentPrefetchTest, SlotsHandOverWhatReadExtentReadsWithinTheBudget) {
 // A chunk whose payload was damaged after the file was indexed: the slot reports read_extent's
 // error, and the read as a whole counts a corrupt block instead of returning its records.
 TEST(ExtentPrefetchTest, DamagedExtentIsReportedThroughTheSlot) {
-  HeldProducer p(1, 60000);
-  auto segment = Trace::open(std::to_string(p.pid));
-  ASSERT_TRUE(segment.ok());
-  std::string file = snapshot(**segment, "damaged.ntr", false);
+  std::string file = trace_file_of(1, 60000, "damaged.ntr", false);
+  ASSERT_FALSE(file.empty());
   auto index = open_index(file);
   ASSERT_NE(index, nullptr);
   ASSERT_GE(index->streams[0].extents.size(), 3u);
@@ -218,10 +222,8 @@ TEST(ExtentPrefetchTest, DamagedExtentIsReportedThroughTheSlot) {
 
 // Readers dropped after a few records, while their streams' next extents are in flight.
 TEST(ExtentPrefetchTest, AbandonedReadsStopCleanly) {
-  HeldProducer p(8, 40000);
-  auto segment = Trace::open(std::to_string(p.pid));
-  ASSERT_TRUE(segment.ok());
-  std::string file = snapshot(**segment, "abandoned.ntr", true);
+  std::string file = trace_file_of(8, 40000, "abandoned.ntr", true);
+  ASSERT_FALSE(file.empty());
   auto trace = Trace::open(file);
   ASSERT_TRUE(trace.ok());
   for (int round = 0; round < 50; ++round) {
@@ -242,10 +244,8 @@ TEST(ExtentPrefetchTest, AbandonedReadsStopCleanly) {
 // goes on reading without the worker thread, which it does not have, and gets every record;
 // so does the parent.
 TEST(ExtentPrefetchTest, ReadGoesOnInAChildForkedMidway) {
-  HeldProducer p(4, 40000);
-  auto segment = Trace::open(std::to_string(p.pid));
-  ASSERT_TRUE(segment.ok());
-  std::string file = snapshot(**segment, "forked.ntr", true);
+  std::string file = trace_file_of(4, 40000, "forked.ntr", true);
+  ASSERT_FALSE(file.empty());
   auto trace = Trace::open(file);
   ASSERT_TRUE(trace.ok());
   uint64_t total = 0;
