@@ -40,13 +40,13 @@
 #include <thread>
 #include <vector>
 
+#include "spawn_timing.hpp"
+
 namespace {
 
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
-}
+using bench::now_ns;
+using bench::percentile;
+using bench::spawn_and_wait_ns;
 
 inline uint64_t ticks() {
   _mm_lfence();
@@ -55,31 +55,12 @@ inline uint64_t ticks() {
   return t;
 }
 
-template <class T>
-T percentile(std::vector<T> v, double p) {
-  if (v.empty()) return T{};
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
 // TSC ticks per nanosecond, measured over `ms` milliseconds.
 double ticks_per_ns(int ms) {
   uint64_t t0 = ticks(), n0 = now_ns();
   usleep(ms * 1000);
   uint64_t t1 = ticks(), n1 = now_ns();
   return static_cast<double>(t1 - t0) / static_cast<double>(n1 - n0);
-}
-
-uint64_t spawn_and_wait_ns(const std::string& path) {
-  char* argv[] = {const_cast<char*>(path.c_str()), nullptr};
-  char* envp[] = {nullptr};
-  uint64_t t0 = now_ns();
-  pid_t pid;
-  if (posix_spawn(&pid, path.c_str(), nullptr, nullptr, argv, envp) != 0) return 0;
-  int status;
-  waitpid(pid, &status, 0);
-  return now_ns() - t0;
 }
 
 // The traced twin, the untraced one and the floor (startup_floor.cc: what any tracer with a
@@ -103,13 +84,7 @@ nlohmann::json startup(const std::string& dir, int pairs) {
     diff.push_back((static_cast<double>(t[0]) - static_cast<double>(t[1])) / 1e3);
     floor_diff.push_back((static_cast<double>(t[2]) - static_cast<double>(t[1])) / 1e3);
   }
-  auto stats = [](const std::vector<double>& v) {
-    return nlohmann::json{{"median_us", percentile(v, 50)},
-                          {"p10_us", percentile(v, 10)},
-                          {"p90_us", percentile(v, 90)},
-                          {"min_us", percentile(v, 0)},
-                          {"max_us", percentile(v, 100)}};
-  };
+  const auto& stats = bench::spread_us;
   const double floor_extra = percentile(floor_diff, 50);
   return {
       {"pairs", pairs},
@@ -511,7 +486,10 @@ int main(int argc, char** argv) {
   if (wanted("first_event")) out["first_event"] = first_events(quick ? 20 : 1000, tpn);
   if (wanted("per_event")) out["per_event"] = per_event(quick ? 20000 : 10000000, tpn);
   if (wanted("exit")) out["exit"] = exits(dir, quick ? 2 : 20);
-  out["lttng_ust"] = "not measured here: LTTng-UST is not installed on this machine";
+  out["lttng_ust"] =
+      "start-up with and without a session: bench/lttng_startup.cc (build/bench/"
+      "lttng-startup.json); its event cost: docs/performance.md; first event and tail: not "
+      "measured";
   std::string text = out.dump(2);
   std::printf("%s\n", text.c_str());
   if (!json.empty()) std::ofstream(json) << text << "\n";
