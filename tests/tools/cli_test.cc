@@ -2,6 +2,7 @@
 // list, events, enable/disable, dump, stats, and bad input (a wrong pid, an unknown group or
 // event) giving one clear line and a non-zero exit.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "common/child_process.hpp"
+#include "nanotrace/reader.hpp"
 
 namespace nanotrace {
 namespace {
@@ -31,6 +33,14 @@ class CliTest : public ::testing::Test {
         std::vector<std::string>{"NANOTRACE_NAME=cli-test-sim"});
     std::string line = sim_->read_line();  // "storage_sim pid N segment ..."
     pid_ = std::to_string(std::stol(line.substr(line.find("pid ") + 4)));
+    // It prints that line before its threads start: wait (10 s at most) until the main
+    // thread and both workers have traced, the state every test here describes.
+    for (int i = 0; i < 1000; ++i) {
+      auto trace = Trace::open(pid_);
+      if (trace.ok() && (*trace)->threads().size() >= 3) return;
+      usleep(10000);
+    }
+    ADD_FAILURE() << "storage_sim " << pid_ << " did not start its two threads in 10 s";
   }
   void TearDown() override { sim_.reset(); }  // SIGKILL; the segment is removed below
   ~CliTest() override { unlink(("/dev/shm/nanotrace-" + pid_).c_str()); }
