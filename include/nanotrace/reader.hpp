@@ -259,7 +259,9 @@ class Trace {
 
   // Reads every thread's ring as it is now (records written before this call), merged by
   // time. consume: also advance the consumer positions (REQUIRES: writable and
-  // attach_consumer()).
+  // attach_consumer()). From a trace file, read_all, read_all_with_kernel and read_spans
+  // read each thread's next chunk ahead on one background thread per read, started with
+  // the first chunk and ended with the read (a child forked meanwhile goes on without it).
   std::unique_ptr<RecordSource> read_all(bool consume = false);
   // The same records, not merged and not decoded: one SpanSource per entry of threads().
   std::vector<std::unique_ptr<SpanSource>> read_spans();
