@@ -381,8 +381,13 @@ uint64_t read_everything(const std::string& path, uint64_t* kernel_records, std:
   uint64_t n = 0;
   *kernel_records = 0;
   while (src->next(&r)) {
-    for (uint32_t i = 0; i < r.field_count; ++i) (void)format_value(r.values[i]);
-    if (r.event->is_kernel) ++*kernel_records;
+    // Kernel values are decoded from the (damaged) sub-buffers: format each one. User-space
+    // records come from chunks the damage leaves alone: counted only (formatting them all,
+    // 40 times over, made this the slowest kernel test: 54 s of release, far more in ASan).
+    if (r.event->is_kernel) {
+      for (uint32_t i = 0; i < r.field_count; ++i) (void)format_value(r.values[i]);
+      ++*kernel_records;
+    }
     ++n;
   }
   return n;
