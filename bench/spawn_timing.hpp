@@ -1,5 +1,5 @@
 // Timing a program's whole life from its parent (posix_spawn to reaping), and the spread of
-// such timings: what the start-up benchmarks (hiccups.cc, lttng_startup.cc) share.
+// such timings: what the start-up benchmarks (hiccups.cc, lttng_hiccups.cc) share.
 #pragma once
 
 #include <spawn.h>

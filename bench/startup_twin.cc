@@ -1,4 +1,4 @@
-// A trivial program for the start-up benchmarks (hiccups.cc, lttng_startup.cc): built with one
+// A trivial program for the start-up benchmarks (hiccups.cc, lttng_hiccups.cc): built with one
 // nanotrace tracepoint (NANOTRACE_TWIN_TRACED), with the same event as an LTTng-UST tracepoint
 // (NANOTRACE_TWIN_LTTNG), and with none; they are timed against each other.
 #include <cstdint>

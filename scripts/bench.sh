@@ -14,9 +14,9 @@ echo "== tracepoint cost, Google Benchmark (random interleaving, 10 repetitions)
 
 echo "== hiccups: start-up, first event of a new thread, per-event tail, block starts =="
 ./build/bin/hiccups --json build/bench/hiccups.json >/dev/null
-echo "== start-up beside LTTng-UST's, without and with a session (lttng-tools, root) =="
-./build/bin/lttng_startup --json build/bench/lttng-startup.json >/dev/null ||
-  echo "lttng_startup: not measured (see build/bench/lttng-startup.json)"
+echo "== hiccups beside LTTng-UST's: start-up without and with a session, first events, tail =="
+./build/bin/lttng_hiccups --json build/bench/lttng-hiccups.json >/dev/null ||
+  echo "lttng_hiccups: not measured (see build/bench/lttng-hiccups.json)"
 echo "== trigger lag: records after the match beyond the window, 200 runs, 32 threads =="
 NANOTRACE_BUFFER=1M NANOTRACE_THREADS=64 ./build/bin/nanotrace_trigger_lag --runs 200 \
   --threads 32 --window 1000 --json build/bench/trigger.json | tail -1
