@@ -120,22 +120,41 @@ long count_events(const std::string& dir, const std::string& name) {
   return events;
 }
 
+// A started session of the session daemon, its trace under /tmp; destroyed with its trace
+// when this ends.
+class Session {
+ public:
+  // lttng create (with create_flags), enable-event --userspace `events`, start; false if any
+  // of them fails.
+  bool start(const std::string& kind, const std::string& create_flags, const std::string& events) {
+    name_ = "nanotrace-" + kind + "-" + std::to_string(getpid());
+    dir_ = "/tmp/" + name_;
+    std::filesystem::remove_all(dir_);
+    return run_quiet("lttng create " + name_ + " " + create_flags + " --output=" + dir_) &&
+           run_quiet("lttng enable-event --userspace '" + events + "' --session=" + name_) &&
+           run_quiet("lttng start " + name_);
+  }
+  ~Session() {
+    if (name_.empty()) return;
+    run_quiet("lttng destroy " + name_);
+    std::filesystem::remove_all(dir_);
+  }
+  const std::string& name() const { return name_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string name_, dir_;
+};
+
 nlohmann::json with_session(const std::vector<std::string>& names,
                             const std::vector<std::string>& paths, int count) {
-  const std::string session = "nanotrace-startup-" + std::to_string(getpid());
-  const std::string dir = "/tmp/" + session;
-  std::filesystem::remove_all(dir);
-  if (!run_quiet("lttng create " + session + " --output=" + dir) ||
-      !run_quiet("lttng enable-event --userspace twin:hello --session=" + session) ||
-      !run_quiet("lttng start " + session)) {
-    run_quiet("lttng destroy " + session);
+  Session session;
+  if (!session.start("startup", "", "twin:hello")) {
     return "not measured: the LTTng session could not be set up";
   }
   nlohmann::json out = rounds(names, paths, count);
-  const bool stopped = run_quiet("lttng stop " + session);
-  const long events = stopped ? count_events(dir, "twin:hello") : -1;
-  run_quiet("lttng destroy " + session);
-  std::filesystem::remove_all(dir);
+  const bool stopped = run_quiet("lttng stop " + session.name());
+  const long events = stopped ? count_events(session.dir(), "twin:hello") : -1;
   // The warm-up run and one per round.
   const long expected = count + 1;
   out["lttng_events_recorded"] = events;
@@ -170,13 +189,8 @@ nlohmann::json tail_figures(const nlohmann::json& run) {
 // tail_twin built with each tracer, `count` runs of each in alternation (the order swapped
 // every round), LTTng-UST's recording into a flight-recorder session.
 nlohmann::json first_events_and_tail(const std::string& bin, int count, bool quick) {
-  const std::string session = "nanotrace-tail-" + std::to_string(getpid());
-  const std::string dir = "/tmp/" + session;
-  std::filesystem::remove_all(dir);
-  if (!run_quiet("lttng create " + session + " --snapshot --output=" + dir) ||
-      !run_quiet("lttng enable-event --userspace 'twin:*' --session=" + session) ||
-      !run_quiet("lttng start " + session)) {
-    run_quiet("lttng destroy " + session);
+  Session session;
+  if (!session.start("tail", "--snapshot", "twin:*")) {
     return "not measured: the LTTng snapshot session could not be set up";
   }
   const std::string names[2] = {"nanotrace", "lttng_ust"};
@@ -196,10 +210,8 @@ nlohmann::json first_events_and_tail(const std::string& bin, int count, bool qui
       runs[names[which]].push_back(tail_figures(run));
     }
   }
-  const bool recorded = run_quiet("lttng snapshot record --session=" + session);
-  const long events = recorded ? count_events(dir, "twin:ev") : -1;
-  run_quiet("lttng destroy " + session);
-  std::filesystem::remove_all(dir);
+  const bool recorded = run_quiet("lttng snapshot record --session=" + session.name());
+  const long events = recorded ? count_events(session.dir(), "twin:ev") : -1;
   if (!failed.empty()) return "not measured: " + failed;
   if (events <= 0) return "not measured: the LTTng snapshot holds no twin:ev event";
   return {{"method",
