@@ -158,69 +158,110 @@ bool drained(const abi::ThreadSlot* s) {
 // that the consumer has drained (its memory is allocated); a free slot whose first block is
 // ready; any free slot (its ring is allocated as it is written); and, with no live consumer
 // to wait for, the exited slot claimed longest ago, whose unread records are counted in
-// lost_reclaimed. One scan finds the first slot of each kind (a thread's first event reads
-// every slot's state once, not once per kind: 4-5 scans of 256 slots took several
-// microseconds); a slot another thread took meanwhile sends it round again.
-bool claim_once(Runtime& rt) {
+// lost_reclaimed. One pass per kind, each going on past slots other threads take meanwhile,
+// so a thread among many claiming at once still finds a free slot if there is one.
+bool claim_slot_by_slot(Runtime& rt) {
   Segment& seg = rt.segment;
   const uint32_t n = seg.header()->max_threads;
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    // Slots past the scan limit are untouched and free, so the scan stops there (the slot at
-    // the limit is the free one it finds at the latest); the last attempt looks at them all,
-    // in case other threads took those meanwhile.
-    const uint32_t limit = attempt < 3 ? rt.slot_scan_limit() : n;
-    int64_t exited_drained = -1, free_with_block = -1, free_any = -1, oldest = -1;
-    uint64_t oldest_start = ~uint64_t{0};
-    for (uint32_t i = 0; i < limit; ++i) {
+  // Slots past the scan limit are untouched and free: the first three passes look for nothing
+  // there, and the last finds a free slot at the limit at the latest (or past it, when other
+  // threads took those meanwhile).
+  const uint32_t limit = rt.slot_scan_limit();
+  for (int pass = 0; pass < 4; ++pass) {
+    for (uint32_t i = 0; i < (pass < 3 ? limit : n); ++i) {
       abi::ThreadSlot* s = seg.slot(i);
-      const uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-      if (state == state_of(SlotState::kFree)) {
-        if (__atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0) {
-          if (try_take(s, state) && finish_claim(rt, i, state)) return true;
-        } else if (__atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0) {
-          if (free_with_block < 0) free_with_block = i;
-        } else if (free_any < 0) {
-          free_any = i;
-        }
-      } else if (state == state_of(SlotState::kExited)) {
-        if (exited_drained < 0 && drained(s)) exited_drained = i;
-        if (s->start_ticks < oldest_start) {
-          oldest_start = s->start_ticks;
-          oldest = i;
-        }
+      uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+      bool fits = false;
+      if (pass == 0) {
+        fits = state == state_of(SlotState::kFree) &&
+               __atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0;
+      } else if (pass == 1 && state == state_of(SlotState::kExited)) {
+        fits = drained(s);
+      } else if (pass == 2) {
+        fits = state == state_of(SlotState::kFree) &&
+               __atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0;
+      } else if (pass == 3) {
+        fits = state == state_of(SlotState::kFree);
+      }
+      if (fits && try_take(s, state) && finish_claim(rt, i, state)) return true;
+    }
+  }
+  if (consumer_alive(rt)) return false;  // never take unread records from a live consumer
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    int oldest = -1;
+    uint64_t oldest_start = ~uint64_t{0};
+    for (uint32_t i = 0; i < n; ++i) {
+      abi::ThreadSlot* s = seg.slot(i);
+      if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != state_of(SlotState::kExited)) continue;
+      if (s->start_ticks < oldest_start) {
+        oldest_start = s->start_ticks;
+        oldest = static_cast<int>(i);
       }
     }
-    // A drained slot is checked again just before it is taken: since the scan, another
-    // thread may have claimed it, written and exited, leaving records the consumer has not
-    // read (taken on the scan's word alone, the churn test of 20,000 threads lost 5).
-    if (exited_drained >= 0) {
-      abi::ThreadSlot* s = seg.slot(static_cast<uint32_t>(exited_drained));
-      const uint32_t exited = state_of(SlotState::kExited);
-      if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == exited && drained(s) &&
-          try_take(s, exited) && finish_claim(rt, static_cast<uint32_t>(exited_drained), exited)) {
-        return true;
-      }
-    }
-    for (int64_t i : {free_with_block, free_any}) {
-      const uint32_t free = state_of(SlotState::kFree);
-      if (i >= 0 && try_take(seg.slot(static_cast<uint32_t>(i)), free) &&
-          finish_claim(rt, static_cast<uint32_t>(i), free)) {
-        return true;
-      }
-    }
-    if (exited_drained >= 0 || free_with_block >= 0 || free_any >= 0) continue;  // all taken
-    if (oldest < 0) {
-      if (limit == n) return false;  // every slot is being claimed by another thread
-      continue;
-    }
-    if (consumer_alive(rt)) return false;  // never take unread records from a live consumer
-    auto slot = static_cast<uint32_t>(oldest);
-    if (try_take(seg.slot(slot), state_of(SlotState::kExited))) {
-      return finish_claim(rt, slot, state_of(SlotState::kExited));
+    if (oldest < 0) return false;
+    auto i = static_cast<uint32_t>(oldest);
+    if (try_take(seg.slot(i), state_of(SlotState::kExited))) {
+      return finish_claim(rt, i, state_of(SlotState::kExited));
     }
   }
   return false;
 }
+
+// The same choice in one scan, which finds the first slot of each kind: a thread's first event
+// reads every slot's state once, where claim_slot_by_slot reads it once per kind (4-5 scans
+// of 256 slots once they are all used: several microseconds). False if it could not take
+// what it found (another thread took it first) or found nothing; the caller then goes slot
+// by slot.
+bool claim_in_one_scan(Runtime& rt) {
+  Segment& seg = rt.segment;
+  const uint32_t n = seg.header()->max_threads;
+  const uint32_t limit = rt.slot_scan_limit();  // past it every slot is free and untouched
+  int64_t exited_drained = -1, free_with_block = -1, free_any = -1, oldest = -1;
+  uint64_t oldest_start = ~uint64_t{0};
+  for (uint32_t i = 0; i < limit; ++i) {
+    abi::ThreadSlot* s = seg.slot(i);
+    const uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+    if (state == state_of(SlotState::kFree)) {
+      if (__atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0) {
+        if (try_take(s, state) && finish_claim(rt, i, state)) return true;
+      } else if (__atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0) {
+        if (free_with_block < 0) free_with_block = i;
+      } else if (free_any < 0) {
+        free_any = i;
+      }
+    } else if (state == state_of(SlotState::kExited)) {
+      if (exited_drained < 0 && drained(s)) exited_drained = i;
+      if (s->start_ticks < oldest_start) {
+        oldest_start = s->start_ticks;
+        oldest = i;
+      }
+    }
+  }
+  const uint32_t exited = state_of(SlotState::kExited), free = state_of(SlotState::kFree);
+  // A drained slot is checked again just before it is taken: since the scan, another thread
+  // may have claimed it, written and exited, leaving records the consumer has not read (taken
+  // on the scan's word alone, the churn test of 20,000 threads lost 5).
+  if (exited_drained >= 0) {
+    abi::ThreadSlot* s = seg.slot(static_cast<uint32_t>(exited_drained));
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == exited && drained(s) &&
+        try_take(s, exited) && finish_claim(rt, static_cast<uint32_t>(exited_drained), exited)) {
+      return true;
+    }
+  }
+  for (int64_t i : {free_with_block, free_any}) {
+    if (i >= 0 && try_take(seg.slot(static_cast<uint32_t>(i)), free) &&
+        finish_claim(rt, static_cast<uint32_t>(i), free)) {
+      return true;
+    }
+  }
+  // Every slot in use and none drained: the oldest exited one, if nobody reads it.
+  const bool none_free = exited_drained < 0 && free_with_block < 0 && free_any < 0;
+  if (!none_free || limit < n || oldest < 0 || consumer_alive(rt)) return false;
+  return try_take(seg.slot(static_cast<uint32_t>(oldest)), exited) &&
+         finish_claim(rt, static_cast<uint32_t>(oldest), exited);
+}
+
+bool claim_once(Runtime& rt) { return claim_in_one_scan(rt) || claim_slot_by_slot(rt); }
 
 // Claims a slot for the calling thread. In block mode with a live consumer, waits (at most
 // the block timeout) for the consumer to drain an exited thread's slot rather than drop.

@@ -1,10 +1,13 @@
 // Test producer: a traced program whose records carry their own sequence number and a
 // checksum, so tests can prove the reader returns every record it claims intact.
 //
-//   producer --threads T --events N [--forever] [--churn K] [--spawn K --alive A] [--hold] [--go]
+//   producer --threads T --events N [--together] [--forever] [--churn K] [--spawn K --alive A]
+//            [--hold] [--go]
 //
 // Each of T threads writes N records test:rec{thread, seq, value, check} (or until stdin
 // closes with --forever, then prints "attempted <thread> <records>" per thread).
+// --together: the T threads wait for each other before their first record, so that their
+// first events (slot claims) race.
 // --churn K: K short-lived threads write 3 records each instead.
 // --spawn K: K short-lived threads, at most A (default 2) alive at a time, each writing N
 // test:rec records numbered by its index.
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <latch>
 #include <nanotrace/nanotrace.hpp>
 #include <thread>
 #include <vector>
@@ -54,7 +58,7 @@ void wait_stdin_closed() {
 
 int main(int argc, char** argv) {
   uint64_t threads = 1, events = 1000, churn = 0, spawn = 0, alive = 2;
-  bool forever = false, hold = false, go = false, crash = false;
+  bool forever = false, hold = false, go = false, crash = false, together = false;
   for (int i = 1; i < argc; ++i) {
     auto arg = [&] { return i + 1 < argc ? std::strtoull(argv[++i], nullptr, 10) : 0ull; };
     if (!std::strcmp(argv[i], "--threads"))
@@ -75,6 +79,8 @@ int main(int argc, char** argv) {
       go = true;
     else if (!std::strcmp(argv[i], "--crash"))
       crash = true;
+    else if (!std::strcmp(argv[i], "--together"))
+      together = true;
     else
       return 2;
   }
@@ -104,9 +110,12 @@ int main(int argc, char** argv) {
       if (t.joinable()) t.join();
   } else {
     std::vector<uint64_t> attempted(threads);
+    std::latch start(together ? static_cast<std::ptrdiff_t>(threads) : 0);
     for (uint64_t t = 0; t < threads; ++t) {
-      pool.emplace_back(
-          [t, events, forever, &attempted] { attempted[t] = produce(t, events, forever); });
+      pool.emplace_back([t, events, forever, together, &attempted, &start] {
+        if (together) start.arrive_and_wait();
+        attempted[t] = produce(t, events, forever);
+      });
     }
     if (forever) {
       wait_stdin_closed();
