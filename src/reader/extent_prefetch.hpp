@@ -59,6 +59,8 @@ class ExtentSlot {
 
 class ExtentPrefetcher {
  public:
+  struct Shared;  // its lock, queue and worker (defined in the .cc)
+
   // budget_slots: how many streams may read ahead at once (each holds one extra chunk).
   explicit ExtentPrefetcher(uint32_t budget_slots);
   ExtentPrefetcher(const ExtentPrefetcher&) = delete;
@@ -67,9 +69,8 @@ class ExtentPrefetcher {
 
  private:
   friend class ExtentSlot;
-  struct Shared;
-  // True in a child forked from the process that made it: its worker is not there, and its
-  // lock may have been held at the fork. Slots then read in place and touch nothing shared.
+  // True in a child forked from the process that made it: its worker is not there. Slots
+  // then read in place and touch nothing shared.
   bool forked() const;
   bool reserve();
   void release();
@@ -80,10 +81,13 @@ class ExtentPrefetcher {
   // Takes slot out of the queue, or waits for the read in progress.
   void cancel(ExtentSlot* slot);
   void work();
+  // pthread_atfork handlers: fork waits for every prefetcher's read in progress (see .cc).
+  static void before_fork();
+  static void after_fork(bool in_child);
 
   const int owner_pid_;
-  // The lock, queue and worker: left alone (leaked) in a forked child, whose copy of the
-  // lock or condition variables may be held by a thread it does not have.
+  // The lock, queue and worker: left alone (leaked) in a forked child, whose copies of the
+  // condition variables may have waiters (the worker) it does not have.
   Shared* shared_;
 };
 
