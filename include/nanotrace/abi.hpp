@@ -224,9 +224,10 @@ enum class SlotState : uint32_t { kFree = 0, kActive = 1, kExited = 2, kClaiming
 
 struct alignas(64) ThreadSlot {
   // Writer line: written only by the owning thread (and by its claimer), except `check`.
-  uint64_t head;        // position after the last published record
-  uint64_t written;     // records published in this generation: the next record's number
-  uint64_t dropped;     // records dropped (discard or block mode, a nested tracepoint)
+  uint64_t head;     // position after the last published record
+  uint64_t written;  // records published in this generation: the next record's number
+  uint64_t dropped;  // records dropped (discard or block mode, a nested tracepoint)
+  // A claim of an exited slot compares state and generation as one u64 (docs/format.md).
   uint32_t state;       // SlotState
   uint32_t generation;  // bumped each time the slot is claimed
   uint32_t tid;

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstddef>
 #include <cstring>
 
 #include "base/process.hpp"
@@ -154,6 +156,28 @@ bool drained(const abi::ThreadSlot* s) {
   return c.position >= __atomic_load_n(&s->head, __ATOMIC_ACQUIRE) && c.records >= s->written;
 }
 
+// Takes exited slot i if the consumer has read all of it. Between the check and the take,
+// other threads may claim the slot, write and exit: the state is kExited again, the check
+// was about the thread before, and a take on the state alone loses the new thread's records
+// to lost_reclaimed (a thread preempted there did, under ASan). So the take compares the
+// generation too, in one 64-bit compare-and-swap: every claim bumps it.
+bool take_drained(Runtime& rt, uint32_t i) {
+  static_assert(offsetof(abi::ThreadSlot, generation) == offsetof(abi::ThreadSlot, state) + 4 &&
+                offsetof(abi::ThreadSlot, state) % 8 == 0 &&
+                std::endian::native == std::endian::little);
+  abi::ThreadSlot* s = rt.segment.slot(i);
+  const uint64_t generation = __atomic_load_n(&s->generation, __ATOMIC_ACQUIRE);
+  if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != state_of(SlotState::kExited) || !drained(s)) {
+    return false;
+  }
+  uint64_t expected = state_of(SlotState::kExited) | generation << 32;
+  const uint64_t claiming = state_of(SlotState::kClaiming) | generation << 32;
+  auto* state_and_generation = reinterpret_cast<uint64_t*>(&s->state);
+  return __atomic_compare_exchange_n(state_and_generation, &expected, claiming, false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) &&
+         finish_claim(rt, i, state_of(SlotState::kExited));
+}
+
 // Takes a reusable slot, best first: a free slot whose ring is ready; an exited thread's slot
 // that the consumer has drained (its memory is allocated); a free slot whose first block is
 // ready; any free slot (its ring is allocated as it is written); and, with no live consumer
@@ -176,7 +200,7 @@ bool claim_slot_by_slot(Runtime& rt) {
         fits = state == state_of(SlotState::kFree) &&
                __atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0;
       } else if (pass == 1 && state == state_of(SlotState::kExited)) {
-        fits = drained(s);
+        if (take_drained(rt, i)) return true;
       } else if (pass == 2) {
         fits = state == state_of(SlotState::kFree) &&
                __atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0;
@@ -238,16 +262,7 @@ bool claim_in_one_scan(Runtime& rt) {
     }
   }
   const uint32_t exited = state_of(SlotState::kExited), free = state_of(SlotState::kFree);
-  // A drained slot is checked again just before it is taken: since the scan, another thread
-  // may have claimed it, written and exited, leaving records the consumer has not read (taken
-  // on the scan's word alone, the churn test of 20,000 threads lost 5).
-  if (exited_drained >= 0) {
-    abi::ThreadSlot* s = seg.slot(static_cast<uint32_t>(exited_drained));
-    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == exited && drained(s) &&
-        try_take(s, exited) && finish_claim(rt, static_cast<uint32_t>(exited_drained), exited)) {
-      return true;
-    }
-  }
+  if (exited_drained >= 0 && take_drained(rt, static_cast<uint32_t>(exited_drained))) return true;
   for (int64_t i : {free_with_block, free_any}) {
     if (i >= 0 && try_take(seg.slot(static_cast<uint32_t>(i)), free) &&
         finish_claim(rt, static_cast<uint32_t>(i), free)) {
