@@ -100,7 +100,8 @@ struct RecordSummary {
 // Records the process `source` (pid or name:NAME) into options.output as its consumer
 // (block mode waits for it: nothing is lost). Ends on *options.stop, the duration, the
 // target's exit (after draining what is left) or a --stop-on match; always ends the file
-// with loss counts and an END chunk. Errors: kBusy (another consumer is attached),
+// with loss counts and an END chunk. A bad source or option is an error before anything
+// starts, and leaves no file. Errors: kBusy (another consumer is attached),
 // kNotFound, kInvalidArgument (unknown group, bad expression), kIoError (the file could not
 // be written: what was written before stays readable; the summary is lost).
 Result<RecordSummary> record(const std::string& source, const RecordOptions& options);
@@ -112,8 +113,9 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
 // is checked (alive, not consumed by another recorder, same clock) before anything starts:
 // a bad one is the error. A process that exits is drained to its end and the others go on;
 // the recording ends when all have exited (or as record() ends). --stop-on stops all of
-// them at the first match in any; --snapshot-on snapshots the process that matched. Errors
-// as record().
+// them at the first match in any; --snapshot-on snapshots every process still recorded (and
+// the one that matched) into one file of several processes, with the kernel window when
+// kernel events are recorded. Errors as record().
 Result<RecordSummary> record_processes(const std::vector<std::string>& sources,
                                        const RecordOptions& options);
 
@@ -124,7 +126,8 @@ Result<RecordSummary> write_snapshot(Trace& trace, const std::string& output, bo
 
 // `nanotrace run`: starts a command with the I/O interposer preloaded and records every
 // process it and its descendants start (each process image has its own segment, found by the
-// session's NANOTRACE_RUN_ID) into one trace file, until the command exits.
+// session's NANOTRACE_RUN_ID) into one trace file, until the command exits or --stop-on
+// matches (the command then runs on, untraced, and run still waits for it).
 struct RunOptions {
   std::string output;
   std::vector<std::string> command;  // argv; command[0] is looked up in PATH
@@ -134,6 +137,14 @@ struct RunOptions {
   // thread are filtered to the threads of the command's processes as they are found.
   std::vector<std::string> kernel;
   uint32_t kernel_buffer_kb = 4096;
+  // As RecordOptions: triggers evaluated on the records of every process of the command
+  // (an expression is bound to each process's events as it is found; a process whose events
+  // do not fit it never matches), the flight buffer of the snapshots' kernel window, and
+  // progress reports.
+  std::string stop_on;
+  std::string snapshot_on;
+  uint32_t kernel_flight_buffer_kb = 4096;
+  std::function<void(const RecordProgress&)> progress;
   // A signal number to pass on to the command (set from a signal handler); reset once sent.
   std::atomic<int>* forward_signal = nullptr;
 };
@@ -143,18 +154,23 @@ struct RunSummary {
   int exit_code = 0;  // the command's exit status, or 128 + the signal that killed it
   int killed_by = 0;  // that signal, or 0
   bool core_dumped = false;
-  double seconds = 0;
+  std::string reason;  // why the recording ended: "target exited" (the command), ...
+  double seconds = 0;  // of recording
   uint64_t records = 0;
   uint64_t file_bytes = 0;
   uint64_t lost = 0;
   std::vector<RecordedProcess> processes;
-  std::vector<std::string> warnings;  // e.g. why kernel events were not recorded
-  uint64_t kernel_pages = 0;          // ftrace sub-buffers stored (with kernel)
-  uint64_t kernel_lost = 0;           // kernel events overwritten or dropped by ftrace
+  std::vector<std::string> warnings;            // e.g. why kernel events were not recorded
+  uint64_t kernel_pages = 0;                    // ftrace sub-buffers stored (with kernel)
+  uint64_t kernel_lost = 0;                     // kernel events overwritten or dropped by ftrace
+  std::string stop_match;                       // as RecordSummary
+  std::vector<std::string> snapshots;           // as RecordSummary
+  std::vector<SnapshotKernel> snapshot_kernel;  // as RecordSummary
 };
 
 // Errors: kNotFound (the command was not found: a shell would exit 127), kInvalidArgument
-// (no command, or the interposer is missing), kIoError (the file could not be written).
+// (no command, the interposer is missing, a bad expression), kIoError (the file could not be
+// written; the command is then stopped with SIGTERM).
 Result<RunSummary> run_command(const RunOptions& options);
 
 // A segment in /dev/shm whose process is gone.

@@ -1,11 +1,8 @@
-// How long a recorder rests between its passes over the rings, and the words it uses for how
-// a recording ended: shared by `record PID` (recorder.cc) and `record SRC SRC...`
-// (record_processes.cc). Internal header.
+// How long the recording loop (recording_loop.hpp) rests between its passes over the rings.
+// Internal header.
 #pragma once
 
 #include <cstdint>
-
-#include "base/file_format.hpp"
 
 namespace nanotrace::rec {
 
@@ -45,13 +42,5 @@ class DrainPacing {
   double prev_pass_;
   uint64_t idle_us_ = kFirstIdleUs;
 };
-
-// How a recording ended, as the summary says it.
-inline const char* end_reason_text(file::EndReason reason) {
-  static const char* kReasons[] = {"complete",      "interrupted",     "target exited",
-                                   "duration over", "stop-on matched", "error"};
-  const auto i = static_cast<uint32_t>(reason);
-  return i < sizeof(kReasons) / sizeof(kReasons[0]) ? kReasons[i] : "unknown";
-}
 
 }  // namespace nanotrace::rec

@@ -2,6 +2,7 @@
 #include "record/process_session.hpp"
 
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/process.hpp"
@@ -47,9 +48,22 @@ std::vector<RecordedThread> summarize_streams(const std::vector<StreamState>& st
   return out;
 }
 
-ProcessSession::~ProcessSession() = default;
+Status write_end_chunk(FileWriter& out, uint64_t records, file::EndReason reason) {
+  file::EndPayload e{};
+  e.chunks = out.chunks();
+  e.data_bytes = out.data_bytes();
+  e.records = records;
+  e.reason = static_cast<uint32_t>(reason);
+  return out.write_chunk(file::ChunkType::kEnd, &e, sizeof(e));
+}
 
-Status ProcessSession::scan(uint64_t run_id) {
+ProcessSession::~ProcessSession() {
+  for (Recorded& r : procs_) {
+    if (r.pidfd >= 0) ::close(r.pidfd);
+  }
+}
+
+Status ProcessSession::scan(const SegmentFilter& wanted, bool owned) {
   for (const sys::SegmentName& name : sys::list_segment_names()) {
     struct stat st;
     if (stat(name.path.c_str(), &st) != 0) continue;
@@ -63,11 +77,11 @@ Status ProcessSession::scan(uint64_t run_id) {
     }
     seen_.insert(id);
     auto* h = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(**opened));
-    if (h->run_id != run_id || procs_.size() >= 0xffff) continue;
+    if (!wanted(*h) || procs_.size() >= 0xffff) continue;
     std::vector<SlotAtAttach> at_attach = slots_at_attach(**opened);
     // Nobody else consumes a session's segments; if someone does, read without consuming.
     const bool attached = (*opened)->attach_consumer().ok();
-    Status s = add(std::move(opened.value()), std::move(at_attach), attached, true, st.st_ino);
+    Status s = add(std::move(opened.value()), std::move(at_attach), attached, owned, st.st_ino);
     if (!s.ok()) return s;
   }
   return Status::Ok();
@@ -89,6 +103,8 @@ Status ProcessSession::add(std::unique_ptr<Trace> trace, std::vector<SlotAtAttac
   r.drainer->set_process_index(static_cast<uint32_t>(procs_.size()));
   Status s = r.drainer->write_meta(true);
   if (!s.ok()) return s;
+  // Only to wake the recorder when the process exits: its writer lock says whether it runs.
+  if (p.alive) r.pidfd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(p.pid), 0));
   procs_.push_back(std::move(r));
   return Status::Ok();
 }
@@ -138,6 +154,8 @@ Status ProcessSession::finish(Recorded& r) {
   r.info.lost = lost_of(*r.drainer);
   r.trace->detach_consumer();
   if (r.owned && !writer_alive(*r.trace, r.header)) remove_segment(r);
+  if (r.pidfd >= 0) ::close(r.pidfd);
+  r.pidfd = -1;
   r.finished = true;
   return Status::Ok();
 }
@@ -161,12 +179,7 @@ Status ProcessSession::write_loss() {
 }
 
 Status ProcessSession::write_end(file::EndReason reason) {
-  file::EndPayload e{};
-  e.chunks = out_.chunks();
-  e.data_bytes = out_.data_bytes();
-  e.records = records();
-  e.reason = static_cast<uint32_t>(reason);
-  return out_.write_chunk(file::ChunkType::kEnd, &e, sizeof(e));
+  return write_end_chunk(out_, records(), reason);
 }
 
 // The segment is ours to remove (the session asked its processes to keep it), wherever it is
@@ -199,6 +212,14 @@ bool ProcessSession::writer_waiting() const {
     if (!r.finished && r.drainer->writer_waiting()) return true;
   }
   return false;
+}
+
+std::vector<int> ProcessSession::exit_fds() const {
+  std::vector<int> fds;
+  for (const Recorded& r : procs_) {
+    if (!r.finished && r.pidfd >= 0) fds.push_back(r.pidfd);
+  }
+  return fds;
 }
 
 bool ProcessSession::all_finished() const {

@@ -1,8 +1,8 @@
-// Recording several processes into one trace file (docs/format.md: version 2, the process
-// index in the high 16 bits of a chunk's slot): one drainer per process, each finished on
-// its own when its writer goes away while the others go on. Used by `nanotrace run` (the
-// processes a command starts, found by its run id) and by `nanotrace record` with several
-// sources. Internal header.
+// The processes one trace file records (docs/format.md: version 2, the process index in the
+// high 16 bits of a chunk's slot; one process is index 0, the one-process file): one drainer
+// per process, each finished on its own when its writer goes away while the others go on.
+// The recording loop (recording_loop.hpp) drains a session; its source (drain_source.hpp)
+// adds the processes. Internal header.
 #pragma once
 
 #include <sys/types.h>
@@ -23,6 +23,8 @@ namespace nanotrace::rec {
 // What each stream of a drainer contributed, as RecordSummary reports it.
 std::vector<RecordedThread> summarize_streams(const std::vector<StreamState>& streams,
                                               uint32_t pid);
+// The END chunk of a file: `records` in all (docs/format.md, "END").
+Status write_end_chunk(FileWriter& out, uint64_t records, file::EndReason reason);
 
 class ProcessSession {
  public:
@@ -31,9 +33,11 @@ class ProcessSession {
   ProcessSession(const ProcessSession&) = delete;
   ProcessSession& operator=(const ProcessSession&) = delete;
 
-  // Opens (and adds, removing each once drained) the segments in /dev/shm whose header
-  // carries run_id and that appeared since the last scan (`nanotrace run`).
-  Status scan(uint64_t run_id);
+  // Opens and adds the segments in /dev/shm that appeared since the last scan and that
+  // `wanted` takes (`nanotrace run`: those whose header carries its run id), attached as
+  // their consumer where nobody else is. owned: as for add().
+  using SegmentFilter = std::function<bool(const abi::SegmentHeader&)>;
+  Status scan(const SegmentFilter& wanted, bool owned);
   // Adds a live process. at_attach: slots_at_attach() taken before attaching; attached: the
   // trace is its segment's consumer (else it is read without consuming). owned: the session
   // removes the segment once its process is gone and drained.
@@ -63,6 +67,12 @@ class ProcessSession {
   bool all_finished() const;
   size_t size() const { return procs_.size(); }
   Trace& trace(size_t index) { return *procs_[index].trace; }
+  const Trace& trace(size_t index) const { return *procs_[index].trace; }
+  // Drained to its end (its writer went away, or the session was finished).
+  bool finished(size_t index) const { return procs_[index].finished; }
+  // A pidfd of each process not finished (it turns readable when the process exits), to end
+  // a rest between passes early.
+  std::vector<int> exit_fds() const;
 
   std::vector<RecordedProcess> processes() const;
   std::vector<RecordedThread> threads() const;
@@ -76,6 +86,7 @@ class ProcessSession {
     std::unique_ptr<Drainer> drainer;
     const abi::SegmentHeader* header = nullptr;
     ino_t inode = 0;
+    int pidfd = -1;  // closed once finished
     bool owned = false;
     bool finished = false;
     RecordedProcess info;

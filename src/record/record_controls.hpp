@@ -1,4 +1,4 @@
-// What `nanotrace record` applies to each process it records: a trigger expression bound to
+// What the recording loop applies to each process it records: a trigger expression bound to
 // the process's events (--stop-on, --snapshot-on), and the groups it enables while recording
 // (--groups), restored afterwards. Internal header.
 #pragma once
@@ -75,20 +75,15 @@ inline std::string describe_stop_match(const Record& r, const StreamState& st, c
 }
 
 // Enables exactly the groups `wanted` selects (items of the group grammar: `all,-debug`);
-// remembers the previous state to restore it.
+// remembers the previous state to restore it. REQUIRES: wanted checked with
+// validate_group_spec against the groups of the processes it is meant for (a name this
+// process lacks selects nothing in it).
 class GroupGuard {
  public:
-  // known: the group names a name in `wanted` must be one of (default: the trace's; with
-  // several processes, those of any of them).
-  Status apply(Trace& trace, const std::vector<std::string>& wanted,
-               const std::vector<std::string>* known_names = nullptr) {
+  Status apply(Trace& trace, const std::vector<std::string>& wanted) {
     std::vector<GroupInfo> before = trace.groups();
     std::string spec;
     for (const std::string& w : wanted) spec += (spec.empty() ? "" : ",") + w;
-    std::vector<std::string> known;
-    for (const GroupInfo& g : before) known.push_back(g.name);
-    if (known_names != nullptr) known = *known_names;
-    if (Status s = validate_group_spec(spec, known); !s.ok()) return s;
     trace_ = &trace;
     before_ = before;
     for (const GroupInfo& g : before) {
