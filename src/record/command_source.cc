@@ -90,7 +90,7 @@ class CommandSource final : public rec::DrainSource {
   // After the recording: waits for the command to exit (passing signals on), then removes
   // the segments the run's processes kept that nobody will take. Returns its wait status.
   int wait_command();
-  // The recording failed: the command is stopped (SIGTERM) and waited for.
+  // The recording failed: the command is stopped (SIGTERM, or never let go) and waited for.
   int stop_command();
   bool exec_failed() const { return exec_failed_; }
 
@@ -205,7 +205,12 @@ int CommandSource::wait_command() {
 }
 
 int CommandSource::stop_command() {
-  if (!exited_) kill(child_, SIGTERM);
+  if (go_ >= 0) {
+    ::close(go_);  // never let go: it exits without running the command
+    go_ = -1;
+  } else if (!exited_) {
+    kill(child_, SIGTERM);
+  }
   reap(0);
   return status_;
 }

@@ -4,7 +4,9 @@
 // from the oldest user-space record on, merged in time order with the user records, and the
 // events ftrace overwrote in its deliberately small buffer counted lost; the second
 // (-flight) instance goes when the recorder ends, and `clean` removes it after SIGKILL.
-// `snapshot --kernel` is refused with the way to get kernel history.
+// The same with several processes (`record A B`: one snapshot of both) and with a command's
+// process tree (`run --snapshot-on --kernel`). `snapshot --kernel` is refused with the way to
+// get kernel history.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -19,6 +21,7 @@
 
 #include "common/child_process.hpp"
 #include "kernel/kernel_fixture.hpp"
+#include "nanotrace/reader.hpp"
 
 namespace nanotrace {
 namespace {
@@ -117,6 +120,116 @@ TEST(KernelTest, FlightRecordingSnapshotsHoldTheKernelsLastWindow) {
     ::unlink((file + ".snap" + std::to_string(i)).c_str());
   }
   ::unlink(file.c_str());
+}
+
+// What a snapshot's `dump --json` holds: user records by pid, the kernel events of the
+// window, and whether they all came in time order.
+struct Window {
+  std::map<uint32_t, uint64_t> user;  // by pid
+  uint64_t issues = 0, uring = 0;
+  bool sorted = true;
+};
+
+Window read_window(const std::string& snap) {
+  Window w;
+  int code = 0;
+  std::istringstream lines(run_command(kCli + " dump --json " + snap, &code));
+  EXPECT_EQ(code, 0);
+  uint64_t last_ns = 0;
+  for (std::string line; std::getline(lines, line);) {
+    json r = json::parse(line);
+    const uint64_t t = r["time_ns"];
+    w.sorted = w.sorted && t >= last_ns;
+    last_ns = t;
+    if (!r.contains("kernel")) {
+      ++w.user[r["pid"].get<uint32_t>()];
+      continue;
+    }
+    const std::string event = r["event"];
+    if (event == "block:block_rq_issue") ++w.issues;
+    if (event.rfind("io_uring:", 0) == 0) ++w.uring;
+  }
+  return w;
+}
+
+// The highest graph number a live iograph has ended so far (its ring's graph_end records).
+uint64_t last_graph(const std::string& pid) {
+  int code = 0;
+  std::istringstream lines(run_command(kCli + " dump --json -e iograph:graph_end " + pid, &code));
+  uint64_t last = 0;
+  for (std::string line; std::getline(lines, line);) {
+    last = std::max(last, json::parse(line)["fields"]["graph"].get<uint64_t>());
+  }
+  return last;
+}
+
+void remove_recording(const std::string& file) {
+  for (int i = 1; ::access((file + ".snap" + std::to_string(i)).c_str(), F_OK) == 0; ++i) {
+    ::unlink((file + ".snap" + std::to_string(i)).c_str());
+  }
+  ::unlink(file.c_str());
+}
+
+// `record A B --snapshot-on --kernel`: the snapshot is of both processes, with the kernel
+// window (the flight capture follows every process recorded). The triggers count graphs
+// from those the workloads had ended when the test looked, so the recording's length is a
+// number of graphs, not a time (>=: an overwrite ring may lose the one record of a graph
+// to a recorder that fell behind).
+TEST(KernelTest, FlightSnapshotOfSeveralProcessesHoldsBothAndTheKernelWindow) {
+  SKIP_WITHOUT_KERNEL_TRACING();
+  LoopWorkload a("overwrite"), b("overwrite");
+  ASSERT_TRUE(a.ready());
+  ASSERT_TRUE(b.ready());
+  const uint64_t at = std::max(last_graph(a.pid()), last_graph(b.pid()));
+  const std::string file = temp_file("flight-several");
+  ChildProcess rec({kCli, "record", a.pid(), b.pid(), "--kernel", "block,io_uring", "--snapshot-on",
+                    "iograph:graph_end graph>=" + std::to_string(at + 100), "--stop-on",
+                    "iograph:graph_end graph>=" + std::to_string(at + 150),
+                    "--kernel-flight-buffer", "256", "-o", file},
+                   {});
+  const int status = rec.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(instances_of(rec.pid()).empty()) << "both instances go with the recorder";
+  ASSERT_EQ(::access((file + ".snap1").c_str(), F_OK), 0) << "no snapshot";
+  auto snap = Trace::open(file + ".snap1");
+  ASSERT_TRUE(snap.ok()) << snap.status().message();
+  EXPECT_EQ((*snap)->processes().size(), 2u);
+  Window w = read_window(file + ".snap1");
+  EXPECT_TRUE(w.sorted) << "kernel and user records merged in time order";
+  EXPECT_GT(w.user[std::stoul(a.pid())], 0u);
+  EXPECT_GT(w.user[std::stoul(b.pid())], 0u);
+  EXPECT_GT(w.issues, 0u);
+  EXPECT_GT(w.uring, 0u);
+  remove_recording(file);
+}
+
+// `run --snapshot-on --kernel -- sh -c 'iograph & iograph'`: the snapshot holds the command's
+// processes and the kernel window; graph numbers start with each process, so the triggers
+// count graphs of the command.
+TEST(KernelTest, FlightSnapshotOfACommandHoldsItsProcessesAndTheKernelWindow) {
+  SKIP_WITHOUT_KERNEL_TRACING();
+  const std::string file = temp_file("flight-run");
+  const std::string iograph = kBin +
+                              "/iograph bench --target loop --shapes rope --size 128 --repeat 60 "
+                              "--warmup 0 --backends uring-ready --trace >/dev/null";
+  int code = 0;
+  const std::string out =
+      run_command("NANOTRACE_BUFFER=4M " + kCli + " run --kernel block,io_uring --snapshot-on " +
+                      "'iograph:graph_end graph==40' -o " + file + " -- sh -c '" + iograph + " & " +
+                      iograph + "; wait' 2>&1",
+                  &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("snapshot written: " + file + ".snap1 (kernel: "), std::string::npos) << out;
+  auto snap = Trace::open(file + ".snap1");
+  ASSERT_TRUE(snap.ok()) << snap.status().message();
+  uint64_t iographs = 0;
+  for (const ProcessInfo& p : (*snap)->processes()) iographs += p.process_name == "iograph";
+  EXPECT_GE(iographs, 1u);
+  Window w = read_window(file + ".snap1");
+  EXPECT_TRUE(w.sorted);
+  EXPECT_GT(w.issues, 0u);
+  EXPECT_GT(w.uring, 0u);
+  remove_recording(file);
 }
 
 TEST(KernelTest, CleanRemovesTheFlightInstanceOfAKilledRecorder) {

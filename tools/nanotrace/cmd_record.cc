@@ -65,6 +65,25 @@ std::vector<std::string> split(const std::string& s) {
 
 }  // namespace
 
+void print_trigger_outcome(const std::string& prefix, const std::string& stop_match,
+                           const std::vector<std::string>& snapshots,
+                           const std::vector<SnapshotKernel>& snapshot_kernel) {
+  if (!stop_match.empty()) {
+    std::fprintf(stderr, "%sstopped on %s\n", prefix.c_str(),
+                 utf8::escape_text(stop_match).c_str());
+  }
+  for (size_t i = 0; i < snapshots.size(); ++i) {
+    std::string kernel;
+    if (i < snapshot_kernel.size()) {
+      kernel =
+          fmt::format(" (kernel: {} ftrace sub-buffers; {} kernel events lost since the start)",
+                      snapshot_kernel[i].pages, snapshot_kernel[i].lost);
+    }
+    std::fprintf(stderr, "%ssnapshot written: %s%s\n", prefix.c_str(), snapshots[i].c_str(),
+                 kernel.c_str());
+  }
+}
+
 void register_record_commands(CLI::App& app, RecordCommands* c) {
   c->record = app.add_subcommand("record", "Record live processes into a trace file");
   c->record
@@ -79,7 +98,8 @@ void register_record_commands(CLI::App& app, RecordCommands* c) {
   c->record->add_flag("--compress", c->compress, "zstd-compress each chunk");
   c->record->add_option("--stop-on", c->stop_on, "stop right after a record matching EXPR");
   c->record->add_option("--snapshot-on", c->snapshot_on,
-                        "write OUTPUT.snapN of the rings when a record matches EXPR");
+                        "write OUTPUT.snapN of the rings of every process when a record matches "
+                        "EXPR (at most one a second)");
   c->record->add_option("--kernel", c->kernel,
                         "also record kernel events (root): block, io_uring, sched, syscalls, "
                         "another ftrace system or system:event, comma-separated");
@@ -161,18 +181,7 @@ int cmd_record(const RecordCommands& c) {
                  static_cast<unsigned long long>(s.kernel_pages),
                  static_cast<unsigned long long>(s.kernel_lost));
   }
-  if (!s.stop_match.empty()) {
-    std::fprintf(stderr, "stopped on %s\n", utf8::escape_text(s.stop_match).c_str());
-  }
-  for (size_t i = 0; i < s.snapshots.size(); ++i) {
-    std::string kernel;
-    if (i < s.snapshot_kernel.size()) {
-      kernel =
-          fmt::format(" (kernel: {} ftrace sub-buffers; {} kernel events lost since the start)",
-                      s.snapshot_kernel[i].pages, s.snapshot_kernel[i].lost);
-    }
-    std::fprintf(stderr, "snapshot written: %s%s\n", s.snapshots[i].c_str(), kernel.c_str());
-  }
+  print_trigger_outcome("", s.stop_match, s.snapshots, s.snapshot_kernel);
   print_losses(s);
   return 0;
 }

@@ -1,7 +1,8 @@
-// `nanotrace run [-o FILE] [--summary] -- CMD ARGS...`: trace a program nobody instrumented.
-// Starts CMD with the I/O interposer (libnanotrace_io.so) preloaded, records it and every
-// process it starts into one trace file, passes SIGINT and SIGTERM on to it, and exits with
-// its status (128 + the signal if a signal killed it; 127 if it was not found).
+// `nanotrace run [-o FILE] [--summary] [--stop-on EXPR] [--snapshot-on EXPR] -- CMD ARGS...`:
+// trace a program nobody instrumented. Starts CMD with the I/O interposer (libnanotrace_io.so)
+// preloaded, records it and every process it starts into one trace file, passes SIGINT and
+// SIGTERM on to it, and exits with its status (128 + the signal if a signal killed it; 127 if
+// it was not found).
 #include <limits.h>
 #include <signal.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "base/utf8.hpp"
 #include "nanotrace/record.hpp"
+#include "record_commands.hpp"
 #include "run_commands.hpp"
 
 #ifndef NANOTRACE_INSTALL_LIBDIR
@@ -68,6 +70,17 @@ void register_run_command(CLI::App& app, RunCommand* c) {
       ->add_option("--kernel-buffer", c->kernel_buffer_kb,
                    "ftrace's buffer per CPU in KiB (default 4096)")
       ->check(CLI::Range(4u, 1u << 20));
+  c->run->add_option("--stop-on", c->stop_on,
+                     "stop recording right after a record of any of the command's processes "
+                     "matching EXPR (the command runs on, untraced)");
+  c->run->add_option("--snapshot-on", c->snapshot_on,
+                     "write OUTPUT.snapN of the rings of every process of the command when a "
+                     "record matches EXPR (at most one a second)");
+  c->run
+      ->add_option("--kernel-flight-buffer", c->kernel_flight_buffer_kb,
+                   "with --kernel and --snapshot-on: the per-CPU buffer in KiB of the kernel "
+                   "events each snapshot holds, as `record --kernel-flight-buffer`")
+      ->check(CLI::Range(4u, 1u << 20));
   c->run->add_option("COMMAND", c->command, "the command and its arguments (after --)")->required();
   c->run->positionals_at_end();
   register_summary_command(app, c);
@@ -80,6 +93,9 @@ int cmd_run(const RunCommand& c) {
   o.compress = c.compress;
   o.kernel = c.kernel;
   o.kernel_buffer_kb = c.kernel_buffer_kb;
+  o.kernel_flight_buffer_kb = c.kernel_flight_buffer_kb;
+  o.stop_on = c.stop_on;
+  o.snapshot_on = c.snapshot_on;
   o.interposer = find_interposer();
   o.forward_signal = &g_forward;
   struct sigaction sa {};
@@ -116,6 +132,7 @@ int cmd_run(const RunCommand& c) {
                  static_cast<unsigned long long>(s.kernel_pages),
                  static_cast<unsigned long long>(s.kernel_lost));
   }
+  print_trigger_outcome("nanotrace: ", s.stop_match, s.snapshots, s.snapshot_kernel);
   if (s.killed_by != 0) {
     std::fprintf(stderr, "nanotrace: %s was killed by signal %d (%s)%s\n", c.command[0].c_str(),
                  s.killed_by, strsignal(s.killed_by), s.core_dumped ? ", core dumped" : "");

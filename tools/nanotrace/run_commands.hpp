@@ -19,6 +19,8 @@ struct RunCommand {
   bool compress = false;
   std::vector<std::string> kernel;
   uint32_t kernel_buffer_kb = 4096;
+  uint32_t kernel_flight_buffer_kb = 4096;
+  std::string stop_on, snapshot_on;
   std::string source;  // summary
   bool json = false;   // summary
 };
