@@ -180,6 +180,11 @@ TEST(KernelTest, FlightSnapshotOfSeveralProcessesHoldsBothAndTheKernelWindow) {
   LoopWorkload a("overwrite"), b("overwrite");
   ASSERT_TRUE(a.ready());
   ASSERT_TRUE(b.ready());
+  // Held until the recorder runs, so that the graphs the triggers count happen while it
+  // watches (a recorder that starts late would find them in the rings' history).
+  const pid_t pa = std::stoi(a.pid()), pb = std::stoi(b.pid());
+  kill(pa, SIGSTOP);
+  kill(pb, SIGSTOP);
   const uint64_t at = std::max(last_graph(a.pid()), last_graph(b.pid()));
   const std::string file = temp_file("flight-several");
   ChildProcess rec({kCli, "record", a.pid(), b.pid(), "--kernel", "block,io_uring", "--snapshot-on",
@@ -187,17 +192,30 @@ TEST(KernelTest, FlightSnapshotOfSeveralProcessesHoldsBothAndTheKernelWindow) {
                     "iograph:graph_end graph>=" + std::to_string(at + 150),
                     "--kernel-flight-buffer", "256", "-o", file},
                    {});
+  const bool started = wait_for([&] { return has_flight_instance(rec.pid()); }, 60);
+  kill(pa, SIGCONT);
+  kill(pb, SIGCONT);
+  ASSERT_TRUE(started);
   const int status = rec.wait();
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(instances_of(rec.pid()).empty()) << "both instances go with the recorder";
+  // The recording has both, each up to where the first reached the stop.
+  auto whole = Trace::open(file);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  std::map<uint32_t, uint64_t> recorded;
+  auto records = (*whole)->read_all();
+  Record r;
+  while (records->next(&r)) ++recorded[(*whole)->threads()[r.thread].pid];
+  EXPECT_GT(recorded[pa], 0u);
+  EXPECT_GT(recorded[pb], 0u);
   ASSERT_EQ(::access((file + ".snap1").c_str(), F_OK), 0) << "no snapshot";
   auto snap = Trace::open(file + ".snap1");
   ASSERT_TRUE(snap.ok()) << snap.status().message();
   EXPECT_EQ((*snap)->processes().size(), 2u);
   Window w = read_window(file + ".snap1");
   EXPECT_TRUE(w.sorted) << "kernel and user records merged in time order";
-  EXPECT_GT(w.user[std::stoul(a.pid())], 0u);
-  EXPECT_GT(w.user[std::stoul(b.pid())], 0u);
+  EXPECT_GT(w.user[pa], 0u);
+  EXPECT_GT(w.user[pb], 0u);
   EXPECT_GT(w.issues, 0u);
   EXPECT_GT(w.uring, 0u);
   remove_recording(file);
@@ -205,18 +223,18 @@ TEST(KernelTest, FlightSnapshotOfSeveralProcessesHoldsBothAndTheKernelWindow) {
 
 // `run --snapshot-on --kernel -- sh -c 'iograph & iograph'`: the snapshot holds the command's
 // processes and the kernel window; graph numbers start with each process, so the triggers
-// count graphs of the command.
+// count graphs of the command (100: the kernel filters take up a new thread within 0.2 s).
 TEST(KernelTest, FlightSnapshotOfACommandHoldsItsProcessesAndTheKernelWindow) {
   SKIP_WITHOUT_KERNEL_TRACING();
   const std::string file = temp_file("flight-run");
   const std::string iograph = kBin +
-                              "/iograph bench --target loop --shapes rope --size 128 --repeat 60 "
+                              "/iograph bench --target loop --shapes rope --size 128 --repeat 150 "
                               "--warmup 0 --backends uring-ready --trace >/dev/null";
   int code = 0;
   const std::string out =
       run_command("NANOTRACE_BUFFER=4M " + kCli + " run --kernel block,io_uring --snapshot-on " +
-                      "'iograph:graph_end graph==40' -o " + file + " -- sh -c '" + iograph + " & " +
-                      iograph + "; wait' 2>&1",
+                      "'iograph:graph_end graph>=100' -o " + file + " -- sh -c '" + iograph +
+                      " & " + iograph + "; wait' 2>&1",
                   &code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("snapshot written: " + file + ".snap1 (kernel: "), std::string::npos) << out;
