@@ -27,6 +27,12 @@
 // processes in the order they were added (the file's process index) and finishes each one on
 // its own when its writer goes away (drained to its end, consumer detached, and its segment
 // removed if the source said the session owns it). A source never removes a process.
+// Consuming or not is the source's choice when it adds a process: attached (the recorder is
+// the segment's consumer; a block-mode writer waits for it and nothing is lost) or not (the
+// rings are read without consuming; their writers never wait, and what they overwrite
+// before a pass is counted lost: rings a process keeps as its own flight recorder).
+// tests/record/recording_loop_test.cc drives the loop with a source of the fleet agent's
+// shape (processes found as they start, a snapshot asked from outside, never over).
 //
 // Thread safety: every call is made on the loop's thread. A source may be poked from another
 // thread or a signal handler only through its own atomics (`run` forwards signals that way).

@@ -59,7 +59,7 @@ class RecordingLoop {
   bool over(bool stopped, double now, file::EndReason* reason);
   Status snapshot(double now);
   void report_progress(double now);
-  Status every_while(double now);
+  Status now_and_then(double now);
   void rest(uint64_t us) const;
   Status end(file::EndReason reason);
   void fill_counts(RecordSummary* summary) const;
@@ -214,7 +214,7 @@ Status RecordingLoop::record_until_over(file::EndReason* reason) {
     }
     if (over(stopped, now, reason)) return Status::Ok();
     report_progress(now);
-    if (s = every_while(now); !s.ok()) return s;
+    if (s = now_and_then(now); !s.ok()) return s;
     const uint64_t rest_us =
         pacing.rest_us(moved > 0, session_.writer_waiting(), session_.quarter_ring_s(interval),
                        sys::monotonic_seconds() - pass_start);
@@ -272,7 +272,7 @@ void RecordingLoop::report_progress(double now) {
 
 // What is due now and then: the kernel filters follow the processes' new threads (about
 // every 0.2 s), and the writers' loss counters go into the file (about every second).
-Status RecordingLoop::every_while(double now) {
+Status RecordingLoop::now_and_then(double now) {
   if (now - last_threads_ >= 0.2) {
     last_threads_ = now;
     Status s = kernel_ ? kernel_->refresh_threads() : Status::Ok();
