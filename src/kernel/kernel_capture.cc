@@ -203,37 +203,83 @@ Status KernelCapture::drain(const PageSink& sink, bool final) {
   return Status::Ok();
 }
 
+namespace {
+
+uint64_t page_time(const uint8_t* page) {
+  uint64_t t;
+  std::memcpy(&t, page, sizeof(t));
+  return t;
+}
+
+}  // namespace
+
+void KernelCapture::trim_history(std::deque<Cpu::Read>* history, size_t cap) {
+  size_t total = 0;
+  for (const auto& r : *history) total += r.pages.size();
+  while (total > cap) {
+    auto& oldest = history->front();
+    const size_t cut = std::min(total - cap, oldest.pages.size());
+    oldest.pages.erase(oldest.pages.begin(), oldest.pages.begin() + static_cast<ptrdiff_t>(cut));
+    total -= cut;
+    oldest.gap = true;
+    if (oldest.pages.empty()) history->pop_front();
+  }
+}
+
+Status KernelCapture::flush_into(const Cpu& c, size_t limit, std::vector<uint8_t>* pages) const {
+  while (pages->size() < limit) {
+    const size_t at = pages->size();
+    pages->resize(at + page_size_);
+    errno = 0;
+    int n = tracefs_cpu_flush(c.reader, pages->data() + at);
+    if (n < 0 && errno == EAGAIN) n = 0;
+    if (n < 0) {
+      return Status::FromErrno("reading the kernel buffer of CPU " + std::to_string(c.cpu),
+                               errno ? errno : EIO);
+    }
+    if (n <= 0) {
+      pages->resize(at);
+      break;
+    }
+    if (static_cast<uint32_t>(n) < page_size_) {
+      std::memset(pages->data() + at + n, 0, page_size_ - n);
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<uint8_t> KernelCapture::window_of(const Cpu& c, uint64_t since_ticks,
+                                              uint64_t* complete_from) const {
+  size_t total = 0;
+  for (const Cpu::Read& r : c.history) total += r.pages.size();
+  std::vector<uint8_t> pages;
+  pages.reserve(total);
+  size_t last_gap = SIZE_MAX;
+  for (const Cpu::Read& r : c.history) {
+    if (r.gap) last_gap = pages.size();
+    pages.insert(pages.end(), r.pages.begin(), r.pages.end());
+  }
+  size_t first = 0;
+  for (size_t at = page_size_; at < pages.size(); at += page_size_) {
+    if (page_time(&pages[at]) <= since_ticks) first = at;
+  }
+  if (first > 0) last_gap = last_gap == SIZE_MAX ? first : std::max(last_gap, first);
+  if (last_gap != SIZE_MAX && last_gap < pages.size()) {
+    *complete_from = std::max(*complete_from, page_time(&pages[last_gap]));
+  }
+  pages.erase(pages.begin(), pages.begin() + static_cast<ptrdiff_t>(first));
+  return pages;
+}
+
 Result<KernelWindow> KernelCapture::read_window(uint64_t since_ticks) {
   KernelWindow w;
   w.meta = formats_;
   uint64_t complete_from = formats_.start_ticks;
   const size_t cap = static_cast<size_t>(options_.buffer_kb) * 1024 / page_size_ * page_size_;
-  auto page_time = [](const uint8_t* page) {
-    uint64_t t;
-    std::memcpy(&t, page, sizeof(t));
-    return t;
-  };
   for (Cpu& c : cpus_) {
     // What the buffer holds, and a few sub-buffers that fill while it is read.
     Cpu::Read fresh;
-    while (fresh.pages.size() < cap + 4 * page_size_) {
-      const size_t at = fresh.pages.size();
-      fresh.pages.resize(at + page_size_);
-      errno = 0;
-      int n = tracefs_cpu_flush(c.reader, fresh.pages.data() + at);
-      if (n < 0 && errno == EAGAIN) n = 0;
-      if (n < 0) {
-        return Status::FromErrno("reading the kernel buffer of CPU " + std::to_string(c.cpu),
-                                 errno ? errno : EIO);
-      }
-      if (n <= 0) {
-        fresh.pages.resize(at);
-        break;
-      }
-      if (static_cast<uint32_t>(n) < page_size_) {
-        std::memset(fresh.pages.data() + at + n, 0, page_size_ - n);
-      }
-    }
+    if (Status s = flush_into(c, cap + 4 * page_size_, &fresh.pages); !s.ok()) return s;
     std::string stats = instance_->read("per_cpu/cpu" + std::to_string(c.cpu) + "/stats");
     const uint64_t overrun = stat_value(stats, "overrun:");
     const uint64_t dropped = stat_value(stats, "dropped events:");
@@ -247,36 +293,8 @@ Result<KernelWindow> KernelCapture::read_window(uint64_t since_ticks) {
       c.gap_pending = false;
       c.history.push_back(std::move(fresh));
     }
-    // At most `cap` bytes kept: the oldest go first.
-    size_t total = 0;
-    for (const Cpu::Read& r : c.history) total += r.pages.size();
-    while (total > cap) {
-      Cpu::Read& oldest = c.history.front();
-      const size_t cut = std::min(total - cap, oldest.pages.size());
-      oldest.pages.erase(oldest.pages.begin(), oldest.pages.begin() + static_cast<ptrdiff_t>(cut));
-      total -= cut;
-      oldest.gap = true;
-      if (oldest.pages.empty()) c.history.pop_front();
-    }
-    // The window: from the last sub-buffer starting at or before since_ticks (sub-buffer i
-    // ends before sub-buffer i + 1 starts). Its history is complete from the first
-    // sub-buffer after the last gap (events ftrace lost, or sub-buffers let go).
-    std::vector<uint8_t> pages;
-    pages.reserve(total);
-    size_t last_gap = SIZE_MAX;
-    for (const Cpu::Read& r : c.history) {
-      if (r.gap) last_gap = pages.size();
-      pages.insert(pages.end(), r.pages.begin(), r.pages.end());
-    }
-    size_t first = 0;
-    for (size_t at = page_size_; at < pages.size(); at += page_size_) {
-      if (page_time(&pages[at]) <= since_ticks) first = at;
-    }
-    if (first > 0) last_gap = last_gap == SIZE_MAX ? first : std::max(last_gap, first);
-    if (last_gap != SIZE_MAX && last_gap < pages.size()) {
-      complete_from = std::max(complete_from, page_time(&pages[last_gap]));
-    }
-    pages.erase(pages.begin(), pages.begin() + static_cast<ptrdiff_t>(first));
+    trim_history(&c.history, cap);
+    std::vector<uint8_t> pages = window_of(c, since_ticks, &complete_from);
     const uint64_t kept = pages.size() / page_size_;
     // Losses as a recording counts them: everything ftrace overwrote or dropped since the
     // capture began (a snapshot of user-space rings counts what they overwrote the same way).
