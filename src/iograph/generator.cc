@@ -69,50 +69,42 @@ Status parse_positive(std::string_view text, std::string_view shape, uint32_t& o
   return Status::Ok();
 }
 
-}  // namespace
+// A shape's parameters in positional order; named arguments must use these names.
+using ShapeParams = std::vector<std::pair<std::string_view, uint32_t*>>;
 
-Result<ShapeSpec> parse_shape(std::string_view text) {
-  std::string_view name = text;
-  std::string_view args;
-  if (auto open = text.find('('); open != std::string_view::npos) {
-    if (text.back() != ')') {
-      return Status::Invalid(fmt::format("shape '{}': missing ')'", text));
-    }
-    name = text.substr(0, open);
-    args = text.substr(open + 1, text.size() - open - 2);
-  }
-  ShapeSpec spec;
-  // Positional parameter names per shape; named arguments must use these names.
-  std::vector<std::pair<std::string_view, uint32_t*>> params;
+// Sets spec's kind and default parameters for a shape name, and where its parameters go.
+// False for an unknown name.
+bool shape_defaults(std::string_view name, ShapeSpec* spec, ShapeParams* params) {
   if (name == "flat") {
-    spec.kind = ShapeKind::kFlat;
+    spec->kind = ShapeKind::kFlat;
   } else if (name == "chain") {
-    spec.kind = ShapeKind::kChain;
-    spec.k = 8;
-    params = {{"k", &spec.k}};
+    spec->kind = ShapeKind::kChain;
+    spec->k = 8;
+    *params = {{"k", &spec->k}};
   } else if (name == "rope") {
-    spec.kind = ShapeKind::kRope;
-    spec.k = 1;
+    spec->kind = ShapeKind::kRope;
+    spec->k = 1;
   } else if (name == "braid") {
-    spec.kind = ShapeKind::kBraid;
-    spec.k = 4;
-    params = {{"k", &spec.k}};
+    spec->kind = ShapeKind::kBraid;
+    spec->k = 4;
+    *params = {{"k", &spec->k}};
   } else if (name == "tree") {
-    spec.kind = ShapeKind::kTree;
+    spec->kind = ShapeKind::kTree;
   } else if (name == "rtree") {
-    spec.kind = ShapeKind::kRtree;
+    spec->kind = ShapeKind::kRtree;
   } else if (name == "forkjoin") {
-    spec.kind = ShapeKind::kForkJoin;
+    spec->kind = ShapeKind::kForkJoin;
   } else if (name == "graph") {
-    spec.kind = ShapeKind::kGraph;
-    params = {{"m", &spec.m}, {"window", &spec.window}};
+    spec->kind = ShapeKind::kGraph;
+    *params = {{"m", &spec->m}, {"window", &spec->window}};
   } else {
-    return Status::Invalid(fmt::format(
-        "unknown shape '{}' (expected flat, chain(k), rope, braid(k), tree, rtree, forkjoin, "
-        "graph(m,window))",
-        text));
+    return false;
   }
-  if (args.empty()) return spec;
+  return true;
+}
+
+// Stores the arguments of shape text ("3", "k=3", "2,window=16") into their parameters.
+Status parse_shape_args(std::string_view text, std::string_view args, const ShapeParams& params) {
   size_t position = 0;
   for (const std::string& arg : split_shape_list(args)) {
     std::string_view a = arg;
@@ -135,6 +127,31 @@ Result<ShapeSpec> parse_shape(std::string_view text) {
     ++position;
     if (Status s = parse_positive(a, text, *target); !s.ok()) return s;
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ShapeSpec> parse_shape(std::string_view text) {
+  std::string_view name = text;
+  std::string_view args;
+  if (auto open = text.find('('); open != std::string_view::npos) {
+    if (text.back() != ')') {
+      return Status::Invalid(fmt::format("shape '{}': missing ')'", text));
+    }
+    name = text.substr(0, open);
+    args = text.substr(open + 1, text.size() - open - 2);
+  }
+  ShapeSpec spec;
+  ShapeParams params;
+  if (!shape_defaults(name, &spec, &params)) {
+    return Status::Invalid(fmt::format(
+        "unknown shape '{}' (expected flat, chain(k), rope, braid(k), tree, rtree, forkjoin, "
+        "graph(m,window))",
+        text));
+  }
+  if (args.empty()) return spec;
+  if (Status s = parse_shape_args(text, args, params); !s.ok()) return s;
   return spec;
 }
 
