@@ -76,6 +76,12 @@ class KernelCapture {
 
  private:
   KernelCapture() = default;
+  // start's steps: the instance's clock and buffer size; the formats a reader needs; the
+  // events switched on; a reader per CPU (and the sub-buffer size).
+  Status configure_instance();
+  Status read_formats();
+  Status enable_events();
+  Status open_cpu_readers();
   Status apply_filters();
   void read_losses(file::KernelMeta* meta) const;
 
