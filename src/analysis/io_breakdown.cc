@@ -62,110 +62,154 @@ BreakdownStage summarize(std::string name, std::vector<uint64_t> v) {
   return s;
 }
 
-}  // namespace
-
-Result<IoBreakdown> analyze_breakdown(Trace& trace) {
-  if (trace.kernel_events().empty()) {
-    return Status::NotFound("no kernel events in this trace (record with --kernel io_uring,block)");
-  }
-  std::vector<Binding> user(trace.events().size() + 1), kern(trace.kernel_events().size());
-  bool has_user = false;
+// Binds iograph's node events. Errors: kNotFound without a node_submit with an offset.
+Status bind_user_events(const Trace& trace, std::vector<Binding>* user) {
+  user->assign(trace.events().size() + 1, Binding{});
+  bool has_submit = false;
   for (const EventInfo& e : trace.events()) {
-    if (e.group != "iograph" || e.id >= user.size()) continue;
+    if (e.group != "iograph" || e.id >= user->size()) continue;
     if (e.name == "node_submit" && field_index(e, "offset") >= 0) {
-      user[e.id] = {Kind::kUserSubmit, field_index(e, "node"), field_index(e, "offset")};
-      has_user = true;
+      (*user)[e.id] = {Kind::kUserSubmit, field_index(e, "node"), field_index(e, "offset")};
+      has_submit = true;
     } else if (e.name == "node_complete") {
-      user[e.id] = {Kind::kUserComplete, field_index(e, "node")};
+      (*user)[e.id] = {Kind::kUserComplete, field_index(e, "node")};
     }
   }
-  if (!has_user) {
+  if (!has_submit) {
     return Status::NotFound("no iograph:node_submit events with an offset field in this trace");
   }
+  return Status::Ok();
+}
+
+// Binds the kernel's io_uring and block request events.
+std::vector<Binding> bind_kernel_events(const Trace& trace) {
+  std::vector<Binding> kernel(trace.kernel_events().size());
   for (const EventInfo& e : trace.kernel_events()) {
     const std::string n = e.full_name();
     if (n == "io_uring:io_uring_submit_req" || n == "io_uring:io_uring_submit_sqe") {
-      kern[e.id] = {Kind::kUringSubmit, field_index(e, "user_data")};
+      kernel[e.id] = {Kind::kUringSubmit, field_index(e, "user_data")};
     } else if (n == "io_uring:io_uring_complete") {
-      kern[e.id] = {Kind::kUringComplete, field_index(e, "user_data")};
+      kernel[e.id] = {Kind::kUringComplete, field_index(e, "user_data")};
     } else if (n == "block:block_rq_issue") {
-      kern[e.id] = {Kind::kIssue, field_index(e, "dev"), field_index(e, "sector"),
-                    field_index(e, "nr_sector")};
+      kernel[e.id] = {Kind::kIssue, field_index(e, "dev"), field_index(e, "sector"),
+                      field_index(e, "nr_sector")};
     } else if (n == "block:block_rq_complete") {
-      kern[e.id] = {Kind::kDone, field_index(e, "dev"), field_index(e, "sector")};
+      kernel[e.id] = {Kind::kDone, field_index(e, "dev"), field_index(e, "sector")};
     }
   }
-  const uint64_t start = trace.kernel_start_ticks();
-  std::vector<Io> ios;
-  std::unordered_map<uint64_t, size_t> by_node;    // open I/Os by node (= user_data)
-  std::multimap<uint64_t, size_t> awaiting_block;  // by start sector, after io_uring submit
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<size_t>> in_block;  // (dev, sector)
-  std::vector<size_t> finished;
-  auto stamp = [&](size_t i, int stage, const Record& r) {
-    if (ios[i].ticks[stage] == 0) {
-      ios[i].ticks[stage] = r.ticks;
-      ios[i].ns[stage] = r.time_ns;
-    }
-  };
-  auto records = trace.read_all_with_kernel();
-  Record r;
-  while (records->next(&r)) {
-    const Binding& b = r.event->is_kernel ? kern[r.event->id] : user[r.event->id];
-    switch (b.kind) {
-      case Kind::kNone:
-        break;
-      case Kind::kUserSubmit: {
-        if (r.ticks < start) break;  // before kernel capture: nothing to join
-        ios.push_back({});
-        stamp(ios.size() - 1, 0, r);
-        ios.back().sector = field(r, b.b) / 512;
-        by_node[field(r, b.a)] = ios.size() - 1;
-        break;
-      }
-      case Kind::kUringSubmit: {
-        auto it = by_node.find(field(r, b.a));
-        if (it == by_node.end() || ios[it->second].ticks[1] != 0) break;
-        stamp(it->second, 1, r);
-        awaiting_block.emplace(ios[it->second].sector, it->second);
-        break;
-      }
-      case Kind::kIssue: {
-        const uint64_t dev = field(r, b.a), sector = field(r, b.b);
-        const uint64_t end = sector + std::max<uint64_t>(field(r, b.c), 1);
-        auto it = awaiting_block.lower_bound(sector);
-        while (it != awaiting_block.end() && it->first < end) {
-          stamp(it->second, 2, r);
-          in_block[{dev, sector}].push_back(it->second);
-          it = awaiting_block.erase(it);
-        }
-        break;
-      }
-      case Kind::kDone: {
-        auto it = in_block.find({field(r, b.a), field(r, b.b)});
-        if (it == in_block.end()) break;
-        for (size_t i : it->second) stamp(i, 3, r);
-        in_block.erase(it);
-        break;
-      }
-      case Kind::kUringComplete: {
-        auto it = by_node.find(field(r, b.a));
-        if (it != by_node.end()) stamp(it->second, 4, r);
-        break;
-      }
-      case Kind::kUserComplete: {
-        auto it = by_node.find(field(r, b.a));
-        if (it == by_node.end()) break;
-        stamp(it->second, 5, r);
-        finished.push_back(it->second);
-        by_node.erase(it);
-        break;
-      }
-    }
+  return kernel;
+}
+
+// Follows each I/O through the stages, record by record in time order, by the keys its
+// events carry.
+class StageTracker {
+ public:
+  explicit StageTracker(uint64_t kernel_start_ticks) : kernel_start_(kernel_start_ticks) {}
+  void add(const Record& r, const Binding& b);
+  // The I/Os that completed, and the per-stage figures of those joined with every stage.
+  IoBreakdown breakdown() const;
+
+ private:
+  void user_submit(const Record& r, const Binding& b);
+  void uring_submit(const Record& r, const Binding& b);
+  void block_issue(const Record& r, const Binding& b);
+  void block_complete(const Record& r, const Binding& b);
+  void uring_complete(const Record& r, const Binding& b);
+  void user_complete(const Record& r, const Binding& b);
+  // The time I/O i reached `stage`, the first time it does.
+  void stamp(size_t i, int stage, const Record& r);
+
+  const uint64_t kernel_start_;
+  std::vector<Io> ios_;
+  std::unordered_map<uint64_t, size_t> by_node_;    // open I/Os by node (= user_data)
+  std::multimap<uint64_t, size_t> awaiting_block_;  // by start sector, after io_uring submit
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<size_t>> in_block_;  // (dev, sector)
+  std::vector<size_t> finished_;
+};
+
+void StageTracker::stamp(size_t i, int stage, const Record& r) {
+  if (ios_[i].ticks[stage] == 0) {
+    ios_[i].ticks[stage] = r.ticks;
+    ios_[i].ns[stage] = r.time_ns;
   }
+}
+
+void StageTracker::add(const Record& r, const Binding& b) {
+  switch (b.kind) {
+    case Kind::kNone:
+      break;
+    case Kind::kUserSubmit:
+      user_submit(r, b);
+      break;
+    case Kind::kUringSubmit:
+      uring_submit(r, b);
+      break;
+    case Kind::kIssue:
+      block_issue(r, b);
+      break;
+    case Kind::kDone:
+      block_complete(r, b);
+      break;
+    case Kind::kUringComplete:
+      uring_complete(r, b);
+      break;
+    case Kind::kUserComplete:
+      user_complete(r, b);
+      break;
+  }
+}
+
+void StageTracker::user_submit(const Record& r, const Binding& b) {
+  if (r.ticks < kernel_start_) return;  // before kernel capture: nothing to join
+  ios_.push_back({});
+  stamp(ios_.size() - 1, 0, r);
+  ios_.back().sector = field(r, b.b) / 512;
+  by_node_[field(r, b.a)] = ios_.size() - 1;
+}
+
+void StageTracker::uring_submit(const Record& r, const Binding& b) {
+  auto it = by_node_.find(field(r, b.a));
+  if (it == by_node_.end() || ios_[it->second].ticks[1] != 0) return;
+  stamp(it->second, 1, r);
+  awaiting_block_.emplace(ios_[it->second].sector, it->second);
+}
+
+void StageTracker::block_issue(const Record& r, const Binding& b) {
+  const uint64_t dev = field(r, b.a), sector = field(r, b.b);
+  const uint64_t end = sector + std::max<uint64_t>(field(r, b.c), 1);
+  auto it = awaiting_block_.lower_bound(sector);
+  while (it != awaiting_block_.end() && it->first < end) {
+    stamp(it->second, 2, r);
+    in_block_[{dev, sector}].push_back(it->second);
+    it = awaiting_block_.erase(it);
+  }
+}
+
+void StageTracker::block_complete(const Record& r, const Binding& b) {
+  auto it = in_block_.find({field(r, b.a), field(r, b.b)});
+  if (it == in_block_.end()) return;
+  for (size_t i : it->second) stamp(i, 3, r);
+  in_block_.erase(it);
+}
+
+void StageTracker::uring_complete(const Record& r, const Binding& b) {
+  auto it = by_node_.find(field(r, b.a));
+  if (it != by_node_.end()) stamp(it->second, 4, r);
+}
+
+void StageTracker::user_complete(const Record& r, const Binding& b) {
+  auto it = by_node_.find(field(r, b.a));
+  if (it == by_node_.end()) return;
+  stamp(it->second, 5, r);
+  finished_.push_back(it->second);
+  by_node_.erase(it);
+}
+
+IoBreakdown StageTracker::breakdown() const {
   IoBreakdown out;
   std::vector<std::vector<uint64_t>> spans(kStages);
-  for (size_t i : finished) {
-    const Io& io = ios[i];
+  for (size_t i : finished_) {
+    const Io& io = ios_[i];
     ++out.ios;
     if (io.ticks[1] == 0 || io.ticks[4] == 0) ++out.no_uring;
     if (io.ticks[2] == 0 || io.ticks[3] == 0) ++out.no_block;
@@ -184,6 +228,24 @@ Result<IoBreakdown> analyze_breakdown(Trace& trace) {
   }
   out.stages.push_back(summarize("total (user submit -> user complete)", std::move(spans[5])));
   return out;
+}
+
+}  // namespace
+
+Result<IoBreakdown> analyze_breakdown(Trace& trace) {
+  if (trace.kernel_events().empty()) {
+    return Status::NotFound("no kernel events in this trace (record with --kernel io_uring,block)");
+  }
+  std::vector<Binding> user;
+  if (Status s = bind_user_events(trace, &user); !s.ok()) return s;
+  const std::vector<Binding> kernel = bind_kernel_events(trace);
+  StageTracker tracker(trace.kernel_start_ticks());
+  auto records = trace.read_all_with_kernel();
+  Record r;
+  while (records->next(&r)) {
+    tracker.add(r, r.event->is_kernel ? kernel[r.event->id] : user[r.event->id]);
+  }
+  return tracker.breakdown();
 }
 
 }  // namespace nanotrace

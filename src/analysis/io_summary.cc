@@ -104,198 +104,251 @@ uint64_t percentile(const std::vector<uint64_t>& sorted, double p) {
   return sorted[rank - 1];
 }
 
-}  // namespace
+// The integer in field i of r (0 if the event has no such field: i < 0).
+int64_t value_of(const Record& r, int i) { return i >= 0 ? r.values[i].as_int() : 0; }
 
-Result<IoSummary> summarize_io(Trace& trace) {
-  std::vector<Shape> shapes(trace.events().size() + 1);
-  bool any = false;
-  for (const EventInfo& e : trace.events()) {
-    shapes[e.id] = shape_of(e);
-    any = any || shapes[e.id].kind != Kind::kOther;
-  }
-  if (!any) {
-    return Status::NotFound(
-        "no I/O records of the interposer in this trace (record with "
-        "`nanotrace run -- CMD`)");
-  }
-  const std::vector<ThreadInfo> threads = trace.threads();
-  auto process_of = [&](const Record& r) -> uint64_t {
-    return r.thread < threads.size() ? threads[r.thread].process : 0;
-  };
+// The summary as it is built: records in, pairs closed into rows of (file, operation).
+class IoSummarizer {
+ public:
+  // shapes: by event id (shape_of).
+  IoSummarizer(Trace& trace, std::vector<Shape> shapes)
+      : trace_(trace), shapes_(std::move(shapes)), threads_(trace.threads()), kernel_(trace) {}
 
-  std::vector<Stats> stats;
-  std::map<std::tuple<std::string, std::string, bool>, uint32_t> row_of;
-  auto row = [&](const std::string& file, const std::string& op,
-                 bool from_kernel = false) -> uint32_t {
-    auto [it, added] = row_of.emplace(std::make_tuple(file, op, from_kernel), 0);
-    if (added) {
-      it->second = static_cast<uint32_t>(stats.size());
-      stats.emplace_back();
-      stats.back().row.file = file;
-      stats.back().row.op = op;
-      stats.back().row.from_kernel = from_kernel;
-    }
-    return it->second;
-  };
+  // The trace has the kernel's io_uring events: read them too (read_all_with_kernel).
+  bool reads_kernel() const { return kernel_.active(); }
+  // Takes one record, in time order.
+  void add(const Record& r);
+  // The summary, once source has been read to the end.
+  IoSummary finish(const RecordSource& source);
+
+ private:
+  // Calls (a begin and its end, by process image and call number).
+  void begin_call(const Record& r, const Shape& sh, uint64_t process);
+  void end_call(const Record& r, const Shape& sh, uint64_t process);
+  // What an end record changes in which descriptor names which file (close, dup).
+  void follow_descriptors(const Record& r, const Shape& sh, uint64_t process, int64_t result);
+  // io_uring SQEs and libaio iocbs, and their completions (by process, ring, request id).
+  void submit_request(const Record& r, const Shape& sh, uint64_t process);
+  void complete_request(const Record& r, const Shape& sh, uint64_t process);
+  // The kernel's io_uring requests, kept until it is known which rings the interposer followed.
+  void add_kernel_record(const Record& r);
+  void close_kernel_requests();
+  // Requests the rings' totals count beyond those seen one by one.
+  uint64_t unseen_uring_requests() const;
+  // The row of (file, op, from_kernel), added if new.
+  uint32_t row(const std::string& file, const std::string& op, bool from_kernel = false);
+  // What descriptor fd of a process image names.
+  std::string file_of(uint64_t process, int64_t fd) const;
+  // Counts one finished call or request in row r.
+  void close_interval(uint32_t r, uint64_t begin_ns, uint64_t end_ns, int64_t result,
+                      bool transfers);
+
+  Trace& trace_;
+  const std::vector<Shape> shapes_;
+  const std::vector<ThreadInfo> threads_;
+  std::vector<Stats> stats_;
+  std::map<std::tuple<std::string, std::string, bool>, uint32_t> row_of_;
   // Per process image: what each descriptor names.
-  std::map<std::pair<uint64_t, int64_t>, std::string> paths;
-  auto file_of = [&](uint64_t process, int64_t fd) -> std::string {
-    if (fd <= -2) return "registered file " + std::to_string(-2 - fd);
-    auto it = paths.find({process, fd});
-    return it != paths.end() ? it->second : "fd " + std::to_string(fd);
-  };
-  std::unordered_map<uint64_t, Open> calls;                           // by (process << 48) ^ call
-  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Open> requests;  // (process, ring, id)
-
-  auto close_interval = [&](uint32_t r, uint64_t begin_ns, uint64_t end_ns, int64_t result,
-                            bool transfers) {
-    Stats& s = stats[r];
-    ++s.row.calls;
-    if (result < 0) {
-      ++s.row.errors;
-    } else if (transfers) {
-      s.row.bytes += static_cast<uint64_t>(result);
-    }
-    uint64_t ns = end_ns > begin_ns ? end_ns - begin_ns : 0;
-    s.row.total_ns += ns;
-    s.latencies.push_back(ns);
-  };
-
+  std::map<std::pair<uint64_t, int64_t>, std::string> paths_;
+  std::unordered_map<uint64_t, Open> calls_;                           // (process << 48) ^ call
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, Open> requests_;  // (process, ring, id)
   // Requests of rings entered without the C library, from the kernel's io_uring events; kept
   // until the end, when it is known which rings the interposer followed itself.
-  analysis::UringKernelRequests kernel(trace);
+  analysis::UringKernelRequests kernel_;
   struct KernelDone {
     uint32_t row;
     uint64_t process, ctx, begin_ns, end_ns;
     int64_t res;
   };
-  std::vector<KernelDone> kernel_done;
+  std::vector<KernelDone> kernel_done_;
   // Requests each ring submitted (io_uring:ring_totals) beyond those seen one by one.
-  std::map<std::pair<uint64_t, int64_t>, uint64_t> sqes_seen, ring_submitted;
+  std::map<std::pair<uint64_t, int64_t>, uint64_t> sqes_seen_, ring_submitted_;
+};
 
-  auto source = kernel.active() ? trace.read_all_with_kernel() : trace.read_all();
-  Record r;
-  while (source->next(&r)) {
-    if (r.event->is_kernel) {
-      if (const auto* done = kernel.add(r)) {
-        // No io_uring_file_get: a registered file, or an operation on no file.
-        const std::string file =
-            done->fd >= 0 ? file_of(done->process, done->fd) : "(registered or no file)";
-        kernel_done.push_back({row(file, done->op, true), done->process, done->ctx, done->begin_ns,
-                               done->end_ns, done->res});
+uint32_t IoSummarizer::row(const std::string& file, const std::string& op, bool from_kernel) {
+  auto [it, added] = row_of_.emplace(std::make_tuple(file, op, from_kernel), 0);
+  if (added) {
+    it->second = static_cast<uint32_t>(stats_.size());
+    stats_.emplace_back();
+    stats_.back().row.file = file;
+    stats_.back().row.op = op;
+    stats_.back().row.from_kernel = from_kernel;
+  }
+  return it->second;
+}
+
+std::string IoSummarizer::file_of(uint64_t process, int64_t fd) const {
+  if (fd <= -2) return "registered file " + std::to_string(-2 - fd);
+  auto it = paths_.find({process, fd});
+  return it != paths_.end() ? it->second : "fd " + std::to_string(fd);
+}
+
+void IoSummarizer::close_interval(uint32_t r, uint64_t begin_ns, uint64_t end_ns, int64_t result,
+                                  bool transfers) {
+  Stats& s = stats_[r];
+  ++s.row.calls;
+  if (result < 0) {
+    ++s.row.errors;
+  } else if (transfers) {
+    s.row.bytes += static_cast<uint64_t>(result);
+  }
+  uint64_t ns = end_ns > begin_ns ? end_ns - begin_ns : 0;
+  s.row.total_ns += ns;
+  s.latencies.push_back(ns);
+}
+
+void IoSummarizer::add(const Record& r) {
+  if (r.event->is_kernel) {
+    add_kernel_record(r);
+    return;
+  }
+  const Shape& sh = r.event->id < shapes_.size() ? shapes_[r.event->id] : shapes_[0];
+  if (sh.kind == Kind::kOther) return;
+  const uint64_t process = r.thread < threads_.size() ? threads_[r.thread].process : 0;
+  switch (sh.kind) {
+    case Kind::kPath: {
+      std::string p;
+      for (int i : sh.path) {
+        if (i >= 0) p += std::string(r.values[i].text);
       }
-      continue;
+      paths_[{process, value_of(r, sh.fd)}] = p;
+      break;
     }
-    const Shape& sh = r.event->id < shapes.size() ? shapes[r.event->id] : shapes[0];
-    if (sh.kind == Kind::kOther) continue;
-    const uint64_t process = process_of(r);
-    auto value = [&](int i) -> int64_t { return i >= 0 ? r.values[i].as_int() : 0; };
-    switch (sh.kind) {
-      case Kind::kPath: {
-        std::string p;
-        for (int i : sh.path) {
-          if (i >= 0) p += std::string(r.values[i].text);
-        }
-        paths[{process, value(sh.fd)}] = p;
-        break;
+    case Kind::kBegin:
+      begin_call(r, sh, process);
+      break;
+    case Kind::kEnd:
+      end_call(r, sh, process);
+      break;
+    case Kind::kSqe:
+    case Kind::kIocb:
+      submit_request(r, sh, process);
+      break;
+    case Kind::kCqe:
+    case Kind::kAioEvent:
+      complete_request(r, sh, process);
+      break;
+    case Kind::kRingTotals:
+      if (sh.submitted >= 0) {
+        ring_submitted_[{process, value_of(r, sh.ring)}] +=
+            static_cast<uint64_t>(value_of(r, sh.submitted));
       }
-      case Kind::kBegin: {
-        FieldValue op = display_value(r, static_cast<uint32_t>(sh.op));
-        uint64_t key = (process << 48) ^ static_cast<uint64_t>(value(sh.call));
-        if (sh.fd >= 0) {
-          calls[key] = Open{r.time_ns, row(file_of(process, value(sh.fd)), format_value(op)), {}};
-        } else {
-          calls[key] = Open{r.time_ns, kByResult, format_value(op)};
-        }
-        break;
-      }
-      case Kind::kEnd: {
-        uint64_t key = (process << 48) ^ static_cast<uint64_t>(value(sh.call));
-        auto it = calls.find(key);
-        if (it == calls.end()) break;
-        const int64_t result = value(sh.result);
-        if (it->second.row == kByResult) {
-          it->second.row = row(result >= 0 ? file_of(process, result) : "(failed)", it->second.op);
-        }
-        close_interval(it->second.row, it->second.begin_ns, r.time_ns, result, sh.transfers);
-        calls.erase(it);
-        if (r.event->group == "io_open" && r.event->name == "close_end" && result == 0) {
-          paths.erase({process, value(sh.fd)});
-        } else if (sh.newfd >= 0 && result >= 0) {
-          auto from = paths.find({process, value(sh.fd)});
-          if (from != paths.end()) {
-            paths[{process, result}] = from->second;
-          } else {
-            paths.erase({process, result});
-          }
-        }
-        break;
-      }
-      case Kind::kSqe:
-      case Kind::kIocb: {
-        const bool uring = sh.kind == Kind::kSqe;
-        FieldValue op = display_value(r, static_cast<uint32_t>(sh.op));
-        std::string name = std::string(uring ? "uring_" : "aio_") + format_value(op);
-        uint64_t ring = static_cast<uint64_t>(value(uring ? sh.ring : sh.ctx));
-        uint64_t id = static_cast<uint64_t>(value(uring ? sh.user_data : sh.obj));
-        requests[{process, ring, id}] =
-            Open{r.time_ns, row(file_of(process, value(sh.fd)), name), {}};
-        if (uring) {
-          kernel.note_interposer_ring(process, value(sh.ring));
-          ++sqes_seen[{process, value(sh.ring)}];
-        }
-        break;
-      }
-      case Kind::kCqe:
-      case Kind::kAioEvent: {
-        const bool uring = sh.kind == Kind::kCqe;
-        uint64_t ring = static_cast<uint64_t>(value(uring ? sh.ring : sh.ctx));
-        uint64_t id = static_cast<uint64_t>(value(uring ? sh.user_data : sh.obj));
-        auto it = requests.find({process, ring, id});
-        if (it == requests.end()) break;
-        const Stats& s = stats[it->second.row];
-        bool transfers = s.row.op.find("read") != std::string::npos ||
-                         s.row.op.find("write") != std::string::npos;
-        close_interval(it->second.row, it->second.begin_ns, r.time_ns, value(sh.res), transfers);
-        requests.erase(it);
-        break;
-      }
-      case Kind::kRingTotals:
-        if (sh.submitted >= 0) {
-          ring_submitted[{process, value(sh.ring)}] += static_cast<uint64_t>(value(sh.submitted));
-        }
-        break;
-      default:
-        break;
+      break;
+    default:
+      break;
+  }
+}
+
+void IoSummarizer::begin_call(const Record& r, const Shape& sh, uint64_t process) {
+  FieldValue op = display_value(r, static_cast<uint32_t>(sh.op));
+  uint64_t key = (process << 48) ^ static_cast<uint64_t>(value_of(r, sh.call));
+  if (sh.fd >= 0) {
+    calls_[key] = Open{r.time_ns, row(file_of(process, value_of(r, sh.fd)), format_value(op)), {}};
+  } else {
+    calls_[key] = Open{r.time_ns, kByResult, format_value(op)};
+  }
+}
+
+void IoSummarizer::end_call(const Record& r, const Shape& sh, uint64_t process) {
+  uint64_t key = (process << 48) ^ static_cast<uint64_t>(value_of(r, sh.call));
+  auto it = calls_.find(key);
+  if (it == calls_.end()) return;
+  const int64_t result = value_of(r, sh.result);
+  if (it->second.row == kByResult) {
+    it->second.row = row(result >= 0 ? file_of(process, result) : "(failed)", it->second.op);
+  }
+  close_interval(it->second.row, it->second.begin_ns, r.time_ns, result, sh.transfers);
+  calls_.erase(it);
+  follow_descriptors(r, sh, process, result);
+}
+
+void IoSummarizer::follow_descriptors(const Record& r, const Shape& sh, uint64_t process,
+                                      int64_t result) {
+  if (r.event->group == "io_open" && r.event->name == "close_end" && result == 0) {
+    paths_.erase({process, value_of(r, sh.fd)});
+  } else if (sh.newfd >= 0 && result >= 0) {
+    auto from = paths_.find({process, value_of(r, sh.fd)});
+    if (from != paths_.end()) {
+      paths_[{process, result}] = from->second;
+    } else {
+      paths_.erase({process, result});
     }
   }
-  IoSummary out;
-  out.uring_from_kernel = kernel.active();
-  for (const KernelDone& d : kernel_done) {
-    if (kernel.followed_by_interposer(d.process, d.ctx)) continue;  // counted from its records
-    const std::string& op = stats[d.row].row.op;
+}
+
+void IoSummarizer::submit_request(const Record& r, const Shape& sh, uint64_t process) {
+  const bool uring = sh.kind == Kind::kSqe;
+  FieldValue op = display_value(r, static_cast<uint32_t>(sh.op));
+  std::string name = std::string(uring ? "uring_" : "aio_") + format_value(op);
+  uint64_t ring = static_cast<uint64_t>(value_of(r, uring ? sh.ring : sh.ctx));
+  uint64_t id = static_cast<uint64_t>(value_of(r, uring ? sh.user_data : sh.obj));
+  requests_[{process, ring, id}] =
+      Open{r.time_ns, row(file_of(process, value_of(r, sh.fd)), name), {}};
+  if (uring) {
+    kernel_.note_interposer_ring(process, value_of(r, sh.ring));
+    ++sqes_seen_[{process, value_of(r, sh.ring)}];
+  }
+}
+
+void IoSummarizer::complete_request(const Record& r, const Shape& sh, uint64_t process) {
+  const bool uring = sh.kind == Kind::kCqe;
+  uint64_t ring = static_cast<uint64_t>(value_of(r, uring ? sh.ring : sh.ctx));
+  uint64_t id = static_cast<uint64_t>(value_of(r, uring ? sh.user_data : sh.obj));
+  auto it = requests_.find({process, ring, id});
+  if (it == requests_.end()) return;
+  const Stats& s = stats_[it->second.row];
+  bool transfers =
+      s.row.op.find("read") != std::string::npos || s.row.op.find("write") != std::string::npos;
+  close_interval(it->second.row, it->second.begin_ns, r.time_ns, value_of(r, sh.res), transfers);
+  requests_.erase(it);
+}
+
+void IoSummarizer::add_kernel_record(const Record& r) {
+  if (const auto* done = kernel_.add(r)) {
+    // No io_uring_file_get: a registered file, or an operation on no file.
+    const std::string file =
+        done->fd >= 0 ? file_of(done->process, done->fd) : "(registered or no file)";
+    kernel_done_.push_back({row(file, done->op, true), done->process, done->ctx, done->begin_ns,
+                            done->end_ns, done->res});
+  }
+}
+
+void IoSummarizer::close_kernel_requests() {
+  for (const KernelDone& d : kernel_done_) {
+    if (kernel_.followed_by_interposer(d.process, d.ctx)) continue;  // counted from its records
+    const std::string& op = stats_[d.row].row.op;
     const bool transfers = op == "uring_read" || op == "uring_write";
     close_interval(d.row, d.begin_ns, d.end_ns, d.res, transfers);
   }
-  if (!kernel.active()) {
-    for (const auto& [ring, submitted] : ring_submitted) {
-      auto seen = sqes_seen.find(ring);
-      const uint64_t n = seen == sqes_seen.end() ? 0 : seen->second;
-      if (submitted > n) out.uring_unseen += submitted - n;
-    }
+}
+
+uint64_t IoSummarizer::unseen_uring_requests() const {
+  uint64_t unseen = 0;
+  for (const auto& [ring, submitted] : ring_submitted_) {
+    auto seen = sqes_seen_.find(ring);
+    const uint64_t n = seen == sqes_seen_.end() ? 0 : seen->second;
+    if (submitted > n) unseen += submitted - n;
   }
-  out.unmatched = calls.size() + requests.size() + kernel.open_requests();
-  const size_t user_threads = threads.size();
-  for (size_t i = 0; i < source->threads().size(); ++i) {
+  return unseen;
+}
+
+IoSummary IoSummarizer::finish(const RecordSource& source) {
+  IoSummary out;
+  out.uring_from_kernel = kernel_.active();
+  close_kernel_requests();
+  if (!kernel_.active()) out.uring_unseen = unseen_uring_requests();
+  out.unmatched = calls_.size() + requests_.size() + kernel_.open_requests();
+  const size_t user_threads = threads_.size();
+  for (size_t i = 0; i < source.threads().size(); ++i) {
     // After the user-space threads, the CPUs of the kernel capture: ftrace's losses.
     if (i < user_threads) {
-      out.lost += source->threads()[i].lost();
+      out.lost += source.threads()[i].lost();
     } else {
-      out.kernel_lost += source->threads()[i].lost();
+      out.kernel_lost += source.threads()[i].lost();
     }
   }
-  for (const ProcessInfo& p : trace.processes()) out.lost += p.lost_no_slot + p.lost_reclaimed;
-  for (Stats& s : stats) {
+  for (const ProcessInfo& p : trace_.processes()) out.lost += p.lost_no_slot + p.lost_reclaimed;
+  for (Stats& s : stats_) {
     if (s.row.calls == 0) continue;
     std::sort(s.latencies.begin(), s.latencies.end());
     s.row.p50_ns = percentile(s.latencies, 50);
@@ -308,6 +361,24 @@ Result<IoSummary> summarize_io(Trace& trace) {
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.file < b.file;
   });
   return out;
+}
+
+}  // namespace
+
+Result<IoSummary> summarize_io(Trace& trace) {
+  std::vector<Shape> shapes(trace.events().size() + 1);
+  for (const EventInfo& e : trace.events()) shapes[e.id] = shape_of(e);
+  if (std::all_of(shapes.begin(), shapes.end(),
+                  [](const Shape& s) { return s.kind == Kind::kOther; })) {
+    return Status::NotFound(
+        "no I/O records of the interposer in this trace (record with "
+        "`nanotrace run -- CMD`)");
+  }
+  IoSummarizer summary(trace, std::move(shapes));
+  auto source = summary.reads_kernel() ? trace.read_all_with_kernel() : trace.read_all();
+  Record r;
+  while (source->next(&r)) summary.add(r);
+  return summary.finish(*source);
 }
 
 }  // namespace nanotrace

@@ -291,6 +291,44 @@ struct PairTable {
   bool begin;
 };
 
+// One PairTable per table of the batch, in its order: where the rule's key and the --by field
+// (by, by_field: per event id) are, and whether the table's event begins a pair.
+void bind_pair_tables(const ColumnSet& batch, const ResolvedPair& rule, const std::string& by,
+                      const std::vector<int>& by_field, std::vector<PairTable>* tables) {
+  tables->clear();
+  for (const EventTable& t : batch.tables) {
+    // Every id of a table has one full name and field layout: one role, one key field.
+    const uint16_t id = t.ids[0];
+    PairTable p{&t, t.time_ns.data(), t.thread.data(), nullptr, nullptr, nullptr, nullptr, false};
+    if (t.ids.size() > 1) p.event = t.event.data();
+    auto column = [&](const std::string& name) -> const FieldColumn* {
+      for (const FieldColumn& f : t.fields) {
+        if (f.info.name == name) return &f;
+      }
+      return nullptr;
+    };
+    if (id < rule.role.size() && rule.role[id] != 0) {
+      p.key = column(rule.rule.key);  // present: resolve_pair found it in every event
+      if (p.key != nullptr && !p.key->is_string()) p.key_bits = p.key->bits.data();
+      p.begin = rule.role[id] == 1;
+      if (p.begin && by_field[id] >= 0) p.by = column(by);
+    }
+    tables->push_back(p);
+  }
+}
+
+// The batch's records in time order: rows[pos] = table << 32 | row of the record at position
+// first + pos.
+void order_rows(const std::vector<PairTable>& tables, uint64_t first, uint64_t count,
+                std::vector<uint64_t>* rows) {
+  rows->resize(count);
+  for (uint32_t k = 0; k < tables.size(); ++k) {
+    const EventTable& t = *tables[k].table;
+    const uint64_t* order = t.order.data();
+    for (uint32_t i = 0; i < t.rows(); ++i) (*rows)[order[i] - first] = uint64_t{k} << 32 | i;
+  }
+}
+
 }  // namespace
 
 std::vector<ThreadStats> PairMatcher::add_all(Trace& trace) {
@@ -320,32 +358,8 @@ std::vector<ThreadStats> PairMatcher::add_all(Trace& trace) {
   while (more) {
     more = (*reader)->next(&batch, kBatchRows);
     if (batch.rows > 0) d.name_threads(batch.threads);
-    tables.clear();
-    for (const EventTable& t : batch.tables) {
-      // Every id of a table has one full name and field layout: one role, one key field.
-      const uint16_t id = t.ids[0];
-      PairTable p{&t, t.time_ns.data(), t.thread.data(), nullptr, nullptr, nullptr, nullptr, false};
-      if (t.ids.size() > 1) p.event = t.event.data();
-      auto column = [&](const std::string& name) -> const FieldColumn* {
-        for (const FieldColumn& f : t.fields) {
-          if (f.info.name == name) return &f;
-        }
-        return nullptr;
-      };
-      if (id < rule.role.size() && rule.role[id] != 0) {
-        p.key = column(rule.rule.key);  // present: resolve_pair found it in every event
-        if (p.key != nullptr && !p.key->is_string()) p.key_bits = p.key->bits.data();
-        p.begin = rule.role[id] == 1;
-        if (p.begin && d.by_field[id] >= 0) p.by = column(d.by);
-      }
-      tables.push_back(p);
-    }
-    rows.resize(batch.rows);
-    for (uint32_t k = 0; k < tables.size(); ++k) {
-      const EventTable& t = *tables[k].table;
-      const uint64_t* order = t.order.data();
-      for (uint32_t i = 0; i < t.rows(); ++i) rows[order[i] - first] = uint64_t{k} << 32 | i;
-    }
+    bind_pair_tables(batch, rule, d.by, d.by_field, &tables);
+    order_rows(tables, first, batch.rows, &rows);
     size_t gap = 0;
     for (uint64_t pos = 0; pos < batch.rows; ++pos) {
       while (gap < batch.gaps.size() && batch.gaps[gap].row <= first + pos) {

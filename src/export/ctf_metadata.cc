@@ -177,11 +177,11 @@ void make_uuid(const ProcessInfo& p, uint8_t uuid[16]) {
   uuid[8] = static_cast<uint8_t>((uuid[8] & 0x3f) | 0x80);
 }
 
-std::string metadata(const Trace& trace, const ProcessInfo& p, const uint8_t uuid[16],
-                     const ExportClock& clock) {
-  fmt::memory_buffer m;
+namespace {
+
+// The integer, floating-point and character types the declarations below use.
+void write_type_aliases(fmt::memory_buffer& m) {
   auto out = std::back_inserter(m);
-  fmt::format_to(out, "/* CTF 1.8 */\n\n");
   // Packet header and context: byte-aligned.
   for (int bits : {8, 32, 64}) {
     fmt::format_to(out,
@@ -205,6 +205,11 @@ std::string metadata(const Trace& trace, const ProcessInfo& p, const uint8_t uui
                  "double;\n"
                  "typealias integer {{ size = 8; align = 8; signed = false; encoding = UTF8; }} "
                  ":= utf8_char_t;\n\n");
+}
+
+// The trace block (packet header) and the environment.
+void write_trace_and_env(fmt::memory_buffer& m, const ProcessInfo& p, const uint8_t uuid[16]) {
+  auto out = std::back_inserter(m);
   fmt::format_to(out,
                  "trace {{\n  major = 1;\n  minor = 8;\n  uuid = \"{}\";\n  byte_order = le;\n"
                  "  packet.header := struct {{\n    packed_uint32_t magic;\n"
@@ -216,7 +221,11 @@ std::string metadata(const Trace& trace, const ProcessInfo& p, const uint8_t uui
                  "  tracer_minor = 1;\n  hostname = {};\n  procname = {};\n  vpid = {};\n"
                  "  clock_ticks_per_second = {};\n}};\n\n",
                  tsdl_string(host_name()), tsdl_string(p.process_name), p.pid, p.ticks_per_second);
-  fmt::format_to(out, "{}", clock_declaration(trace, clock));
+}
+
+// The one stream: packet context and event header.
+void write_stream(fmt::memory_buffer& m) {
+  auto out = std::back_inserter(m);
   // The event header is a record's word0: id in bits 0-15, the clock stamp in bits 16-63.
   fmt::format_to(out,
                  "typealias integer {{ size = 64; align = 8; signed = false; "
@@ -232,31 +241,48 @@ std::string metadata(const Trace& trace, const ProcessInfo& p, const uint8_t uui
                  "    integer {{ size = 48; align = 1; signed = false; "
                  "map = clock.nanotrace.value; }} timestamp;\n"
                  "  }} align(64);\n}};\n");
-  for (const EventInfo& e : trace.events()) {
-    if (e.is_guard) continue;
-    fmt::format_to(out, "\nevent {{\n  name = {};\n  id = {};\n  stream_id = 0;\n",
-                   tsdl_string(e.full_name()), e.id);
-    std::set<std::string> used;
-    fmt::format_to(out, "  fields := struct {{\n");
-    for (const FieldInfo& f : e.fields) {
-      if (f.type == abi::FieldType::kString) {
-        // The record's string slot as it is: a length byte, then the bytes.
-        std::string length = field_identifier("_" + f.name + "_len", &used);
-        fmt::format_to(out, "    uint8_t {0};\n    utf8_char_t {1}[{0}];\n", length,
-                       field_identifier(f.name, &used));
-      } else if (!f.value_names.empty()) {
-        // An enum with value names (nanotrace/enum.hpp): a CTF enum over the same integer.
-        fmt::format_to(out, "    enum : {} {{", tsdl_type(f.type));
-        for (size_t i = 0; i < f.value_names.size(); ++i) {
-          fmt::format_to(out, "{} {} = {}", i ? "," : "", tsdl_string(f.value_names[i].name),
-                         f.value_names[i].value);
-        }
-        fmt::format_to(out, " }} {};\n", field_identifier(f.name, &used));
-      } else {
-        fmt::format_to(out, "    {} {};\n", tsdl_type(f.type), field_identifier(f.name, &used));
+}
+
+// An event's declaration: one field per recorded field, in its 8-byte slot.
+void write_event(fmt::memory_buffer& m, const EventInfo& e) {
+  auto out = std::back_inserter(m);
+  fmt::format_to(out, "\nevent {{\n  name = {};\n  id = {};\n  stream_id = 0;\n",
+                 tsdl_string(e.full_name()), e.id);
+  std::set<std::string> used;
+  fmt::format_to(out, "  fields := struct {{\n");
+  for (const FieldInfo& f : e.fields) {
+    if (f.type == abi::FieldType::kString) {
+      // The record's string slot as it is: a length byte, then the bytes.
+      std::string length = field_identifier("_" + f.name + "_len", &used);
+      fmt::format_to(out, "    uint8_t {0};\n    utf8_char_t {1}[{0}];\n", length,
+                     field_identifier(f.name, &used));
+    } else if (!f.value_names.empty()) {
+      // An enum with value names (nanotrace/enum.hpp): a CTF enum over the same integer.
+      fmt::format_to(out, "    enum : {} {{", tsdl_type(f.type));
+      for (size_t i = 0; i < f.value_names.size(); ++i) {
+        fmt::format_to(out, "{} {} = {}", i ? "," : "", tsdl_string(f.value_names[i].name),
+                       f.value_names[i].value);
       }
+      fmt::format_to(out, " }} {};\n", field_identifier(f.name, &used));
+    } else {
+      fmt::format_to(out, "    {} {};\n", tsdl_type(f.type), field_identifier(f.name, &used));
     }
-    fmt::format_to(out, "  }};\n}};\n");
+  }
+  fmt::format_to(out, "  }};\n}};\n");
+}
+
+}  // namespace
+
+std::string metadata(const Trace& trace, const ProcessInfo& p, const uint8_t uuid[16],
+                     const ExportClock& clock) {
+  fmt::memory_buffer m;
+  fmt::format_to(std::back_inserter(m), "/* CTF 1.8 */\n\n");
+  write_type_aliases(m);
+  write_trace_and_env(m, p, uuid);
+  fmt::format_to(std::back_inserter(m), "{}", clock_declaration(trace, clock));
+  write_stream(m);
+  for (const EventInfo& e : trace.events()) {
+    if (!e.is_guard) write_event(m, e);
   }
   return fmt::to_string(m);
 }

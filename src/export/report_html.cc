@@ -138,9 +138,18 @@ struct PageData {
   std::vector<ThreadStats> threads;  // second pass
   std::vector<uint64_t> per_event;   // second pass
   uint64_t records = 0, late_records = 0, lost = 0;
+  bool inferred = false;  // the pair rules were inferred from the event names
   std::vector<ResolvedPair> rules;
   std::vector<IntervalCounts> counts;
   std::vector<LatencyStats> latency;
+  std::vector<report::LegendEntry> event_legend, rule_legend;
+};
+
+// The page's two timelines, over the same rows: the whole trace, and its busiest window.
+struct Timelines {
+  report::RowSet rows;
+  report::Timeline overview, busiest;
+  uint64_t window_begin, window_end;
 };
 
 void write_summary(fmt::memory_buffer& b, const Trace& trace, const PageData& d,
@@ -192,14 +201,14 @@ void write_summary(fmt::memory_buffer& b, const Trace& trace, const PageData& d,
   b.append(std::string_view("</table>\n"));
 }
 
-void write_latency(fmt::memory_buffer& b, const PageData& d, bool inferred) {
+void write_latency(fmt::memory_buffer& b, const PageData& d) {
   auto it = std::back_inserter(b);
   b.append(std::string_view("<h2>Latency</h2>\n"));
   if (d.rules.empty()) {
     b.append(std::string_view(
         "<p id=\"no-pairs\">No begin/end pairs given (--pair), and no pair of events "
         "inferred from their names has records of both its begin and its end.</p>\n"));
-  } else if (inferred) {
+  } else if (d.inferred) {
     b.append(std::string_view(
         "<p>Pairs inferred from event names, among the events that have records (give "
         "others with --pair BEGIN,END,KEY).</p>\n"));
@@ -233,95 +242,39 @@ void write_latency(fmt::memory_buffer& b, const PageData& d, bool inferred) {
   }
 }
 
-}  // namespace
+void write_timelines(fmt::memory_buffer& b, const FirstPass& first, const PageData& d,
+                     const Timelines& t, const report::TimelineContext& ctx) {
+  auto it = std::back_inserter(b);
+  const uint64_t window = t.window_end - t.window_begin;
+  b.append(std::string_view("<h2>Timelines</h2>\n"));
+  report::render_legend(b, d.event_legend, d.rule_legend);
+  fmt::format_to(
+      it,
+      "<h3>The whole trace</h3>\n<p id=\"overview-caption\">{} records over {}, "
+      "{} per pixel column; the busiest window is outlined.</p>\n",
+      t.overview.records(), duration(first.last_ns + 1 - first.first_ns),
+      duration(std::max<uint64_t>(1, (first.last_ns + 1 - first.first_ns) / report::kColumns)));
+  t.overview.render(b, t.rows, ctx, t.window_begin, t.window_end);
+  fmt::format_to(
+      it,
+      "<h3>The busiest window</h3>\n<p id=\"window-caption\">{} from {} after the start: {} "
+      "records, {} pairs, {} per pixel column.</p>\n",
+      duration(window), duration(t.window_begin - first.first_ns), t.busiest.records(),
+      t.busiest.pairs(), duration(std::max<uint64_t>(1, window / report::kColumns)));
+  t.busiest.render(b, t.rows, ctx);
+}
 
-Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& options) {
-  if (options.output.empty()) return Status::Invalid("no output file given (-o)");
-  if (options.output != "-") {
-    Status same = check_not_source(options.output, trace.source_fd());
-    if (!same.ok()) return same;
-  }
-  for (const PairRule& rule : options.pairs) {
-    auto resolved = resolve_pair(trace, rule);
-    if (!resolved.ok()) return resolved.status();
-  }
-  const uint64_t window = std::max<uint64_t>(options.window_ns, 1000);
-
-  report::TimelineContext ctx;
-  ctx.kernel_base = kernel_base(trace);
-  const FirstPass first = count_records(trace, window, ctx);
-  if (first.records == 0) {
-    return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
-                                        trace.process().pid, trace.process().path));
-  }
-  const bool inferred = options.pairs.empty();
-  std::vector<PairRule> rules =
-      inferred ? pairs_that_occur(trace, infer_pairs(trace), first.per_event) : options.pairs;
-  PageData d;
-  for (const PairRule& rule : rules)
-    d.rules.push_back(std::move(resolve_pair(trace, rule)).value());
-  const uint64_t w0 = busiest_window(first, window), w1 = w0 + window;
-
-  std::vector<report::LegendEntry> event_legend, rule_legend;
-  choose_event_colors(trace, counts_by_name(trace, ctx, first.per_event), &ctx, &event_legend);
-  for (size_t p = 0; p < d.rules.size(); ++p) {
-    rule_legend.push_back({report::rule_color(p), d.rules[p].rule.label()});
-  }
-  ctx.rules = &d.rules;
-  const report::RowSet rows =
-      report::RowSet::by_thread(first.threads, first.per_thread, report::kMaxRows);
-  const bool pairs_lane = !d.rules.empty();
-  report::Timeline overview("overview", first.first_ns, first.last_ns + 1, rows.size(), pairs_lane);
-  report::Timeline busiest("window", w0, w1, rows.size(), pairs_lane);
-
-  // Pass 2: pairs and timelines. A live process keeps writing: records after the first
-  // pass's last one are left out, so both passes describe the same records.
-  IntervalMatcher intervals(d.rules);
-  std::vector<std::vector<uint64_t>> latencies(d.rules.size());
-  d.per_event.assign(event_slots(trace), 0);
-  auto source = trace.read_all_with_kernel();
-  ctx.threads = &source->threads();
-  Record r;
-  while (source->next(&r)) {
-    if (r.time_ns > first.last_ns) {
-      ++d.late_records;
-      continue;
-    }
-    ++d.records;
-    ++d.per_event[ctx.slot_of(*r.event)];
-    const uint32_t row = rows.row_of(r);
-    overview.add_record(row, r, ctx);
-    if (busiest.covers(r.time_ns)) busiest.add_record(row, r, ctx);
-    if (r.event->is_kernel) continue;  // pairs are of user-space events
-    for (const IntervalMatch& m : intervals.add(r)) {
-      if (m.kind != IntervalMatch::Kind::kEnd) continue;
-      latencies[m.rule].push_back(m.interval.latency_ns());
-      const uint32_t begin_row = rows.row_of_thread(m.interval.begin_thread);
-      overview.add_pair(begin_row, m.rule, m.interval, r, ctx);
-      busiest.add_pair(begin_row, m.rule, m.interval, r, ctx);
-    }
-  }
-  d.threads = source->threads();
-  uint64_t user_lost = 0;
-  for (const ThreadStats& t : d.threads) {
-    d.lost += t.lost();
-    if (!t.info.kernel) user_lost += t.lost();
-  }
-  intervals.finish(user_lost);
-  for (size_t p = 0; p < d.rules.size(); ++p) {
-    d.counts.push_back(intervals.counts(static_cast<uint32_t>(p)));
-    d.latency.push_back(compute_latency_stats(&latencies[p]));
-  }
-
+// Writes the page to output ("-": standard output).
+Status write_page(const Trace& trace, const std::string& output, const FirstPass& first,
+                  const PageData& d, const Timelines& t, const report::TimelineContext& ctx) {
   exporter::OutFile out;
-  Status st = out.open(options.output);
+  Status st = out.open(output);
   if (!st.ok()) return st;
   fmt::memory_buffer& b = out.buf();
-  auto it = std::back_inserter(b);
   const ProcessInfo& proc = trace.process();
   std::string title = fmt::format("nanotrace report: {} (pid {})", proc.process_name, proc.pid);
   fmt::format_to(
-      it,
+      std::back_inserter(b),
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n"
       "<style>body{{font-family:sans-serif;margin:20px;color:#222}}"
       "table{{border-collapse:collapse;margin:8px 0}}td,th{{border:1px solid #ccc;"
@@ -333,33 +286,118 @@ Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& optio
       "</style></head><body>\n<h1>{}</h1>\n",
       html(title), html(title));
   write_summary(b, trace, d, first.last_ns - first.first_ns);
-  write_latency(b, d, inferred);
-
-  b.append(std::string_view("<h2>Timelines</h2>\n"));
-  report::render_legend(b, event_legend, rule_legend);
-  fmt::format_to(
-      it,
-      "<h3>The whole trace</h3>\n<p id=\"overview-caption\">{} records over {}, "
-      "{} per pixel column; the busiest window is outlined.</p>\n",
-      overview.records(), duration(first.last_ns + 1 - first.first_ns),
-      duration(std::max<uint64_t>(1, (first.last_ns + 1 - first.first_ns) / report::kColumns)));
-  overview.render(b, rows, ctx, w0, w1);
-  fmt::format_to(
-      it,
-      "<h3>The busiest window</h3>\n<p id=\"window-caption\">{} from {} after the start: {} "
-      "records, {} pairs, {} per pixel column.</p>\n",
-      duration(window), duration(w0 - first.first_ns), busiest.records(), busiest.pairs(),
-      duration(std::max<uint64_t>(1, window / report::kColumns)));
-  busiest.render(b, rows, ctx);
+  write_latency(b, d);
+  write_timelines(b, first, d, t, ctx);
   b.append(std::string_view("</body></html>\n"));
-  st = out.close();
-  if (!st.ok()) return st;
+  return out.close();
+}
+
+// The output is not the trace itself, and every --pair resolves.
+Status check_options(Trace& trace, const ReportOptions& options) {
+  if (options.output.empty()) return Status::Invalid("no output file given (-o)");
+  if (options.output != "-") {
+    Status same = check_not_source(options.output, trace.source_fd());
+    if (!same.ok()) return same;
+  }
+  for (const PairRule& rule : options.pairs) {
+    auto resolved = resolve_pair(trace, rule);
+    if (!resolved.ok()) return resolved.status();
+  }
+  return Status::Ok();
+}
+
+// The pair rules (--pair, or inferred among the events that occurred), their colours, and
+// the events' colours.
+void choose_rules_and_colors(Trace& trace, const ReportOptions& options, const FirstPass& first,
+                             report::TimelineContext* ctx, PageData* d) {
+  d->inferred = options.pairs.empty();
+  std::vector<PairRule> rules =
+      d->inferred ? pairs_that_occur(trace, infer_pairs(trace), first.per_event) : options.pairs;
+  for (const PairRule& rule : rules) {
+    d->rules.push_back(std::move(resolve_pair(trace, rule)).value());
+  }
+  choose_event_colors(trace, counts_by_name(trace, *ctx, first.per_event), ctx, &d->event_legend);
+  for (size_t p = 0; p < d->rules.size(); ++p) {
+    d->rule_legend.push_back({report::rule_color(p), d->rules[p].rule.label()});
+  }
+  ctx->rules = &d->rules;
+}
+
+// Pass 2: pairs and timelines. A live process keeps writing: records after the first pass's
+// last one are left out, so both passes describe the same records. Leaves ctx.threads at
+// d->threads.
+void match_pairs_and_fill_timelines(Trace& trace, uint64_t last_ns, report::TimelineContext* ctx,
+                                    Timelines* t, PageData* d) {
+  IntervalMatcher intervals(d->rules);
+  std::vector<std::vector<uint64_t>> latencies(d->rules.size());
+  d->per_event.assign(event_slots(trace), 0);
+  auto source = trace.read_all_with_kernel();
+  ctx->threads = &source->threads();
+  Record r;
+  while (source->next(&r)) {
+    if (r.time_ns > last_ns) {
+      ++d->late_records;
+      continue;
+    }
+    ++d->records;
+    ++d->per_event[ctx->slot_of(*r.event)];
+    const uint32_t row = t->rows.row_of(r);
+    t->overview.add_record(row, r, *ctx);
+    if (t->busiest.covers(r.time_ns)) t->busiest.add_record(row, r, *ctx);
+    if (r.event->is_kernel) continue;  // pairs are of user-space events
+    for (const IntervalMatch& m : intervals.add(r)) {
+      if (m.kind != IntervalMatch::Kind::kEnd) continue;
+      latencies[m.rule].push_back(m.interval.latency_ns());
+      const uint32_t begin_row = t->rows.row_of_thread(m.interval.begin_thread);
+      t->overview.add_pair(begin_row, m.rule, m.interval, r, *ctx);
+      t->busiest.add_pair(begin_row, m.rule, m.interval, r, *ctx);
+    }
+  }
+  d->threads = source->threads();
+  ctx->threads = &d->threads;
+  uint64_t user_lost = 0;
+  for (const ThreadStats& th : d->threads) {
+    d->lost += th.lost();
+    if (!th.info.kernel) user_lost += th.lost();
+  }
+  intervals.finish(user_lost);
+  for (size_t p = 0; p < d->rules.size(); ++p) {
+    d->counts.push_back(intervals.counts(static_cast<uint32_t>(p)));
+    d->latency.push_back(compute_latency_stats(&latencies[p]));
+  }
+}
+
+}  // namespace
+
+Result<ReportSummary> write_html_report(Trace& trace, const ReportOptions& options) {
+  if (Status s = check_options(trace, options); !s.ok()) return s;
+  const uint64_t window = std::max<uint64_t>(options.window_ns, 1000);
+  report::TimelineContext ctx;
+  ctx.kernel_base = kernel_base(trace);
+  const FirstPass first = count_records(trace, window, ctx);
+  if (first.records == 0) {
+    return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
+                                        trace.process().pid, trace.process().path));
+  }
+  PageData d;
+  choose_rules_and_colors(trace, options, first, &ctx, &d);
+  const uint64_t w0 = busiest_window(first, window), w1 = w0 + window;
+  const bool pairs_lane = !d.rules.empty();
+  report::RowSet rows =
+      report::RowSet::by_thread(first.threads, first.per_thread, report::kMaxRows);
+  const size_t row_count = rows.size();
+  Timelines t{
+      std::move(rows),
+      report::Timeline("overview", first.first_ns, first.last_ns + 1, row_count, pairs_lane),
+      report::Timeline("window", w0, w1, row_count, pairs_lane), w0, w1};
+  match_pairs_and_fill_timelines(trace, first.last_ns, &ctx, &t, &d);
+  if (Status s = write_page(trace, options.output, first, d, t, ctx); !s.ok()) return s;
   ReportSummary summary;
   summary.records = d.records;
   summary.lost = d.lost;
   summary.pairs = static_cast<uint32_t>(d.rules.size());
   summary.window_begin_ns = w0;
-  summary.window_records = busiest.records();
+  summary.window_records = t.busiest.records();
   return summary;
 }
 

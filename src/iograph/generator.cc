@@ -69,50 +69,42 @@ Status parse_positive(std::string_view text, std::string_view shape, uint32_t& o
   return Status::Ok();
 }
 
-}  // namespace
+// A shape's parameters in positional order; named arguments must use these names.
+using ShapeParams = std::vector<std::pair<std::string_view, uint32_t*>>;
 
-Result<ShapeSpec> parse_shape(std::string_view text) {
-  std::string_view name = text;
-  std::string_view args;
-  if (auto open = text.find('('); open != std::string_view::npos) {
-    if (text.back() != ')') {
-      return Status::Invalid(fmt::format("shape '{}': missing ')'", text));
-    }
-    name = text.substr(0, open);
-    args = text.substr(open + 1, text.size() - open - 2);
-  }
-  ShapeSpec spec;
-  // Positional parameter names per shape; named arguments must use these names.
-  std::vector<std::pair<std::string_view, uint32_t*>> params;
+// Sets spec's kind and default parameters for a shape name, and where its parameters go.
+// False for an unknown name.
+bool shape_defaults(std::string_view name, ShapeSpec* spec, ShapeParams* params) {
   if (name == "flat") {
-    spec.kind = ShapeKind::kFlat;
+    spec->kind = ShapeKind::kFlat;
   } else if (name == "chain") {
-    spec.kind = ShapeKind::kChain;
-    spec.k = 8;
-    params = {{"k", &spec.k}};
+    spec->kind = ShapeKind::kChain;
+    spec->k = 8;
+    *params = {{"k", &spec->k}};
   } else if (name == "rope") {
-    spec.kind = ShapeKind::kRope;
-    spec.k = 1;
+    spec->kind = ShapeKind::kRope;
+    spec->k = 1;
   } else if (name == "braid") {
-    spec.kind = ShapeKind::kBraid;
-    spec.k = 4;
-    params = {{"k", &spec.k}};
+    spec->kind = ShapeKind::kBraid;
+    spec->k = 4;
+    *params = {{"k", &spec->k}};
   } else if (name == "tree") {
-    spec.kind = ShapeKind::kTree;
+    spec->kind = ShapeKind::kTree;
   } else if (name == "rtree") {
-    spec.kind = ShapeKind::kRtree;
+    spec->kind = ShapeKind::kRtree;
   } else if (name == "forkjoin") {
-    spec.kind = ShapeKind::kForkJoin;
+    spec->kind = ShapeKind::kForkJoin;
   } else if (name == "graph") {
-    spec.kind = ShapeKind::kGraph;
-    params = {{"m", &spec.m}, {"window", &spec.window}};
+    spec->kind = ShapeKind::kGraph;
+    *params = {{"m", &spec->m}, {"window", &spec->window}};
   } else {
-    return Status::Invalid(fmt::format(
-        "unknown shape '{}' (expected flat, chain(k), rope, braid(k), tree, rtree, forkjoin, "
-        "graph(m,window))",
-        text));
+    return false;
   }
-  if (args.empty()) return spec;
+  return true;
+}
+
+// Stores the arguments of shape text ("3", "k=3", "2,window=16") into their parameters.
+Status parse_shape_args(std::string_view text, std::string_view args, const ShapeParams& params) {
   size_t position = 0;
   for (const std::string& arg : split_shape_list(args)) {
     std::string_view a = arg;
@@ -135,10 +127,37 @@ Result<ShapeSpec> parse_shape(std::string_view text) {
     ++position;
     if (Status s = parse_positive(a, text, *target); !s.ok()) return s;
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ShapeSpec> parse_shape(std::string_view text) {
+  std::string_view name = text;
+  std::string_view args;
+  if (auto open = text.find('('); open != std::string_view::npos) {
+    if (text.back() != ')') {
+      return Status::Invalid(fmt::format("shape '{}': missing ')'", text));
+    }
+    name = text.substr(0, open);
+    args = text.substr(open + 1, text.size() - open - 2);
+  }
+  ShapeSpec spec;
+  ShapeParams params;
+  if (!shape_defaults(name, &spec, &params)) {
+    return Status::Invalid(fmt::format(
+        "unknown shape '{}' (expected flat, chain(k), rope, braid(k), tree, rtree, forkjoin, "
+        "graph(m,window))",
+        text));
+  }
+  if (args.empty()) return spec;
+  if (Status s = parse_shape_args(text, args, params); !s.ok()) return s;
   return spec;
 }
 
-Result<Graph> generate(const ShapeSpec& spec, const GenOptions& options) {
+namespace {
+
+Status check_shape_fits(const ShapeSpec& spec, const GenOptions& options) {
   const uint32_t n = options.nodes;
   if (n == 0) return Status::Invalid("a graph needs at least one node");
   if (options.block_size == 0) return Status::Invalid("block size must be positive");
@@ -149,10 +168,12 @@ Result<Graph> generate(const ShapeSpec& spec, const GenOptions& options) {
   if (spec.kind == ShapeKind::kForkJoin && n < 2) {
     return Status::Invalid("shape forkjoin needs at least 2 nodes");
   }
-  Graph graph;
-  graph.description = fmt::format("{} nodes={} block_size={} seed={}", shape_name(spec), n,
-                                  options.block_size, options.seed);
-  SplitMix64 rng(options.seed);
+  return Status::Ok();
+}
+
+// The nodes, without edges: one buffer each, at consecutive or random blocks.
+void add_nodes(Graph& graph, const GenOptions& options) {
+  const uint32_t n = options.nodes;
   const uint64_t span = options.span_bytes ? options.span_bytes : uint64_t{n} * options.block_size;
   const uint64_t span_blocks = std::max<uint64_t>(1, span / options.block_size);
   // Offsets draw from their own stream so graph() edges do not depend on random_offsets.
@@ -167,72 +188,113 @@ Result<Graph> generate(const ShapeSpec& spec, const GenOptions& options) {
     node.offset = has_data ? block * options.block_size : 0;
     graph.add_node(node);
   }
-  auto edge = [&graph](uint32_t from, uint32_t to) -> Status { return graph.add_edge(from, to); };
-  Status status;
-  switch (spec.kind) {
-    case ShapeKind::kFlat:
-      break;
-    case ShapeKind::kChain:
-    case ShapeKind::kRope: {
-      const uint32_t k = spec.kind == ShapeKind::kRope ? 1 : spec.k;
-      const uint32_t base = n / k, extra = n % k;
-      uint32_t start = 0;
-      for (uint32_t s = 0; s < k && status.ok(); ++s) {
-        const uint32_t len = base + (s < extra ? 1 : 0);
-        for (uint32_t j = 1; j < len && status.ok(); ++j) status = edge(start + j - 1, start + j);
-        start += len;
-      }
-      break;
+}
+
+// k chains of consecutive ids, as long as one another (the first n % k one node longer).
+Status add_chains(Graph& graph, uint32_t n, uint32_t k) {
+  const uint32_t base = n / k, extra = n % k;
+  uint32_t start = 0;
+  for (uint32_t s = 0; s < k; ++s) {
+    const uint32_t len = base + (s < extra ? 1 : 0);
+    for (uint32_t j = 1; j < len; ++j) {
+      if (Status st = graph.add_edge(start + j - 1, start + j); !st.ok()) return st;
     }
-    case ShapeKind::kBraid: {
-      const uint32_t k = spec.k;
-      for (uint32_t id = k; id < n && status.ok(); ++id) {
-        const uint32_t s = id % k, j = id / k;
-        const uint32_t same = (j - 1) * k + s, next = (j - 1) * k + (s + 1) % k;
-        status = edge(same, id);
-        if (status.ok() && next != same) status = edge(next, id);
-      }
-      break;
-    }
-    case ShapeKind::kTree:
-      for (uint32_t i = 1; i < n && status.ok(); ++i) status = edge((i - 1) / 2, i);
-      break;
-    case ShapeKind::kRtree:
-      // Mirror of tree: tree edge p->c becomes (N-1-c) -> (N-1-p), ids stay topological.
-      for (uint32_t c = n - 1; c >= 1 && status.ok(); --c) {
-        status = edge(n - 1 - c, n - 1 - (c - 1) / 2);
-      }
-      break;
-    case ShapeKind::kForkJoin:
-      if (n == 2) {
-        status = edge(0, 1);
-        break;
-      }
-      for (uint32_t i = 1; i + 1 < n && status.ok(); ++i) {
-        status = edge(0, i);
-        if (status.ok()) status = edge(i, n - 1);
-      }
-      break;
-    case ShapeKind::kGraph: {
-      std::vector<uint32_t> picked;
-      for (uint32_t j = 1; j < n && status.ok(); ++j) {
-        const uint32_t lo = j > spec.window ? j - spec.window : 0;
-        const uint32_t candidates = j - lo;
-        const uint32_t want = std::min(spec.m, candidates);
-        picked.clear();
-        while (picked.size() < want) {
-          uint32_t p = lo + static_cast<uint32_t>(rng.below(candidates));
-          if (std::find(picked.begin(), picked.end(), p) == picked.end()) picked.push_back(p);
-        }
-        std::sort(picked.begin(), picked.end());
-        for (uint32_t p : picked) {
-          if (status.ok()) status = edge(p, j);
-        }
-      }
-      break;
+    start += len;
+  }
+  return Status::Ok();
+}
+
+// k strands in rows of k: each node depends on the one above it and on the one above and
+// to the right (wrapping).
+Status add_braid(Graph& graph, uint32_t n, uint32_t k) {
+  for (uint32_t id = k; id < n; ++id) {
+    const uint32_t s = id % k, j = id / k;
+    const uint32_t same = (j - 1) * k + s, next = (j - 1) * k + (s + 1) % k;
+    if (Status st = graph.add_edge(same, id); !st.ok()) return st;
+    if (next != same) {
+      if (Status st = graph.add_edge(next, id); !st.ok()) return st;
     }
   }
-  if (!status.ok()) return status;
+  return Status::Ok();
+}
+
+// A binary tree from node 0 (tree), or its mirror, into node n - 1 (rtree).
+Status add_tree(Graph& graph, uint32_t n, bool mirrored) {
+  if (!mirrored) {
+    for (uint32_t i = 1; i < n; ++i) {
+      if (Status st = graph.add_edge((i - 1) / 2, i); !st.ok()) return st;
+    }
+    return Status::Ok();
+  }
+  // Mirror of tree: tree edge p->c becomes (N-1-c) -> (N-1-p), ids stay topological.
+  for (uint32_t c = n - 1; c >= 1; --c) {
+    if (Status st = graph.add_edge(n - 1 - c, n - 1 - (c - 1) / 2); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+// Node 0 forks to every middle node, which all join into node n - 1.
+Status add_fork_join(Graph& graph, uint32_t n) {
+  if (n == 2) return graph.add_edge(0, 1);
+  for (uint32_t i = 1; i + 1 < n; ++i) {
+    if (Status st = graph.add_edge(0, i); !st.ok()) return st;
+    if (Status st = graph.add_edge(i, n - 1); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+// graph(m, window): each node depends on m distinct nodes drawn from the `window` before it.
+Status add_random_dag(Graph& graph, uint32_t n, const ShapeSpec& spec, SplitMix64& rng) {
+  std::vector<uint32_t> picked;
+  for (uint32_t j = 1; j < n; ++j) {
+    const uint32_t lo = j > spec.window ? j - spec.window : 0;
+    const uint32_t candidates = j - lo;
+    const uint32_t want = std::min(spec.m, candidates);
+    picked.clear();
+    while (picked.size() < want) {
+      uint32_t p = lo + static_cast<uint32_t>(rng.below(candidates));
+      if (std::find(picked.begin(), picked.end(), p) == picked.end()) picked.push_back(p);
+    }
+    std::sort(picked.begin(), picked.end());
+    for (uint32_t p : picked) {
+      if (Status st = graph.add_edge(p, j); !st.ok()) return st;
+    }
+  }
+  return Status::Ok();
+}
+
+Status add_edges(Graph& graph, const ShapeSpec& spec, uint32_t n, SplitMix64& rng) {
+  switch (spec.kind) {
+    case ShapeKind::kFlat:
+      return Status::Ok();
+    case ShapeKind::kChain:
+      return add_chains(graph, n, spec.k);
+    case ShapeKind::kRope:
+      return add_chains(graph, n, 1);
+    case ShapeKind::kBraid:
+      return add_braid(graph, n, spec.k);
+    case ShapeKind::kTree:
+      return add_tree(graph, n, /*mirrored=*/false);
+    case ShapeKind::kRtree:
+      return add_tree(graph, n, /*mirrored=*/true);
+    case ShapeKind::kForkJoin:
+      return add_fork_join(graph, n);
+    case ShapeKind::kGraph:
+      return add_random_dag(graph, n, spec, rng);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Graph> generate(const ShapeSpec& spec, const GenOptions& options) {
+  if (Status s = check_shape_fits(spec, options); !s.ok()) return s;
+  Graph graph;
+  graph.description = fmt::format("{} nodes={} block_size={} seed={}", shape_name(spec),
+                                  options.nodes, options.block_size, options.seed);
+  SplitMix64 rng(options.seed);
+  add_nodes(graph, options);
+  if (Status s = add_edges(graph, spec, options.nodes, rng); !s.ok()) return s;
   if (Status s = graph.finalize(); !s.ok()) return s;
   return graph;
 }

@@ -69,6 +69,57 @@ void build_csr(uint32_t n, const std::vector<std::pair<uint32_t, uint32_t>>& edg
   for (uint32_t i = 0; i < n; ++i) std::sort(flat.begin() + begin[i], flat.begin() + begin[i + 1]);
 }
 
+// A cycle among the nodes Kahn's walk could not finish (missing[v]: predecessors of v not
+// done), as "a -> b -> ... -> a" from its smallest id: walks predecessors among the
+// unfinished nodes until one repeats.
+std::string describe_cycle(const std::vector<uint32_t>& missing,
+                           const std::vector<uint32_t>& pred_begin,
+                           const std::vector<uint32_t>& pred) {
+  const uint32_t n = static_cast<uint32_t>(missing.size());
+  uint32_t start = 0;
+  while (missing[start] == 0) ++start;
+  std::vector<int64_t> seen_at(n, -1);
+  std::vector<uint32_t> path;
+  uint32_t v = start;
+  while (seen_at[v] < 0) {
+    seen_at[v] = static_cast<int64_t>(path.size());
+    path.push_back(v);
+    for (uint32_t i = pred_begin[v]; i < pred_begin[v + 1]; ++i) {
+      if (missing[pred[i]] != 0) {
+        v = pred[i];
+        break;
+      }
+    }
+  }
+  std::vector<uint32_t> cycle(path.begin() + seen_at[v], path.end());
+  std::reverse(cycle.begin(), cycle.end());
+  std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
+  std::string text;
+  for (uint32_t c : cycle) text += fmt::format("{} -> ", c);
+  text += fmt::format("{}", cycle.front());
+  return text;
+}
+
+// The nodes grouped by level: by_level holds level l's nodes at [level_begin[l],
+// level_begin[l + 1]). Returns the width (the most nodes on one level).
+uint32_t group_by_level(const std::vector<uint32_t>& level, std::vector<uint32_t>* level_begin,
+                        std::vector<uint32_t>* by_level) {
+  const uint32_t n = static_cast<uint32_t>(level.size());
+  uint32_t levels = 0;
+  for (uint32_t v = 0; v < n; ++v) levels = std::max(levels, level[v] + 1);
+  level_begin->assign(levels + 1, 0);
+  for (uint32_t v = 0; v < n; ++v) ++(*level_begin)[level[v] + 1];
+  uint32_t width = 0;
+  for (uint32_t l = 0; l < levels; ++l) {
+    width = std::max(width, (*level_begin)[l + 1]);
+    (*level_begin)[l + 1] += (*level_begin)[l];
+  }
+  by_level->assign(n, 0);
+  std::vector<uint32_t> fill(level_begin->begin(), level_begin->end() - 1);
+  for (uint32_t v = 0; v < n; ++v) (*by_level)[fill[level[v]]++] = v;
+  return width;
+}
+
 }  // namespace
 
 Status Graph::finalize() {
@@ -88,6 +139,8 @@ Status Graph::finalize() {
       n, edges_, [](const auto& e) { return e.second; }, [](const auto& e) { return e.first; },
       pred_begin_, pred_);
 
+  // Kahn's walk, smallest ready id first; a node's level is one more than its deepest
+  // predecessor's.
   std::vector<uint32_t> missing(n);
   std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<>> ready;
   for (uint32_t v = 0; v < n; ++v) {
@@ -107,44 +160,10 @@ Status Graph::finalize() {
     }
   }
   if (topo_.size() != n) {
-    // Walk predecessors among the unfinished nodes until one repeats: that is a cycle.
-    uint32_t start = 0;
-    while (missing[start] == 0) ++start;
-    std::vector<int64_t> seen_at(n, -1);
-    std::vector<uint32_t> path;
-    uint32_t v = start;
-    while (seen_at[v] < 0) {
-      seen_at[v] = static_cast<int64_t>(path.size());
-      path.push_back(v);
-      for (uint32_t p : predecessors(v)) {
-        if (missing[p] != 0) {
-          v = p;
-          break;
-        }
-      }
-    }
-    std::vector<uint32_t> cycle(path.begin() + seen_at[v], path.end());
-    std::reverse(cycle.begin(), cycle.end());
-    std::rotate(cycle.begin(), std::min_element(cycle.begin(), cycle.end()), cycle.end());
-    std::string text;
-    for (uint32_t c : cycle) text += fmt::format("{} -> ", c);
-    text += fmt::format("{}", cycle.front());
     finalized_ = false;
-    return Status::Invalid("cycle: " + text);
+    return Status::Invalid("cycle: " + describe_cycle(missing, pred_begin_, pred_));
   }
-
-  uint32_t levels = 0;
-  for (uint32_t v = 0; v < n; ++v) levels = std::max(levels, level_[v] + 1);
-  level_begin_.assign(levels + 1, 0);
-  for (uint32_t v = 0; v < n; ++v) ++level_begin_[level_[v] + 1];
-  width_ = 0;
-  for (uint32_t l = 0; l < levels; ++l) {
-    width_ = std::max(width_, level_begin_[l + 1]);
-    level_begin_[l + 1] += level_begin_[l];
-  }
-  by_level_.assign(n, 0);
-  std::vector<uint32_t> fill(level_begin_.begin(), level_begin_.end() - 1);
-  for (uint32_t v = 0; v < n; ++v) by_level_[fill[level_[v]]++] = v;
+  width_ = group_by_level(level_, &level_begin_, &by_level_);
 
   buffer_slots_ = 0;
   max_length_ = 0;

@@ -66,62 +66,85 @@ Result<std::unique_ptr<KernelCapture>> KernelCapture::start(const CaptureOptions
   auto inst = FtraceInstance::create(options.flight);
   if (!inst.ok()) return inst.status();
   c->instance_ = std::move(*inst);
-  tracefs_instance* in = c->instance_->handle();
-  // The x86-tsc clock, the buffer size and an instance of our own cost the traced workload no
-  // more than trace-cmd's local clock, 1.4 MiB per CPU and top-level instance (measured:
-  // docs/performance.md, kernel capture): ftrace's cost is the events themselves.
-  const bool tsc = options.clock == file::KernelClock::kTsc;
-  if (Status s = c->instance_->write("trace_clock", tsc ? "x86-tsc" : "mono"); !s.ok()) return s;
-  // A flight instance keeps the newest events (the default, set in case it was changed).
-  if (options.flight) {
-    if (Status s = c->instance_->write("options/overwrite", "1"); !s.ok()) return s;
-  }
-  if (tracefs_instance_set_buffer_size(in, options.buffer_kb, -1) < 0) {
-    return Status::FromErrno("tracefs " + c->instance_->name() + ": buffer_size_kb", errno);
-  }
-  c->formats_.clock = options.clock;
-  c->formats_.long_size = sizeof(long);
-  c->formats_.uname = file::local_uname();
-  c->formats_.header_page = read_text(nullptr, "events/header_page");
-  if (c->formats_.header_page.empty()) return Status::IoError("tracefs: no events/header_page");
-  for (const EventSpec& e : c->events_) {
-    std::string format = read_text(in, "events/" + e.system + "/" + e.event + "/format");
-    if (format.empty()) {
-      return Status::NotFound("tracefs: no format for " + e.system + ":" + e.event);
-    }
-    c->formats_.events.push_back({e.system, std::move(format)});
-  }
+  if (Status s = c->configure_instance(); !s.ok()) return s;
+  if (Status s = c->read_formats(); !s.ok()) return s;
   c->pids_ = {options.pid};
   c->tids_ = threads_of(c->pids_);
   if (Status s = c->apply_filters(); !s.ok()) return s;
-  for (const EventSpec& e : c->events_) {
+  if (Status s = c->enable_events(); !s.ok()) return s;
+  if (Status s = c->open_cpu_readers(); !s.ok()) return s;
+  c->buf_.resize(kPagesPerChunk * c->page_size_);
+  if (tracefs_trace_on(c->instance_->handle()) < 0) {
+    return Status::FromErrno("tracefs: tracing_on", errno);
+  }
+  c->formats_.start_ticks = c->now_ticks();
+  c->last_drain_ = sys::monotonic_seconds();
+  return c;
+}
+
+Status KernelCapture::configure_instance() {
+  // The x86-tsc clock, the buffer size and an instance of our own cost the traced workload no
+  // more than trace-cmd's local clock, 1.4 MiB per CPU and top-level instance (measured:
+  // docs/performance.md, kernel capture): ftrace's cost is the events themselves.
+  const bool tsc = options_.clock == file::KernelClock::kTsc;
+  if (Status s = instance_->write("trace_clock", tsc ? "x86-tsc" : "mono"); !s.ok()) return s;
+  // A flight instance keeps the newest events (the default, set in case it was changed).
+  if (options_.flight) {
+    if (Status s = instance_->write("options/overwrite", "1"); !s.ok()) return s;
+  }
+  if (tracefs_instance_set_buffer_size(instance_->handle(), options_.buffer_kb, -1) < 0) {
+    return Status::FromErrno("tracefs " + instance_->name() + ": buffer_size_kb", errno);
+  }
+  return Status::Ok();
+}
+
+Status KernelCapture::read_formats() {
+  formats_.clock = options_.clock;
+  formats_.long_size = sizeof(long);
+  formats_.uname = file::local_uname();
+  formats_.header_page = read_text(nullptr, "events/header_page");
+  if (formats_.header_page.empty()) return Status::IoError("tracefs: no events/header_page");
+  for (const EventSpec& e : events_) {
+    std::string format =
+        read_text(instance_->handle(), "events/" + e.system + "/" + e.event + "/format");
+    if (format.empty()) {
+      return Status::NotFound("tracefs: no format for " + e.system + ":" + e.event);
+    }
+    formats_.events.push_back({e.system, std::move(format)});
+  }
+  return Status::Ok();
+}
+
+Status KernelCapture::enable_events() {
+  for (const EventSpec& e : events_) {
     errno = 0;
-    if (tracefs_event_enable(in, e.system.c_str(), e.event.c_str()) < 0) {
+    if (tracefs_event_enable(instance_->handle(), e.system.c_str(), e.event.c_str()) < 0) {
       return Status::FromErrno("tracefs: enabling " + e.system + ":" + e.event,
                                errno ? errno : EIO);
     }
   }
+  return Status::Ok();
+}
+
+Status KernelCapture::open_cpu_readers() {
   long n = sysconf(_SC_NPROCESSORS_CONF);
-  c->cpu_count_ = n > 0 ? static_cast<uint32_t>(n) : 1;
-  for (uint32_t cpu = 0; cpu < c->cpu_count_; ++cpu) {
-    tracefs_cpu* r = tracefs_cpu_open(in, static_cast<int>(cpu), /*nonblock=*/true);
+  cpu_count_ = n > 0 ? static_cast<uint32_t>(n) : 1;
+  for (uint32_t cpu = 0; cpu < cpu_count_; ++cpu) {
+    tracefs_cpu* r =
+        tracefs_cpu_open(instance_->handle(), static_cast<int>(cpu), /*nonblock=*/true);
     if (!r) continue;  // an offline CPU has no buffer
     int size = tracefs_cpu_read_size(r);
-    if (size <= 0 || (c->page_size_ != 0 && static_cast<uint32_t>(size) != c->page_size_)) {
+    if (size <= 0 || (page_size_ != 0 && static_cast<uint32_t>(size) != page_size_)) {
       tracefs_cpu_close(r);
       return Status::IoError("tracefs: unexpected sub-buffer size");
     }
-    c->page_size_ = static_cast<uint32_t>(size);
-    c->cpus_.push_back({cpu, r, 0, 0});
+    page_size_ = static_cast<uint32_t>(size);
+    cpus_.push_back({cpu, r, 0, 0});
   }
-  if (c->cpus_.empty()) return Status::IoError("tracefs: no per-CPU buffer could be opened");
-  c->formats_.page_size = c->page_size_;
-  c->formats_.cpus = c->cpu_count_;
-  c->buf_.resize(kPagesPerChunk * c->page_size_);
-  if (tracefs_trace_on(in) < 0) return Status::FromErrno("tracefs: tracing_on", errno);
-  c->formats_.start_ticks = c->now_ticks();
-  c->last_drain_ = sys::monotonic_seconds();
-  return c;
+  if (cpus_.empty()) return Status::IoError("tracefs: no per-CPU buffer could be opened");
+  formats_.page_size = page_size_;
+  formats_.cpus = cpu_count_;
+  return Status::Ok();
 }
 
 uint64_t KernelCapture::now_ticks() const {
@@ -203,37 +226,83 @@ Status KernelCapture::drain(const PageSink& sink, bool final) {
   return Status::Ok();
 }
 
+namespace {
+
+uint64_t page_time(const uint8_t* page) {
+  uint64_t t;
+  std::memcpy(&t, page, sizeof(t));
+  return t;
+}
+
+}  // namespace
+
+void KernelCapture::trim_history(std::deque<Cpu::Read>* history, size_t cap) {
+  size_t total = 0;
+  for (const auto& r : *history) total += r.pages.size();
+  while (total > cap) {
+    auto& oldest = history->front();
+    const size_t cut = std::min(total - cap, oldest.pages.size());
+    oldest.pages.erase(oldest.pages.begin(), oldest.pages.begin() + static_cast<ptrdiff_t>(cut));
+    total -= cut;
+    oldest.gap = true;
+    if (oldest.pages.empty()) history->pop_front();
+  }
+}
+
+Status KernelCapture::flush_into(const Cpu& c, size_t limit, std::vector<uint8_t>* pages) const {
+  while (pages->size() < limit) {
+    const size_t at = pages->size();
+    pages->resize(at + page_size_);
+    errno = 0;
+    int n = tracefs_cpu_flush(c.reader, pages->data() + at);
+    if (n < 0 && errno == EAGAIN) n = 0;
+    if (n < 0) {
+      return Status::FromErrno("reading the kernel buffer of CPU " + std::to_string(c.cpu),
+                               errno ? errno : EIO);
+    }
+    if (n <= 0) {
+      pages->resize(at);
+      break;
+    }
+    if (static_cast<uint32_t>(n) < page_size_) {
+      std::memset(pages->data() + at + n, 0, page_size_ - n);
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<uint8_t> KernelCapture::window_of(const Cpu& c, uint64_t since_ticks,
+                                              uint64_t* complete_from) const {
+  size_t total = 0;
+  for (const Cpu::Read& r : c.history) total += r.pages.size();
+  std::vector<uint8_t> pages;
+  pages.reserve(total);
+  size_t last_gap = SIZE_MAX;
+  for (const Cpu::Read& r : c.history) {
+    if (r.gap) last_gap = pages.size();
+    pages.insert(pages.end(), r.pages.begin(), r.pages.end());
+  }
+  size_t first = 0;
+  for (size_t at = page_size_; at < pages.size(); at += page_size_) {
+    if (page_time(&pages[at]) <= since_ticks) first = at;
+  }
+  if (first > 0) last_gap = last_gap == SIZE_MAX ? first : std::max(last_gap, first);
+  if (last_gap != SIZE_MAX && last_gap < pages.size()) {
+    *complete_from = std::max(*complete_from, page_time(&pages[last_gap]));
+  }
+  pages.erase(pages.begin(), pages.begin() + static_cast<ptrdiff_t>(first));
+  return pages;
+}
+
 Result<KernelWindow> KernelCapture::read_window(uint64_t since_ticks) {
   KernelWindow w;
   w.meta = formats_;
   uint64_t complete_from = formats_.start_ticks;
   const size_t cap = static_cast<size_t>(options_.buffer_kb) * 1024 / page_size_ * page_size_;
-  auto page_time = [](const uint8_t* page) {
-    uint64_t t;
-    std::memcpy(&t, page, sizeof(t));
-    return t;
-  };
   for (Cpu& c : cpus_) {
     // What the buffer holds, and a few sub-buffers that fill while it is read.
     Cpu::Read fresh;
-    while (fresh.pages.size() < cap + 4 * page_size_) {
-      const size_t at = fresh.pages.size();
-      fresh.pages.resize(at + page_size_);
-      errno = 0;
-      int n = tracefs_cpu_flush(c.reader, fresh.pages.data() + at);
-      if (n < 0 && errno == EAGAIN) n = 0;
-      if (n < 0) {
-        return Status::FromErrno("reading the kernel buffer of CPU " + std::to_string(c.cpu),
-                                 errno ? errno : EIO);
-      }
-      if (n <= 0) {
-        fresh.pages.resize(at);
-        break;
-      }
-      if (static_cast<uint32_t>(n) < page_size_) {
-        std::memset(fresh.pages.data() + at + n, 0, page_size_ - n);
-      }
-    }
+    if (Status s = flush_into(c, cap + 4 * page_size_, &fresh.pages); !s.ok()) return s;
     std::string stats = instance_->read("per_cpu/cpu" + std::to_string(c.cpu) + "/stats");
     const uint64_t overrun = stat_value(stats, "overrun:");
     const uint64_t dropped = stat_value(stats, "dropped events:");
@@ -247,36 +316,8 @@ Result<KernelWindow> KernelCapture::read_window(uint64_t since_ticks) {
       c.gap_pending = false;
       c.history.push_back(std::move(fresh));
     }
-    // At most `cap` bytes kept: the oldest go first.
-    size_t total = 0;
-    for (const Cpu::Read& r : c.history) total += r.pages.size();
-    while (total > cap) {
-      Cpu::Read& oldest = c.history.front();
-      const size_t cut = std::min(total - cap, oldest.pages.size());
-      oldest.pages.erase(oldest.pages.begin(), oldest.pages.begin() + static_cast<ptrdiff_t>(cut));
-      total -= cut;
-      oldest.gap = true;
-      if (oldest.pages.empty()) c.history.pop_front();
-    }
-    // The window: from the last sub-buffer starting at or before since_ticks (sub-buffer i
-    // ends before sub-buffer i + 1 starts). Its history is complete from the first
-    // sub-buffer after the last gap (events ftrace lost, or sub-buffers let go).
-    std::vector<uint8_t> pages;
-    pages.reserve(total);
-    size_t last_gap = SIZE_MAX;
-    for (const Cpu::Read& r : c.history) {
-      if (r.gap) last_gap = pages.size();
-      pages.insert(pages.end(), r.pages.begin(), r.pages.end());
-    }
-    size_t first = 0;
-    for (size_t at = page_size_; at < pages.size(); at += page_size_) {
-      if (page_time(&pages[at]) <= since_ticks) first = at;
-    }
-    if (first > 0) last_gap = last_gap == SIZE_MAX ? first : std::max(last_gap, first);
-    if (last_gap != SIZE_MAX && last_gap < pages.size()) {
-      complete_from = std::max(complete_from, page_time(&pages[last_gap]));
-    }
-    pages.erase(pages.begin(), pages.begin() + static_cast<ptrdiff_t>(first));
+    trim_history(&c.history, cap);
+    std::vector<uint8_t> pages = window_of(c, since_ticks, &complete_from);
     const uint64_t kept = pages.size() / page_size_;
     // Losses as a recording counts them: everything ftrace overwrote or dropped since the
     // capture began (a snapshot of user-space rings counts what they overwrote the same way).

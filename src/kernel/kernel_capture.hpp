@@ -76,6 +76,12 @@ class KernelCapture {
 
  private:
   KernelCapture() = default;
+  // start's steps: the instance's clock and buffer size; the formats a reader needs; the
+  // events switched on; a reader per CPU (and the sub-buffer size).
+  Status configure_instance();
+  Status read_formats();
+  Status enable_events();
+  Status open_cpu_readers();
   Status apply_filters();
   void read_losses(file::KernelMeta* meta) const;
 
@@ -95,6 +101,15 @@ class KernelCapture {
     std::deque<Read> history;
     bool gap_pending = false;
   };
+  // read_window's steps for one CPU. flush_into: appends what its buffer holds to pages, up
+  // to limit bytes. trim_history: keeps at most cap bytes, the oldest going first (a gap).
+  // window_of: its history from the last sub-buffer starting at or before since_ticks
+  // (sub-buffer i ends before sub-buffer i + 1 starts); raises complete_from to where that
+  // history is complete: the first sub-buffer after the last gap (events ftrace lost, or
+  // sub-buffers let go).
+  Status flush_into(const Cpu& c, size_t limit, std::vector<uint8_t>* pages) const;
+  static void trim_history(std::deque<Cpu::Read>* history, size_t cap);
+  std::vector<uint8_t> window_of(const Cpu& c, uint64_t since_ticks, uint64_t* complete_from) const;
   uint64_t now_ticks() const;
   CaptureOptions options_;
   std::unique_ptr<FtraceInstance> instance_;

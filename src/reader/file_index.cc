@@ -63,18 +63,28 @@ Status TraceFile::read_extent(const Extent& e, ChunkBuffer* raw, ChunkBuffer* sc
   return Status::Ok();
 }
 
-Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
-  auto f = std::make_shared<TraceFile>();
-  f->path = path;
-  f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // fstat refuses a FIFO
+namespace {
+
+// Why the chunk walk stops at a chunk, for TraceFile::warning; null: the chunk is valid.
+using StopReason = const char*;
+
+// Opens path for reading; it must be a regular file. Errors: kNotFound, kIoError, kInvalid.
+Status open_regular_file(TraceFile* f) {
+  f->fd = ::open(f->path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // fstat refuses a FIFO
   if (f->fd < 0) {
-    if (errno == ENOENT) return Status::NotFound("no such file: " + path);
-    return Status::FromErrno(path, errno);
+    if (errno == ENOENT) return Status::NotFound("no such file: " + f->path);
+    return Status::FromErrno(f->path, errno);
   }
   struct stat st;
-  if (fstat(f->fd, &st) != 0) return Status::FromErrno(path, errno);
-  if (!S_ISREG(st.st_mode)) return Status::Invalid(path + " is not a regular file");
+  if (fstat(f->fd, &st) != 0) return Status::FromErrno(f->path, errno);
+  if (!S_ISREG(st.st_mode)) return Status::Invalid(f->path + " is not a regular file");
   f->size = static_cast<uint64_t>(st.st_size);
+  return Status::Ok();
+}
+
+// Reads and checks the file header: magic, a version this build reads, size and checksum.
+Status read_file_header(TraceFile* f) {
+  const std::string& path = f->path;
   if (f->size < sizeof(file::FileHeader)) {
     return Status::Corrupt(path + ": truncated trace file (" + std::to_string(f->size) + " bytes)");
   }
@@ -94,222 +104,296 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
       file::crc32c(0, &h, offsetof(file::FileHeader, header_crc)) != h.header_crc) {
     return Status::Corrupt(path + ": damaged file header");
   }
+  return Status::Ok();
+}
 
-  std::map<uint64_t, uint32_t> by_key;               // (slot, generation) -> stream index
-  std::map<uint32_t, TraceFile::Process> processes;  // by process index (slot >> 16)
-  std::vector<uint8_t> stored, raw;
-  uint64_t off = sizeof(h);
-  auto stop = [&](const std::string& why) {
-    f->warning = path + ": " + why + " at offset " + std::to_string(off) + "; using the " +
-                 std::to_string(f->chunks) + " valid chunks before it";
-  };
-  while (off < f->size) {
-    if (f->has_end) {
+// Walks a trace file's chunks after its file header and indexes them into the TraceFile:
+// DATA and KERNEL_DATA by where their payloads are, the small chunks (META, THREAD, LOSS,
+// KERNEL_META, END) decoded, one function per chunk type. The first invalid chunk ends the
+// walk with TraceFile::warning saying why.
+class ChunkIndexer {
+ public:
+  explicit ChunkIndexer(TraceFile* f) : f_(*f) {}
+
+  // Indexes every chunk up to the end of the file or the first invalid one. Errors: kIoError.
+  Status index_chunks();
+  // Hands the processes found to the file and links each stream to its process.
+  void link_processes();
+
+ private:
+  // Reads the header of the chunk at off_ into c and checks it against the file.
+  Result<StopReason> read_chunk_header(file::ChunkHeader* c);
+  // Checks the chunk's payload (if it is read now) and indexes or decodes it.
+  Result<StopReason> index_chunk(const file::ChunkHeader& c, uint64_t payload_off);
+  // DATA: indexed only; its payload is checked when it is read (read_extent).
+  StopReason index_data(const file::ChunkHeader& c, uint64_t payload_off);
+  // KERNEL_DATA: indexed only; one that does not fit the KERNEL_META is left out.
+  void index_kernel_data(const file::ChunkHeader& c, uint64_t payload_off);
+  // Reads a small chunk's payload into raw_, checked and decompressed.
+  Result<StopReason> read_small_payload(const file::ChunkHeader& c, uint64_t payload_off);
+  // The small chunks' decoders: each takes raw_; false if the payload is malformed.
+  bool decode_meta(const file::ChunkHeader& c);
+  bool decode_thread(const file::ChunkHeader& c);
+  bool decode_loss(const file::ChunkHeader& c);
+  void decode_kernel_meta();  // a bad one leaves kernel events out, never stops the walk
+  bool decode_end();
+  // Sets the warning for a walk that stops at the chunk at off_.
+  void stop(StopReason why);
+
+  TraceFile& f_;
+  uint64_t off_ = sizeof(file::FileHeader);           // of the chunk being indexed
+  std::map<uint64_t, uint32_t> by_key_;               // (slot, generation) -> stream index
+  std::map<uint32_t, TraceFile::Process> processes_;  // by process index (slot >> 16)
+  std::vector<uint8_t> stored_, raw_;                 // a small chunk's payload
+};
+
+Status ChunkIndexer::index_chunks() {
+  while (off_ < f_.size) {
+    if (f_.has_end) {
       stop("data after the END chunk");
       break;
     }
     file::ChunkHeader c;
-    if (f->size - off < sizeof(c)) {
-      stop("incomplete chunk header (file cut short)");
+    Result<StopReason> why = read_chunk_header(&c);
+    if (!why.ok()) return why.status();
+    uint64_t payload_off = off_ + sizeof(c);
+    if (*why == nullptr) why = index_chunk(c, payload_off);
+    if (!why.ok()) return why.status();
+    if (*why != nullptr) {
+      stop(*why);
       break;
     }
-    s = pread_all(f->fd, &c, sizeof(c), off, path);
-    if (!s.ok()) return s;
-    if (c.magic != file::kChunkMagic ||
-        file::crc32c(0, &c, offsetof(file::ChunkHeader, header_crc)) != c.header_crc) {
-      stop("damaged chunk header");
-      break;
-    }
-    bool packed = c.flags & file::kChunkZstd;
-    const uint16_t max_type = h.version >= 2 ? 7 : 5;
-    if (c.type < 1 || c.type > max_type || (c.flags & ~file::kChunkZstd) != 0 ||
-        c.stored_size > file::kMaxChunkBytes || c.raw_size > file::kMaxChunkBytes ||
-        (!packed && c.stored_size != c.raw_size) || c.index != f->chunks) {
-      stop("malformed chunk header");
-      break;
-    }
-    uint64_t payload_off = off + sizeof(c);
-    if (f->size - payload_off < c.stored_size) {
-      stop("incomplete chunk (file cut short)");
-      break;
-    }
-    auto type = static_cast<file::ChunkType>(c.type);
-    if (type == file::ChunkType::kKernelData) {
-      // Indexed only, like DATA; one that does not fit what KERNEL_META announced is left
-      // out (the kernel events are incomplete; the user-space records are not affected).
-      auto skip = [&](const std::string& why) {
-        if (f->kernel_warning.empty()) {
-          f->kernel_warning = "kernel data chunk at offset " + std::to_string(off) + " " + why;
-        }
-      };
-      if (f->kernel_page_size == 0) {
-        skip("before any valid kernel meta chunk: ignored");
-      } else if (c.slot >= f->kernel_cpus || c.raw_size == 0 ||
-                 c.raw_size % f->kernel_page_size != 0) {
-        skip("has a bad CPU or size: ignored");
-      } else {
-        KernelCpuExtents* k = nullptr;
-        for (KernelCpuExtents& x : f->kernel_data) {
-          if (x.cpu == c.slot) k = &x;
-        }
-        if (!k) {
-          f->kernel_data.push_back({c.slot, {}, 0});
-          k = &f->kernel_data.back();
-        }
-        if (c.position < k->end || c.position >= (uint64_t{1} << 62)) {
-          skip("is out of order: ignored");
-        } else {
-          k->extents.push_back(
-              Extent{payload_off, c.stored_size, c.raw_size, c.payload_crc, c.flags, c.position});
-          k->end = c.position + c.raw_size;
-        }
-      }
-    } else if (type == file::ChunkType::kData) {
-      // Indexed only: its payload is checked when it is read (read_extent), so that the
-      // bulk of the file is read once.
-      auto it = by_key.find(key(c.slot, c.generation));
-      if (it == by_key.end()) {
-        stop("data chunk of an unknown thread");
-        break;
-      }
-      FileStream& fs = f->streams[it->second];
-      if (c.raw_size == 0 || c.position >= (uint64_t{1} << 62) || c.position < fs.end) {
-        stop("data chunk out of order");
-        break;
-      }
-      fs.extents.push_back(
-          Extent{payload_off, c.stored_size, c.raw_size, c.payload_crc, c.flags, c.position});
-      fs.end = c.position + c.raw_size;
-    } else {
-      stored.resize(c.stored_size);
-      s = pread_all(f->fd, stored.data(), c.stored_size, payload_off, path);
-      if (!s.ok()) return s;
-      if (file::crc32c(0, stored.data(), c.stored_size) != c.payload_crc) {
-        stop("chunk checksum mismatch");
-        break;
-      }
-      // Small chunks: decode now.
-      if (packed) {
-        raw.resize(c.raw_size);
-        size_t n = ZSTD_decompress(raw.data(), raw.size(), stored.data(), stored.size());
-        if (ZSTD_isError(n) || n != c.raw_size) {
-          stop("chunk does not decompress");
-          break;
-        }
-      } else {
-        raw.swap(stored);
-      }
-      bool ok = true;
-      switch (type) {
-        case file::ChunkType::kMeta: {
-          abi::SegmentHeader sh;
-          if (raw.size() < sizeof(sh)) {
-            ok = false;
-            break;
-          }
-          std::memcpy(&sh, raw.data(), sizeof(sh));
-          ok = validate_header(sh, raw.size(), /*tables_only=*/true).ok() &&
-               sh.block_size <= file::kMaxBlockBytes;
-          if (ok) {
-            TraceFile::Process& p = processes[c.slot >> 16];
-            p.index = c.slot >> 16;
-            p.meta = raw;
-          }
-          break;
-        }
-        case file::ChunkType::kThread: {
-          file::ThreadPayload t;
-          if (raw.size() != sizeof(t)) {
-            ok = false;
-            break;
-          }
-          std::memcpy(&t, raw.data(), sizeof(t));
-          // A thread belongs to a process whose tables came before it.
-          if (t.first_pos >= (uint64_t{1} << 62) || by_key.count(key(t.slot, t.generation)) ||
-              t.slot != c.slot || !processes.count(t.slot >> 16)) {
-            ok = false;
-            break;
-          }
-          by_key[key(t.slot, t.generation)] = static_cast<uint32_t>(f->streams.size());
-          f->streams.emplace_back();
-          f->streams.back().thread = t;
-          break;
-        }
-        case file::ChunkType::kLoss: {
-          file::LossPayload lp;
-          if (raw.size() < sizeof(lp)) {
-            ok = false;
-            break;
-          }
-          std::memcpy(&lp, raw.data(), sizeof(lp));
-          if ((raw.size() - sizeof(lp)) / sizeof(file::LossEntry) != lp.count ||
-              (raw.size() - sizeof(lp)) % sizeof(file::LossEntry) != 0) {
-            ok = false;
-            break;
-          }
-          if (auto p = processes.find(c.slot >> 16); p != processes.end()) {
-            p->second.lost_no_slot = lp.lost_no_slot;
-            p->second.lost_reclaimed = lp.lost_reclaimed;
-          }
-          for (uint32_t i = 0; i < lp.count; ++i) {
-            file::LossEntry le;
-            std::memcpy(&le, raw.data() + sizeof(lp) + i * sizeof(le), sizeof(le));
-            auto it = by_key.find(key(le.slot, le.generation));
-            if (it == by_key.end()) continue;
-            f->streams[it->second].loss = le;
-            f->streams[it->second].has_loss = true;
-          }
-          break;
-        }
-        case file::ChunkType::kKernelMeta: {
-          auto km = file::decode_kernel_meta(raw.data(), raw.size());
-          if (!km.ok()) {
-            f->kernel_warning = km.status().message() + " (chunk " + std::to_string(f->chunks) +
-                                "): kernel events ignored";
-            f->kernel_page_size = 0;
-            f->kernel_data.clear();
-            f->kernel_meta.clear();
-            break;  // the user-space data stays usable
-          }
-          if (f->kernel_page_size != 0 &&
-              (km->page_size != f->kernel_page_size || km->cpus != f->kernel_cpus)) {
-            f->kernel_warning = "kernel meta chunks disagree on the sub-buffer size or CPUs";
-            break;
-          }
-          f->kernel_page_size = km->page_size;
-          f->kernel_cpus = km->cpus;
-          f->kernel_meta = raw;
-          break;
-        }
-        case file::ChunkType::kEnd:
-          ok = raw.size() == sizeof(f->end);
-          if (ok) {
-            std::memcpy(&f->end, raw.data(), sizeof(f->end));
-            f->has_end = true;
-          }
-          break;
-        default:
-          ok = false;
-      }
-      if (!ok) {
-        stop("malformed chunk payload");
-        break;
-      }
-    }
-    ++f->chunks;
-    off = payload_off + c.stored_size;
+    ++f_.chunks;
+    off_ = payload_off + c.stored_size;
   }
-  for (auto& [index, p] : processes) f->processes.push_back(std::move(p));
-  if (!f->processes.empty()) {
-    f->meta = f->processes[0].meta;
-    f->lost_no_slot = f->processes[0].lost_no_slot;
-    f->lost_reclaimed = f->processes[0].lost_reclaimed;
+  return Status::Ok();
+}
+
+void ChunkIndexer::stop(StopReason why) {
+  f_.warning = f_.path + ": " + why + " at offset " + std::to_string(off_) + "; using the " +
+               std::to_string(f_.chunks) + " valid chunks before it";
+}
+
+Result<StopReason> ChunkIndexer::read_chunk_header(file::ChunkHeader* c) {
+  if (f_.size - off_ < sizeof(*c)) return "incomplete chunk header (file cut short)";
+  Status s = pread_all(f_.fd, c, sizeof(*c), off_, f_.path);
+  if (!s.ok()) return s;
+  if (c->magic != file::kChunkMagic ||
+      file::crc32c(0, c, offsetof(file::ChunkHeader, header_crc)) != c->header_crc) {
+    return "damaged chunk header";
   }
-  for (FileStream& fs : f->streams) {
-    for (uint32_t i = 0; i < f->processes.size(); ++i) {
-      if (f->processes[i].index == fs.thread.slot >> 16) fs.process = i;
+  bool packed = c->flags & file::kChunkZstd;
+  const uint16_t max_type = f_.header.version >= 2 ? 7 : 5;
+  if (c->type < 1 || c->type > max_type || (c->flags & ~file::kChunkZstd) != 0 ||
+      c->stored_size > file::kMaxChunkBytes || c->raw_size > file::kMaxChunkBytes ||
+      (!packed && c->stored_size != c->raw_size) || c->index != f_.chunks) {
+    return "malformed chunk header";
+  }
+  if (f_.size - (off_ + sizeof(*c)) < c->stored_size) return "incomplete chunk (file cut short)";
+  return nullptr;
+}
+
+Result<StopReason> ChunkIndexer::index_chunk(const file::ChunkHeader& c, uint64_t payload_off) {
+  auto type = static_cast<file::ChunkType>(c.type);
+  if (type == file::ChunkType::kKernelData) {
+    index_kernel_data(c, payload_off);
+    return nullptr;
+  }
+  if (type == file::ChunkType::kData) return index_data(c, payload_off);
+  Result<StopReason> why = read_small_payload(c, payload_off);
+  if (!why.ok() || *why != nullptr) return why;
+  bool ok = false;
+  switch (type) {
+    case file::ChunkType::kMeta:
+      ok = decode_meta(c);
+      break;
+    case file::ChunkType::kThread:
+      ok = decode_thread(c);
+      break;
+    case file::ChunkType::kLoss:
+      ok = decode_loss(c);
+      break;
+    case file::ChunkType::kKernelMeta:
+      decode_kernel_meta();
+      ok = true;
+      break;
+    case file::ChunkType::kEnd:
+      ok = decode_end();
+      break;
+    default:
+      break;
+  }
+  return ok ? nullptr : "malformed chunk payload";
+}
+
+StopReason ChunkIndexer::index_data(const file::ChunkHeader& c, uint64_t payload_off) {
+  auto it = by_key_.find(key(c.slot, c.generation));
+  if (it == by_key_.end()) return "data chunk of an unknown thread";
+  FileStream& fs = f_.streams[it->second];
+  if (c.raw_size == 0 || c.position >= (uint64_t{1} << 62) || c.position < fs.end) {
+    return "data chunk out of order";
+  }
+  fs.extents.push_back(
+      Extent{payload_off, c.stored_size, c.raw_size, c.payload_crc, c.flags, c.position});
+  fs.end = c.position + c.raw_size;
+  return nullptr;
+}
+
+void ChunkIndexer::index_kernel_data(const file::ChunkHeader& c, uint64_t payload_off) {
+  // Left out, the kernel events are incomplete; the user-space records are not affected.
+  auto leave_out = [&](const std::string& why) {
+    if (f_.kernel_warning.empty()) {
+      f_.kernel_warning = "kernel data chunk at offset " + std::to_string(off_) + " " + why;
+    }
+  };
+  if (f_.kernel_page_size == 0) {
+    leave_out("before any valid kernel meta chunk: ignored");
+    return;
+  }
+  if (c.slot >= f_.kernel_cpus || c.raw_size == 0 || c.raw_size % f_.kernel_page_size != 0) {
+    leave_out("has a bad CPU or size: ignored");
+    return;
+  }
+  KernelCpuExtents* k = nullptr;
+  for (KernelCpuExtents& x : f_.kernel_data) {
+    if (x.cpu == c.slot) k = &x;
+  }
+  if (!k) {
+    f_.kernel_data.push_back({c.slot, {}, 0});
+    k = &f_.kernel_data.back();
+  }
+  if (c.position < k->end || c.position >= (uint64_t{1} << 62)) {
+    leave_out("is out of order: ignored");
+    return;
+  }
+  k->extents.push_back(
+      Extent{payload_off, c.stored_size, c.raw_size, c.payload_crc, c.flags, c.position});
+  k->end = c.position + c.raw_size;
+}
+
+Result<StopReason> ChunkIndexer::read_small_payload(const file::ChunkHeader& c,
+                                                    uint64_t payload_off) {
+  stored_.resize(c.stored_size);
+  Status s = pread_all(f_.fd, stored_.data(), c.stored_size, payload_off, f_.path);
+  if (!s.ok()) return s;
+  if (file::crc32c(0, stored_.data(), c.stored_size) != c.payload_crc) {
+    return "chunk checksum mismatch";
+  }
+  if (!(c.flags & file::kChunkZstd)) {
+    raw_.swap(stored_);
+    return nullptr;
+  }
+  raw_.resize(c.raw_size);
+  size_t n = ZSTD_decompress(raw_.data(), raw_.size(), stored_.data(), stored_.size());
+  if (ZSTD_isError(n) || n != c.raw_size) return "chunk does not decompress";
+  return nullptr;
+}
+
+bool ChunkIndexer::decode_meta(const file::ChunkHeader& c) {
+  abi::SegmentHeader sh;
+  if (raw_.size() < sizeof(sh)) return false;
+  std::memcpy(&sh, raw_.data(), sizeof(sh));
+  if (!validate_header(sh, raw_.size(), /*tables_only=*/true).ok() ||
+      sh.block_size > file::kMaxBlockBytes) {
+    return false;
+  }
+  TraceFile::Process& p = processes_[c.slot >> 16];
+  p.index = c.slot >> 16;
+  p.meta = raw_;
+  return true;
+}
+
+bool ChunkIndexer::decode_thread(const file::ChunkHeader& c) {
+  file::ThreadPayload t;
+  if (raw_.size() != sizeof(t)) return false;
+  std::memcpy(&t, raw_.data(), sizeof(t));
+  // A thread belongs to a process whose tables came before it.
+  if (t.first_pos >= (uint64_t{1} << 62) || by_key_.count(key(t.slot, t.generation)) ||
+      t.slot != c.slot || !processes_.count(t.slot >> 16)) {
+    return false;
+  }
+  by_key_[key(t.slot, t.generation)] = static_cast<uint32_t>(f_.streams.size());
+  f_.streams.emplace_back();
+  f_.streams.back().thread = t;
+  return true;
+}
+
+bool ChunkIndexer::decode_loss(const file::ChunkHeader& c) {
+  file::LossPayload lp;
+  if (raw_.size() < sizeof(lp)) return false;
+  std::memcpy(&lp, raw_.data(), sizeof(lp));
+  if ((raw_.size() - sizeof(lp)) / sizeof(file::LossEntry) != lp.count ||
+      (raw_.size() - sizeof(lp)) % sizeof(file::LossEntry) != 0) {
+    return false;
+  }
+  if (auto p = processes_.find(c.slot >> 16); p != processes_.end()) {
+    p->second.lost_no_slot = lp.lost_no_slot;
+    p->second.lost_reclaimed = lp.lost_reclaimed;
+  }
+  for (uint32_t i = 0; i < lp.count; ++i) {
+    file::LossEntry le;
+    std::memcpy(&le, raw_.data() + sizeof(lp) + i * sizeof(le), sizeof(le));
+    auto it = by_key_.find(key(le.slot, le.generation));
+    if (it == by_key_.end()) continue;
+    f_.streams[it->second].loss = le;
+    f_.streams[it->second].has_loss = true;
+  }
+  return true;
+}
+
+void ChunkIndexer::decode_kernel_meta() {
+  auto km = file::decode_kernel_meta(raw_.data(), raw_.size());
+  if (!km.ok()) {
+    f_.kernel_warning =
+        km.status().message() + " (chunk " + std::to_string(f_.chunks) + "): kernel events ignored";
+    f_.kernel_page_size = 0;
+    f_.kernel_data.clear();
+    f_.kernel_meta.clear();
+    return;  // the user-space data stays usable
+  }
+  if (f_.kernel_page_size != 0 &&
+      (km->page_size != f_.kernel_page_size || km->cpus != f_.kernel_cpus)) {
+    f_.kernel_warning = "kernel meta chunks disagree on the sub-buffer size or CPUs";
+    return;
+  }
+  f_.kernel_page_size = km->page_size;
+  f_.kernel_cpus = km->cpus;
+  f_.kernel_meta = raw_;
+}
+
+bool ChunkIndexer::decode_end() {
+  if (raw_.size() != sizeof(f_.end)) return false;
+  std::memcpy(&f_.end, raw_.data(), sizeof(f_.end));
+  f_.has_end = true;
+  return true;
+}
+
+void ChunkIndexer::link_processes() {
+  for (auto& [index, p] : processes_) f_.processes.push_back(std::move(p));
+  if (!f_.processes.empty()) {
+    f_.meta = f_.processes[0].meta;
+    f_.lost_no_slot = f_.processes[0].lost_no_slot;
+    f_.lost_reclaimed = f_.processes[0].lost_reclaimed;
+  }
+  for (FileStream& fs : f_.streams) {
+    for (uint32_t i = 0; i < f_.processes.size(); ++i) {
+      if (f_.processes[i].index == fs.thread.slot >> 16) fs.process = i;
     }
   }
+}
+
+}  // namespace
+
+Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
+  auto f = std::make_shared<TraceFile>();
+  f->path = path;
+  Status s = open_regular_file(f.get());
+  if (s.ok()) s = read_file_header(f.get());
+  if (!s.ok()) return s;
+  ChunkIndexer indexer(f.get());
+  s = indexer.index_chunks();
+  if (!s.ok()) return s;
+  indexer.link_processes();
   if (f->meta.empty()) {
     return Status::Corrupt(path + ": no valid event tables (META chunk) in the file" +
                            (f->warning.empty() ? "" : " (" + f->warning + ")"));

@@ -121,6 +121,102 @@ Status Trace::map(const std::string& path, bool writable) {
   return load_tables();
 }
 
+namespace {
+
+// What a segment header says of its process (not whether it is alive, nor its latest clock
+// pair, nor its losses in a trace file).
+void describe_process(const abi::SegmentHeader& h, ProcessInfo* p) {
+  p->pid = h.pid;
+  p->parent_pid = h.parent_pid;
+  p->state = h.state <= 2 ? static_cast<abi::ProcessState>(h.state) : abi::ProcessState::kRunning;
+  p->mode = static_cast<abi::Mode>(h.mode);
+  p->clock = static_cast<abi::ClockKind>(h.clock_kind);
+  p->process_name = bounded(h.process_name, sizeof(h.process_name));
+  p->user_name = bounded(h.user_name, sizeof(h.user_name));
+  p->ticks_per_second = h.ticks_per_second;
+  p->clock_start = h.clock_start;
+  p->ring_size = h.ring_size;
+  p->block_size = h.block_size;
+  p->max_threads = h.max_threads;
+  p->segment_size = h.segment_size;
+  p->lost_no_slot = h.lost_no_slot;
+  p->lost_reclaimed = h.lost_reclaimed;
+  p->consumer_pid = h.consumer_pid;
+  p->crash_signal = h.crash_signal;
+  p->crash_tid = h.crash_tid;
+  p->trigger = reader::trigger_info(h);
+}
+
+// The live header's clock_latest, guarded by a seqlock: the start pair if it keeps moving, or
+// if it is not past the start pair (h: the checked copy of the header).
+abi::ClockPair latest_clock_pair(const uint8_t* base, const abi::SegmentHeader& h) {
+  for (int i = 0; i < 100; ++i) {
+    auto* live = reinterpret_cast<const abi::SegmentHeader*>(base);
+    uint32_t a = __atomic_load_n(&live->clock_seq, __ATOMIC_ACQUIRE);
+    abi::ClockPair pair = live->clock_latest;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if ((a & 1) == 0 && __atomic_load_n(&live->clock_seq, __ATOMIC_RELAXED) == a) {
+      if (pair.monotonic_ns > h.clock_start.monotonic_ns && pair.ticks > h.clock_start.ticks) {
+        return pair;
+      }
+      break;
+    }
+  }
+  return h.clock_start;
+}
+
+// The group names of the group table.
+std::vector<std::string> read_group_names(const uint8_t* base, const abi::SegmentHeader& h) {
+  std::vector<std::string> names;
+  auto* groups = reinterpret_cast<const abi::GroupEntry*>(base + h.groups_offset);
+  for (uint32_t g = 0; g < h.groups_count; ++g) {
+    names.push_back(bounded(groups[g].name, sizeof(groups[g].name)));
+  }
+  return names;
+}
+
+// The event table, each entry checked (group, field count and types). Errors: kCorrupt,
+// naming the event.
+Status read_event_table(const uint8_t* base, const abi::SegmentHeader& h,
+                        const std::vector<std::string>& group_names, const std::string& path,
+                        std::vector<EventInfo>* events) {
+  const char* pool = reinterpret_cast<const char*>(base + h.strings_offset);
+  auto str = [&](uint32_t off) -> std::string {
+    if (off >= h.strings_used) return std::string();
+    return bounded(pool + off, h.strings_used - off);
+  };
+  events->clear();
+  auto* entries = reinterpret_cast<const abi::EventEntry*>(base + h.events_offset);
+  for (uint32_t i = 0; i < h.events_count; ++i) {
+    abi::EventEntry e;
+    std::memcpy(&e, &entries[i], sizeof(e));
+    if (e.group >= h.groups_count || e.field_count > abi::kMaxFields) {
+      return Status::Corrupt(path + ": event " + std::to_string(i + 1) + " is malformed");
+    }
+    EventInfo info;
+    info.id = static_cast<uint16_t>(i + 1);
+    info.group_index = e.group;
+    info.group = group_names[e.group];
+    info.name = str(e.name);
+    info.format = str(e.format);
+    info.file = str(e.file);
+    info.line = e.line;
+    info.is_guard = e.reserved[0] != 0;
+    for (uint32_t f = 0; f < e.field_count; ++f) {
+      if (e.field_types[f] == 0 ||
+          e.field_types[f] > static_cast<uint8_t>(abi::FieldType::kPointer)) {
+        return Status::Corrupt(path + ": event " + info.full_name() + " has a bad field type");
+      }
+      info.fields.push_back(
+          reader::field_info(str(e.field_names[f]), static_cast<abi::FieldType>(e.field_types[f])));
+    }
+    events->push_back(std::move(info));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Trace::load_tables() {
   abi::SegmentHeader h;
   std::memcpy(&h, base_, sizeof(h));  // validate a private copy, not the live bytes
@@ -130,83 +226,21 @@ Status Trace::load_tables() {
     return Status::Corrupt(path_ + ": bad block size");
   ProcessInfo& p = process_;
   p.path = path_;
-  p.pid = h.pid;
-  p.parent_pid = h.parent_pid;
+  describe_process(h, &p);
   // The process holds the writer lock while it runs in the image that created the segment;
   // the kernel drops it when the process dies or execs.
   p.alive = !file_ && sys::segment_byte_locked(fd_, sys::kWriterLockByte) &&
             h.state == static_cast<uint32_t>(abi::ProcessState::kRunning);
-  p.state = h.state <= 2 ? static_cast<abi::ProcessState>(h.state) : abi::ProcessState::kRunning;
-  p.mode = static_cast<abi::Mode>(h.mode);
-  p.clock = static_cast<abi::ClockKind>(h.clock_kind);
-  p.process_name = bounded(h.process_name, sizeof(h.process_name));
-  p.user_name = bounded(h.user_name, sizeof(h.user_name));
-  p.ticks_per_second = h.ticks_per_second;
-  p.clock_start = h.clock_start;
-  // clock_latest is guarded by a seqlock; fall back to the start pair if it keeps moving.
-  p.clock_latest = h.clock_start;
-  for (int i = 0; i < 100; ++i) {
-    auto* live = reinterpret_cast<const abi::SegmentHeader*>(base_);
-    uint32_t a = __atomic_load_n(&live->clock_seq, __ATOMIC_ACQUIRE);
-    abi::ClockPair pair = live->clock_latest;
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if ((a & 1) == 0 && __atomic_load_n(&live->clock_seq, __ATOMIC_RELAXED) == a) {
-      if (pair.monotonic_ns > h.clock_start.monotonic_ns && pair.ticks > h.clock_start.ticks) {
-        p.clock_latest = pair;
-      }
-      break;
-    }
+  p.clock_latest = latest_clock_pair(base_, h);
+  if (file_) {
+    p.lost_no_slot = file_->lost_no_slot;
+    p.lost_reclaimed = file_->lost_reclaimed;
   }
   compute_clock_scale();
   origin_ = p.clock_start;  // a file's is chosen once every part is loaded
-  p.ring_size = h.ring_size;
-  p.block_size = h.block_size;
-  p.max_threads = h.max_threads;
-  p.segment_size = h.segment_size;
-  p.lost_no_slot = file_ ? file_->lost_no_slot : h.lost_no_slot;
-  p.lost_reclaimed = file_ ? file_->lost_reclaimed : h.lost_reclaimed;
-  p.consumer_pid = h.consumer_pid;
-  p.crash_signal = h.crash_signal;
-  p.crash_tid = h.crash_tid;
-  p.trigger = reader::trigger_info(h);
-
-  const char* pool = reinterpret_cast<const char*>(base_ + h.strings_offset);
-  auto str = [&](uint32_t off) -> std::string {
-    if (off >= h.strings_used) return std::string();
-    return bounded(pool + off, h.strings_used - off);
-  };
-  group_names_.clear();
-  auto* groups = reinterpret_cast<const abi::GroupEntry*>(base_ + h.groups_offset);
-  for (uint32_t g = 0; g < h.groups_count; ++g) {
-    group_names_.push_back(bounded(groups[g].name, sizeof(groups[g].name)));
-  }
-  events_.clear();
-  auto* entries = reinterpret_cast<const abi::EventEntry*>(base_ + h.events_offset);
-  for (uint32_t i = 0; i < h.events_count; ++i) {
-    abi::EventEntry e;
-    std::memcpy(&e, &entries[i], sizeof(e));
-    if (e.group >= h.groups_count || e.field_count > abi::kMaxFields) {
-      return Status::Corrupt(path_ + ": event " + std::to_string(i + 1) + " is malformed");
-    }
-    EventInfo info;
-    info.id = static_cast<uint16_t>(i + 1);
-    info.group_index = e.group;
-    info.group = group_names_[e.group];
-    info.name = str(e.name);
-    info.format = str(e.format);
-    info.file = str(e.file);
-    info.line = e.line;
-    info.is_guard = e.reserved[0] != 0;
-    for (uint32_t f = 0; f < e.field_count; ++f) {
-      if (e.field_types[f] == 0 ||
-          e.field_types[f] > static_cast<uint8_t>(abi::FieldType::kPointer)) {
-        return Status::Corrupt(path_ + ": event " + info.full_name() + " has a bad field type");
-      }
-      info.fields.push_back(
-          reader::field_info(str(e.field_names[f]), static_cast<abi::FieldType>(e.field_types[f])));
-    }
-    events_.push_back(std::move(info));
-  }
+  group_names_ = read_group_names(base_, h);
+  s = read_event_table(base_, h, group_names_, path_, &events_);
+  if (!s.ok()) return s;
   if (!file_) processes_ = {process_};
   return Status::Ok();
 }

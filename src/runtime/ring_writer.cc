@@ -178,55 +178,81 @@ bool take_drained(Runtime& rt, uint32_t i) {
          finish_claim(rt, i, state_of(SlotState::kExited));
 }
 
-// Takes a reusable slot, best first: a free slot whose ring is ready; an exited thread's slot
-// that the consumer has drained (its memory is allocated); a free slot whose first block is
-// ready; any free slot (its ring is allocated as it is written); and, with no live consumer
-// to wait for, the exited slot claimed longest ago, whose unread records are counted in
-// lost_reclaimed. One pass per kind, each going on past slots other threads take meanwhile,
-// so a thread among many claiming at once still finds a free slot if there is one.
+// What a slot offers a thread that claims one, best first: a claim takes the best kind
+// there is. A free slot whose ring is ready; an exited thread's slot that the consumer has
+// drained (its memory is allocated); a free slot whose first block is ready; any free slot
+// (its ring is allocated as it is written). kNone: in use, being claimed, or exited with
+// unread records (taken only as a last resort: OldestExited).
+enum class Reusable : int { kReadyFree, kDrainedExited, kFreeWithBlock, kFree, kNone };
+
+// What slot s, seen in `state`, offers. Whether an exited slot is drained is checked only if
+// check_drained (it reads the consumer's line of the slot).
+Reusable reusable_kind(const abi::ThreadSlot* s, uint32_t state, bool check_drained) {
+  if (state == state_of(SlotState::kFree)) {
+    if (__atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0) return Reusable::kReadyFree;
+    if (__atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0) {
+      return Reusable::kFreeWithBlock;
+    }
+    return Reusable::kFree;
+  }
+  if (state == state_of(SlotState::kExited) && check_drained && drained(s)) {
+    return Reusable::kDrainedExited;
+  }
+  return Reusable::kNone;
+}
+
+// Takes slot i, which offered `kind` in `state`. False if another thread took it first.
+bool take_reusable(Runtime& rt, uint32_t i, Reusable kind, uint32_t state) {
+  if (kind == Reusable::kDrainedExited) return take_drained(rt, i);
+  return try_take(rt.segment.slot(i), state) && finish_claim(rt, i, state);
+}
+
+// The exited slot claimed longest ago: with every slot in use and no live consumer to wait
+// for, a claim takes it, and its unread records are counted in lost_reclaimed.
+struct OldestExited {
+  int64_t slot = -1;
+  uint64_t start_ticks = ~uint64_t{0};
+  void see(uint32_t i, const abi::ThreadSlot* s, uint32_t state) {
+    if (state == state_of(SlotState::kExited) && s->start_ticks < start_ticks) {
+      start_ticks = s->start_ticks;
+      slot = i;
+    }
+  }
+  bool take(Runtime& rt) const {
+    const uint32_t exited = state_of(SlotState::kExited);
+    return slot >= 0 && try_take(rt.segment.slot(static_cast<uint32_t>(slot)), exited) &&
+           finish_claim(rt, static_cast<uint32_t>(slot), exited);
+  }
+};
+
+// Takes a reusable slot, best first (Reusable), going slot by slot: one pass per kind (which
+// also takes a better free slot), each going on past slots other threads take meanwhile, so a
+// thread among many claiming at once still finds a free slot if there is one. With none, and no
+// live consumer, takes the oldest exited slot.
 bool claim_slot_by_slot(Runtime& rt) {
   Segment& seg = rt.segment;
   const uint32_t n = seg.header()->max_threads;
-  // Slots past the scan limit are untouched and free: the first three passes look for nothing
-  // there, and the last finds a free slot at the limit at the latest (or past it, when other
-  // threads took those meanwhile).
+  // Slots past the scan limit are untouched and free: only the last pass looks there, and
+  // finds a free slot at the limit at the latest (or past it, when other threads took those
+  // meanwhile).
   const uint32_t limit = rt.slot_scan_limit();
-  for (int pass = 0; pass < 4; ++pass) {
-    for (uint32_t i = 0; i < (pass < 3 ? limit : n); ++i) {
-      abi::ThreadSlot* s = seg.slot(i);
-      uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-      bool fits = false;
-      if (pass == 0) {
-        fits = state == state_of(SlotState::kFree) &&
-               __atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0;
-      } else if (pass == 1 && state == state_of(SlotState::kExited)) {
-        if (take_drained(rt, i)) return true;
-      } else if (pass == 2) {
-        fits = state == state_of(SlotState::kFree) &&
-               __atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0;
-      } else if (pass == 3) {
-        fits = state == state_of(SlotState::kFree);
-      }
-      if (fits && try_take(s, state) && finish_claim(rt, i, state)) return true;
+  for (int wanted = 0; wanted < static_cast<int>(Reusable::kNone); ++wanted) {
+    const bool last_pass = wanted == static_cast<int>(Reusable::kFree);
+    const bool check_drained = wanted == static_cast<int>(Reusable::kDrainedExited);
+    for (uint32_t i = 0; i < (last_pass ? n : limit); ++i) {
+      const uint32_t state = __atomic_load_n(&seg.slot(i)->state, __ATOMIC_ACQUIRE);
+      const Reusable kind = reusable_kind(seg.slot(i), state, check_drained);
+      if (static_cast<int>(kind) <= wanted && take_reusable(rt, i, kind, state)) return true;
     }
   }
   if (consumer_alive(rt)) return false;  // never take unread records from a live consumer
   for (int attempt = 0; attempt < 4; ++attempt) {
-    int oldest = -1;
-    uint64_t oldest_start = ~uint64_t{0};
+    OldestExited oldest;
     for (uint32_t i = 0; i < n; ++i) {
-      abi::ThreadSlot* s = seg.slot(i);
-      if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != state_of(SlotState::kExited)) continue;
-      if (s->start_ticks < oldest_start) {
-        oldest_start = s->start_ticks;
-        oldest = static_cast<int>(i);
-      }
+      oldest.see(i, seg.slot(i), __atomic_load_n(&seg.slot(i)->state, __ATOMIC_ACQUIRE));
     }
-    if (oldest < 0) return false;
-    auto i = static_cast<uint32_t>(oldest);
-    if (try_take(seg.slot(i), state_of(SlotState::kExited))) {
-      return finish_claim(rt, i, state_of(SlotState::kExited));
-    }
+    if (oldest.slot < 0) return false;
+    if (oldest.take(rt)) return true;
   }
   return false;
 }
@@ -240,40 +266,33 @@ bool claim_in_one_scan(Runtime& rt) {
   Segment& seg = rt.segment;
   const uint32_t n = seg.header()->max_threads;
   const uint32_t limit = rt.slot_scan_limit();  // past it every slot is free and untouched
-  int64_t exited_drained = -1, free_with_block = -1, free_any = -1, oldest = -1;
-  uint64_t oldest_start = ~uint64_t{0};
+  constexpr int kKinds = static_cast<int>(Reusable::kNone);
+  int64_t first[kKinds] = {-1, -1, -1, -1};  // the first slot of each kind
+  OldestExited oldest;
   for (uint32_t i = 0; i < limit; ++i) {
     abi::ThreadSlot* s = seg.slot(i);
     const uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-    if (state == state_of(SlotState::kFree)) {
-      if (__atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0) {
-        if (try_take(s, state) && finish_claim(rt, i, state)) return true;
-      } else if (__atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0) {
-        if (free_with_block < 0) free_with_block = i;
-      } else if (free_any < 0) {
-        free_any = i;
-      }
-    } else if (state == state_of(SlotState::kExited)) {
-      if (exited_drained < 0 && drained(s)) exited_drained = i;
-      if (s->start_ticks < oldest_start) {
-        oldest_start = s->start_ticks;
-        oldest = i;
-      }
+    const bool check_drained = first[static_cast<int>(Reusable::kDrainedExited)] < 0;
+    const Reusable kind = reusable_kind(s, state, check_drained);
+    if (kind == Reusable::kReadyFree) {
+      if (take_reusable(rt, i, kind, state)) return true;
+    } else if (kind != Reusable::kNone && first[static_cast<int>(kind)] < 0) {
+      first[static_cast<int>(kind)] = i;
     }
+    oldest.see(i, s, state);
   }
-  const uint32_t exited = state_of(SlotState::kExited), free = state_of(SlotState::kFree);
-  if (exited_drained >= 0 && take_drained(rt, static_cast<uint32_t>(exited_drained))) return true;
-  for (int64_t i : {free_with_block, free_any}) {
-    if (i >= 0 && try_take(seg.slot(static_cast<uint32_t>(i)), free) &&
-        finish_claim(rt, static_cast<uint32_t>(i), free)) {
-      return true;
-    }
+  bool any_reusable = false;
+  for (int k = static_cast<int>(Reusable::kDrainedExited); k < kKinds; ++k) {
+    if (first[k] < 0) continue;
+    any_reusable = true;
+    const auto kind = static_cast<Reusable>(k);
+    const uint32_t state =
+        state_of(kind == Reusable::kDrainedExited ? SlotState::kExited : SlotState::kFree);
+    if (take_reusable(rt, static_cast<uint32_t>(first[k]), kind, state)) return true;
   }
   // Every slot in use and none drained: the oldest exited one, if nobody reads it.
-  const bool none_free = exited_drained < 0 && free_with_block < 0 && free_any < 0;
-  if (!none_free || limit < n || oldest < 0 || consumer_alive(rt)) return false;
-  return try_take(seg.slot(static_cast<uint32_t>(oldest)), exited) &&
-         finish_claim(rt, static_cast<uint32_t>(oldest), exited);
+  if (any_reusable || limit < n || oldest.slot < 0 || consumer_alive(rt)) return false;
+  return oldest.take(rt);
 }
 
 bool claim_once(Runtime& rt) { return claim_in_one_scan(rt) || claim_slot_by_slot(rt); }

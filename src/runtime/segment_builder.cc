@@ -168,67 +168,72 @@ uint64_t Segment::ring_offset(uint32_t i) const {
 
 uint8_t* Segment::ring(uint32_t i) const { return base + ring_offset(i); }
 
-Result<Segment> create_segment(const Config& config, pid_t pid) {
-  Segment seg;
-  const ProcessIdentity self{sys::proc_start_time(static_cast<uint32_t>(pid)),
-                             sys::process_identity(static_cast<uint32_t>(pid))};
-  int fd = open_new(pid, self, config.keep_on_exit, &seg.path);
-  if (fd < 0) return Status::FromErrno("creating /dev/shm/nanotrace-" + std::to_string(pid), errno);
-  fchmod(fd, 0600);  // umask can only narrow, but be explicit
-  if (!sys::lock_segment_byte(fd, sys::kWriterLockByte)) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(seg.path.c_str());
-    return Status::FromErrno("locking " + seg.path, err);
-  }
+namespace {
 
-  uint32_t block = config.ring_size / 16;
-  if (block < 4096) block = 4096;
-  if (block > (64u << 10)) block = 64u << 10;
+// Where each region of a new segment starts, and its size.
+struct Layout {
+  uint32_t block;  // ring block size
+  uint64_t groups_off, events_off, strings_off, threads_off, rings_off, size;
+};
 
-  uint64_t groups_off = sizeof(abi::SegmentHeader);
-  uint64_t events_off = groups_off + abi::kMaxGroups * sizeof(abi::GroupEntry);
-  uint64_t strings_off = events_off + kEventsCapacity * sizeof(abi::EventEntry);
-  uint64_t threads_off = align_up(strings_off + kStringsCapacity, 64);
-  uint64_t threads_end = threads_off + uint64_t{config.max_threads} * sizeof(abi::ThreadSlot);
-  uint64_t rings_off = align_up(threads_end, kPage);
-  uint64_t size = rings_off + uint64_t{config.max_threads} * config.ring_size;
+Layout layout_for(const Config& config) {
+  Layout l;
+  l.block = std::clamp<uint32_t>(config.ring_size / 16, 4096, 64u << 10);
+  l.groups_off = sizeof(abi::SegmentHeader);
+  l.events_off = l.groups_off + abi::kMaxGroups * sizeof(abi::GroupEntry);
+  l.strings_off = l.events_off + kEventsCapacity * sizeof(abi::EventEntry);
+  l.threads_off = align_up(l.strings_off + kStringsCapacity, 64);
+  const uint64_t threads_end =
+      l.threads_off + uint64_t{config.max_threads} * sizeof(abi::ThreadSlot);
+  l.rings_off = align_up(threads_end, kPage);
+  l.size = l.rings_off + uint64_t{config.max_threads} * config.ring_size;
+  return l;
+}
 
-  // Header and group table, the thread table (claimers read every slot) and the first block
-  // of the first ring (which follows it: one call) are allocated now; event table and string
-  // pool as they fill (reserve_table_bytes); the other rings when a thread is about to use one
-  // (prepare_ring). The first block: the first thread to trace, often the only one, finds
-  // its memory ready (its first event took 30-50 us allocating and faulting it in here).
-  uint64_t threads_page = threads_off & ~(kPage - 1);
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0 ||
-      posix_fallocate(fd, 0, static_cast<off_t>(align_up(events_off, kPage))) != 0 ||
+// Closes and removes a segment being created after `what` failed with errno.
+Status abandon(int fd, const std::string& path, const char* what) {
+  int err = errno;  // first: nothing before it may touch errno
+  ::close(fd);
+  ::unlink(path.c_str());
+  return Status::FromErrno(std::string(what) + " " + path, err);
+}
+
+// Sizes the segment file and maps it into seg. Header and group table, the thread table
+// (claimers read every slot) and the first block of the first ring (which follows it: one
+// call) are allocated now; event table and string pool as they fill (reserve_table_bytes);
+// the other rings when a thread is about to use one (prepare_ring). The first block: the
+// first thread to trace, often the only one, finds its memory ready (its first event took
+// 30-50 us allocating and faulting it in here).
+Status allocate_and_map(int fd, const Layout& l, Segment* seg) {
+  uint64_t threads_page = l.threads_off & ~(kPage - 1);
+  if (ftruncate(fd, static_cast<off_t>(l.size)) != 0 ||
+      posix_fallocate(fd, 0, static_cast<off_t>(align_up(l.events_off, kPage))) != 0 ||
       posix_fallocate(fd, static_cast<off_t>(threads_page),
-                      static_cast<off_t>(rings_off + block - threads_page)) != 0) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(seg.path.c_str());
-    return Status::FromErrno("sizing " + seg.path, err);
+                      static_cast<off_t>(l.rings_off + l.block - threads_page)) != 0) {
+    return abandon(fd, seg->path, "sizing");
   }
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    int err = errno;
-    ::close(fd);
-    ::unlink(seg.path.c_str());
-    return Status::FromErrno("mmap " + seg.path, err);
-  }
-  seg.fd = fd;
-  seg.base = static_cast<uint8_t*>(base);
-  seg.size = size;
-  seg.table_pages.assign(align_up(events_off, kPage) / kPage, true);  // allocated above
+  void* base = mmap(nullptr, l.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return abandon(fd, seg->path, "mmap");
+  seg->fd = fd;
+  seg->base = static_cast<uint8_t*>(base);
+  seg->size = l.size;
+  seg->table_pages.assign(align_up(l.events_off, kPage) / kPage, true);  // allocated above
   // The pages written next: the header, the first groups and events, the first thread slots.
-  map_for_writing(seg, 0, events_off + sizeof(abi::EventEntry));
-  map_for_writing(seg, threads_off, sizeof(abi::ThreadSlot));
-  map_for_writing(seg, rings_off, kPage);
+  map_for_writing(*seg, 0, l.events_off + sizeof(abi::EventEntry));
+  map_for_writing(*seg, l.threads_off, sizeof(abi::ThreadSlot));
+  map_for_writing(*seg, l.rings_off, kPage);
+  seg->slot(0)->allocated_blocks = 1;  // allocated above
+  return Status::Ok();
+}
 
+// Fills the header of a new segment; its version goes last, so a reader that sees it sees a
+// complete header.
+void write_header(const Segment& seg, const Layout& l, const Config& config, pid_t pid,
+                  const ProcessIdentity& self) {
   abi::SegmentHeader* h = seg.header();
   std::memcpy(h->magic, abi::kSegmentMagic, sizeof(h->magic));
   h->header_size = sizeof(abi::SegmentHeader);
-  h->segment_size = size;
+  h->segment_size = l.size;
   h->pid = static_cast<uint32_t>(pid);
   h->state = static_cast<uint32_t>(abi::ProcessState::kRunning);
   h->mode = static_cast<uint32_t>(config.mode);
@@ -241,17 +246,16 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   h->clock_start = sample_clock_pair(kind);
   h->clock_latest = h->clock_start;
   h->ring_size = config.ring_size;
-  h->block_size = block;
+  h->block_size = l.block;
   h->max_threads = config.max_threads;
-  h->groups_offset = groups_off;
-  h->events_offset = events_off;
+  h->groups_offset = l.groups_off;
+  h->events_offset = l.events_off;
   h->events_capacity = kEventsCapacity;
-  h->strings_offset = strings_off;
+  h->strings_offset = l.strings_off;
   h->strings_capacity = kStringsCapacity;
   h->strings_used = 1;  // offset 0 is the empty string
-  h->threads_offset = threads_off;
-  h->rings_offset = rings_off;
-  seg.slot(0)->allocated_blocks = 1;  // allocated above
+  h->threads_offset = l.threads_off;
+  h->rings_offset = l.rings_off;
   h->block_timeout_ns = config.block_timeout_ns;
   h->image_id = this_image_id();
   h->runtime_api = reinterpret_cast<uint64_t>(&g_this_api);
@@ -261,8 +265,22 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   h->proc_identity = self.identity;
   h->run_id = config.run_id;
   h->parent_pid = static_cast<uint32_t>(getppid());
-  // The version goes last: a reader that sees it sees a complete header.
   __atomic_store_n(&h->version, abi::kSegmentVersion, __ATOMIC_RELEASE);
+}
+
+}  // namespace
+
+Result<Segment> create_segment(const Config& config, pid_t pid) {
+  Segment seg;
+  const ProcessIdentity self{sys::proc_start_time(static_cast<uint32_t>(pid)),
+                             sys::process_identity(static_cast<uint32_t>(pid))};
+  int fd = open_new(pid, self, config.keep_on_exit, &seg.path);
+  if (fd < 0) return Status::FromErrno("creating /dev/shm/nanotrace-" + std::to_string(pid), errno);
+  fchmod(fd, 0600);  // umask can only narrow, but be explicit
+  if (!sys::lock_segment_byte(fd, sys::kWriterLockByte)) return abandon(fd, seg.path, "locking");
+  const Layout layout = layout_for(config);
+  if (Status s = allocate_and_map(fd, layout, &seg); !s.ok()) return s;
+  write_header(seg, layout, config, pid, self);
   return seg;
 }
 

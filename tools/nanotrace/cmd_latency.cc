@@ -48,55 +48,45 @@ void print_histogram(const LatencyStats& s) {
   }
 }
 
-}  // namespace
-
-int cmd_latency(const LatencyArgs& args) {
-  auto opened = open_source(args.source);
-  if (!opened.ok()) return fail(opened.status());
-  LatencyOptions options;
-  options.rule = PairRule{args.begin, args.end, args.key};
-  options.by = args.by;
-  options.top = args.top;
-  auto result = analyze_latency(**opened, options);
-  if (!result.ok()) return fail(result.status());
-  const LatencyReport& rep = *result;
-  if (args.json) {
-    nlohmann::json j = {{"begin", utf8::valid(rep.rule.begin)},
-                        {"end", utf8::valid(rep.rule.end)},
-                        {"key", utf8::valid(rep.rule.key)},
-                        {"by", utf8::valid(rep.by)},
-                        {"records", rep.records},
-                        {"begins", rep.begins},
-                        {"ends", rep.ends},
-                        {"unmatched_ends", rep.unmatched_ends},
-                        {"lost", rep.lost},
-                        {"kernel_lost", rep.kernel_lost},
-                        {"corrupt_blocks", rep.corrupt_blocks},
-                        {"lost_adjacent_pairs", rep.lost_adjacent_pairs},
-                        {"lost_adjacent_unmatched", rep.lost_adjacent_unmatched},
-                        {"overall", stats_json(rep.overall)}};
-    nlohmann::json groups = nlohmann::json::array();
-    for (const LatencyStats& g : rep.groups) {
-      nlohmann::json gj = stats_json(g);
-      gj["value"] = utf8::valid(g.by_value);
-      groups.push_back(gj);
-    }
-    j["groups"] = groups;
-    nlohmann::json top = nlohmann::json::array();
-    for (const SlowPair& p : rep.top) {
-      top.push_back({{"latency_ns", p.latency_ns},
-                     {"begin_ns", p.begin_ns},
-                     {"begin_realtime_ns", p.begin_realtime_ns},
-                     {"pid", p.pid},
-                     {"tid", p.tid},
-                     {"thread", utf8::valid(p.thread)},
-                     {"key", utf8::valid(p.key)},
-                     {"by", utf8::valid(p.by_value)}});
-    }
-    j["top"] = top;
-    fmt::print("{}\n", dump_json(j));
-    return 0;
+void print_report_json(const LatencyReport& rep) {
+  nlohmann::json j = {{"begin", utf8::valid(rep.rule.begin)},
+                      {"end", utf8::valid(rep.rule.end)},
+                      {"key", utf8::valid(rep.rule.key)},
+                      {"by", utf8::valid(rep.by)},
+                      {"records", rep.records},
+                      {"begins", rep.begins},
+                      {"ends", rep.ends},
+                      {"unmatched_ends", rep.unmatched_ends},
+                      {"lost", rep.lost},
+                      {"kernel_lost", rep.kernel_lost},
+                      {"corrupt_blocks", rep.corrupt_blocks},
+                      {"lost_adjacent_pairs", rep.lost_adjacent_pairs},
+                      {"lost_adjacent_unmatched", rep.lost_adjacent_unmatched},
+                      {"overall", stats_json(rep.overall)}};
+  nlohmann::json groups = nlohmann::json::array();
+  for (const LatencyStats& g : rep.groups) {
+    nlohmann::json gj = stats_json(g);
+    gj["value"] = utf8::valid(g.by_value);
+    groups.push_back(gj);
   }
+  j["groups"] = groups;
+  nlohmann::json top = nlohmann::json::array();
+  for (const SlowPair& p : rep.top) {
+    top.push_back({{"latency_ns", p.latency_ns},
+                   {"begin_ns", p.begin_ns},
+                   {"begin_realtime_ns", p.begin_realtime_ns},
+                   {"pid", p.pid},
+                   {"tid", p.tid},
+                   {"thread", utf8::valid(p.thread)},
+                   {"key", utf8::valid(p.key)},
+                   {"by", utf8::valid(p.by_value)}});
+  }
+  j["top"] = top;
+  fmt::print("{}\n", dump_json(j));
+}
+
+// What was matched, and what the trace lost that may have unmatched some records.
+void print_report_header(const LatencyReport& rep) {
   fmt::print("{} -> {} matched on {}: {} pairs, {} unmatched begins, {} unmatched ends\n",
              utf8::escape_text(rep.rule.begin), utf8::escape_text(rep.rule.end),
              utf8::escape_text(rep.rule.key), rep.overall.count, rep.overall.unmatched_begins,
@@ -116,6 +106,23 @@ int cmd_latency(const LatencyArgs& args) {
         "next to one\n",
         rep.lost_adjacent_pairs, rep.lost_adjacent_unmatched);
   }
+}
+
+// The slowest pairs; processes: the trace has several (`nanotrace run`), so name the process.
+void print_slowest_pairs(const LatencyReport& rep, bool processes) {
+  fmt::print("\nslowest {} pairs (begin time as `nanotrace dump` prints it):\n", rep.top.size());
+  fmt::print("  {:>10} {:>15} {}{:>7} {:<15} {:<20}{}\n", "latency", "begin_ns",
+             processes ? fmt::format("{:>7} ", "pid") : "", "tid", "thread", "key",
+             rep.by.empty() ? "" : " " + utf8::escape_text(rep.by));
+  for (const SlowPair& p : rep.top) {
+    fmt::print("  {:>10} {:>15} {}{:>7} {:<15} {:<20}{}\n", human(p.latency_ns), p.begin_ns,
+               processes ? fmt::format("{:>7} ", p.pid) : "", p.tid, utf8::escape_text(p.thread),
+               utf8::escape_text(p.key), rep.by.empty() ? "" : " " + utf8::escape_text(p.by_value));
+  }
+}
+
+void print_report_text(const LatencyReport& rep, bool processes) {
+  print_report_header(rep);
   fmt::print("percentiles: nearest rank over all {} latencies (exact)\n\n", rep.overall.count);
   fmt::print("{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
              utf8::escape_text(rep.by), "count", "min", "p50", "p90", "p99", "p99.9", "max", "mean",
@@ -124,19 +131,24 @@ int cmd_latency(const LatencyArgs& args) {
   for (const LatencyStats& g : rep.groups) print_row(utf8::escape_text(g.by_value), g);
   fmt::print("\nhistogram (all, log2 buckets):\n");
   print_histogram(rep.overall);
-  if (!rep.top.empty()) {
-    fmt::print("\nslowest {} pairs (begin time as `nanotrace dump` prints it):\n", rep.top.size());
-    // A trace of several processes (`nanotrace run`) names the process too.
-    const bool processes = (*opened)->processes().size() > 1;
-    fmt::print("  {:>10} {:>15} {}{:>7} {:<15} {:<20}{}\n", "latency", "begin_ns",
-               processes ? fmt::format("{:>7} ", "pid") : "", "tid", "thread", "key",
-               rep.by.empty() ? "" : " " + utf8::escape_text(rep.by));
-    for (const SlowPair& p : rep.top) {
-      fmt::print("  {:>10} {:>15} {}{:>7} {:<15} {:<20}{}\n", human(p.latency_ns), p.begin_ns,
-                 processes ? fmt::format("{:>7} ", p.pid) : "", p.tid, utf8::escape_text(p.thread),
-                 utf8::escape_text(p.key),
-                 rep.by.empty() ? "" : " " + utf8::escape_text(p.by_value));
-    }
+  if (!rep.top.empty()) print_slowest_pairs(rep, processes);
+}
+
+}  // namespace
+
+int cmd_latency(const LatencyArgs& args) {
+  auto opened = open_source(args.source);
+  if (!opened.ok()) return fail(opened.status());
+  LatencyOptions options;
+  options.rule = PairRule{args.begin, args.end, args.key};
+  options.by = args.by;
+  options.top = args.top;
+  auto result = analyze_latency(**opened, options);
+  if (!result.ok()) return fail(result.status());
+  if (args.json) {
+    print_report_json(*result);
+  } else {
+    print_report_text(*result, (*opened)->processes().size() > 1);
   }
   return 0;
 }

@@ -20,60 +20,36 @@ std::string bytes_text(uint64_t b) {
   return std::to_string(b);
 }
 
-}  // namespace
-
-int print_io_summary(const std::string& source, bool json) {
-  auto opened = open_source(source);
-  if (!opened.ok()) return fail(opened.status());
-  Trace& trace = **opened;
-  auto summary = summarize_io(trace);
-  if (!summary.ok()) return fail(summary.status());
-  const IoSummary& s = *summary;
-  if (json) {
-    nlohmann::json j;
-    j["processes"] = nlohmann::json::array();
-    for (const ProcessInfo& p : trace.processes()) {
-      j["processes"].push_back({{"pid", p.pid}, {"name", p.process_name}});
-    }
-    j["rows"] = nlohmann::json::array();
-    for (const IoSummaryRow& r : s.rows) {
-      j["rows"].push_back({{"file", r.file},
-                           {"op", r.op},
-                           {"calls", r.calls},
-                           {"bytes", r.bytes},
-                           {"errors", r.errors},
-                           {"total_ns", r.total_ns},
-                           {"p50_ns", r.p50_ns},
-                           {"p99_ns", r.p99_ns},
-                           {"p999_ns", r.p999_ns},
-                           {"max_ns", r.max_ns},
-                           {"from_kernel", r.from_kernel}});
-    }
-    j["unmatched"] = s.unmatched;
-    j["lost"] = s.lost;
-    j["uring_from_kernel"] = s.uring_from_kernel;
-    j["kernel_lost"] = s.kernel_lost;
-    j["uring_unseen"] = s.uring_unseen;
-    fmt::print("{}\n", dump_json(j));
-    return 0;
-  }
-  std::string procs;
+void print_summary_json(const Trace& trace, const IoSummary& s) {
+  nlohmann::json j;
+  j["processes"] = nlohmann::json::array();
   for (const ProcessInfo& p : trace.processes()) {
-    procs += fmt::format("{}{} ({})", procs.empty() ? "" : ", ", p.pid,
-                         utf8::escape_text(p.process_name));
+    j["processes"].push_back({{"pid", p.pid}, {"name", p.process_name}});
   }
-  fmt::print("{} process{}: {}\n", trace.processes().size(),
-             trace.processes().size() == 1 ? "" : "es", procs);
-  fmt::print("{:<40} {:<16} {:>9} {:>9} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9}\n", "FILE", "OP",
-             "CALLS", "BYTES", "ERRORS", "TOTAL_MS", "P50_US", "P99_US", "P99.9_US", "MAX_US");
+  j["rows"] = nlohmann::json::array();
   for (const IoSummaryRow& r : s.rows) {
-    std::string file = utf8::escape_text(r.file);
-    if (file.size() > 40) file = "..." + file.substr(file.size() - 37);
-    const std::string op = r.from_kernel ? r.op + "*" : r.op;
-    fmt::print("{:<40} {:<16} {:>9} {:>9} {:>7} {:>11.3f} {:>9} {:>9} {:>9} {:>9}\n", file, op,
-               r.calls, bytes_text(r.bytes), r.errors, static_cast<double>(r.total_ns) / 1e6,
-               micros(r.p50_ns), micros(r.p99_ns), micros(r.p999_ns), micros(r.max_ns));
+    j["rows"].push_back({{"file", r.file},
+                         {"op", r.op},
+                         {"calls", r.calls},
+                         {"bytes", r.bytes},
+                         {"errors", r.errors},
+                         {"total_ns", r.total_ns},
+                         {"p50_ns", r.p50_ns},
+                         {"p99_ns", r.p99_ns},
+                         {"p999_ns", r.p999_ns},
+                         {"max_ns", r.max_ns},
+                         {"from_kernel", r.from_kernel}});
   }
+  j["unmatched"] = s.unmatched;
+  j["lost"] = s.lost;
+  j["uring_from_kernel"] = s.uring_from_kernel;
+  j["kernel_lost"] = s.kernel_lost;
+  j["uring_unseen"] = s.uring_unseen;
+  fmt::print("{}\n", dump_json(j));
+}
+
+// Why some requests or calls are not in the rows, or are there only from the kernel.
+void print_summary_notes(const IoSummary& s) {
   bool kernel_rows = false;
   for (const IoSummaryRow& r : s.rows) kernel_rows = kernel_rows || r.from_kernel;
   if (kernel_rows) {
@@ -95,6 +71,42 @@ int print_io_summary(const std::string& source, bool json) {
         "{} calls without an end (lost, or running when the recording ended); {} records "
         "lost\n",
         s.unmatched, s.lost);
+  }
+}
+
+void print_summary_table(const Trace& trace, const IoSummary& s) {
+  std::string procs;
+  for (const ProcessInfo& p : trace.processes()) {
+    procs += fmt::format("{}{} ({})", procs.empty() ? "" : ", ", p.pid,
+                         utf8::escape_text(p.process_name));
+  }
+  fmt::print("{} process{}: {}\n", trace.processes().size(),
+             trace.processes().size() == 1 ? "" : "es", procs);
+  fmt::print("{:<40} {:<16} {:>9} {:>9} {:>7} {:>11} {:>9} {:>9} {:>9} {:>9}\n", "FILE", "OP",
+             "CALLS", "BYTES", "ERRORS", "TOTAL_MS", "P50_US", "P99_US", "P99.9_US", "MAX_US");
+  for (const IoSummaryRow& r : s.rows) {
+    std::string file = utf8::escape_text(r.file);
+    if (file.size() > 40) file = "..." + file.substr(file.size() - 37);
+    const std::string op = r.from_kernel ? r.op + "*" : r.op;
+    fmt::print("{:<40} {:<16} {:>9} {:>9} {:>7} {:>11.3f} {:>9} {:>9} {:>9} {:>9}\n", file, op,
+               r.calls, bytes_text(r.bytes), r.errors, static_cast<double>(r.total_ns) / 1e6,
+               micros(r.p50_ns), micros(r.p99_ns), micros(r.p999_ns), micros(r.max_ns));
+  }
+  print_summary_notes(s);
+}
+
+}  // namespace
+
+int print_io_summary(const std::string& source, bool json) {
+  auto opened = open_source(source);
+  if (!opened.ok()) return fail(opened.status());
+  Trace& trace = **opened;
+  auto summary = summarize_io(trace);
+  if (!summary.ok()) return fail(summary.status());
+  if (json) {
+    print_summary_json(trace, *summary);
+  } else {
+    print_summary_table(trace, *summary);
   }
   return 0;
 }
