@@ -16,15 +16,15 @@
 namespace nanotrace {
 
 struct MergedNode {
-  std::string source;    // the input file
+  std::string source;  // the input file
   std::string hostname;
   uint32_t processes = 0;
   uint64_t data_bytes = 0;
-  std::string alignment;          // "reference", "shared-clock" or "realtime"
-  uint64_t error_bound_ns = 0;    // against the reference; UINT64_MAX: unknown
-  uint64_t pair_error_ns = 0;     // the clock pairs' part of it (known even when the sync's is not)
-  uint64_t sync_bound_ns = 0;     // its clock-sync bound, UINT64_MAX: unknown
-  std::string sync_source;        // "chrony", "ptp4l", "unknown"
+  std::string alignment;        // "reference", "shared-clock" or "realtime"
+  uint64_t error_bound_ns = 0;  // against the reference; UINT64_MAX: unknown
+  uint64_t pair_error_ns = 0;   // the clock pairs' part of it (known even when the sync's is not)
+  uint64_t sync_bound_ns = 0;   // its clock-sync bound, UINT64_MAX: unknown
+  std::string sync_source;      // "chrony", "ptp4l", "unknown"
 };
 
 // The record whose trigger froze the rings, earliest on the merged timeline.
@@ -53,6 +53,7 @@ struct MergeSummary {
 // the inputs). Errors: an input that cannot be read, is damaged or cut short (a DATA chunk
 // that fails its checksum included), holds no node description (written before version 3)
 // or is already a merge; more than 65535 processes; an output that cannot be written.
-Result<MergeSummary> merge_traces(const std::vector<std::string>& inputs, const std::string& output);
+Result<MergeSummary> merge_traces(const std::vector<std::string>& inputs,
+                                  const std::string& output);
 
 }  // namespace nanotrace

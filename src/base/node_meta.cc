@@ -100,9 +100,10 @@ NodeInstant best_pair(const NodePayload& node) {
 
 uint64_t align_ticks(const NodePayload& node, uint64_t ticks) {
   if (aligned_identity(node)) return ticks;
-  const __int128 delta = static_cast<__int128>(ticks) - static_cast<__int128>(node.align_node_ticks);
-  const __int128 scaled = delta * static_cast<__int128>(node.align_num) /
-                          static_cast<__int128>(node.align_den);
+  const __int128 delta =
+      static_cast<__int128>(ticks) - static_cast<__int128>(node.align_node_ticks);
+  const __int128 scaled =
+      delta * static_cast<__int128>(node.align_num) / static_cast<__int128>(node.align_den);
   const __int128 out = static_cast<__int128>(node.align_trace_ticks) + scaled;
   if (out < 0) return 0;
   if (out > static_cast<__int128>(~0ull)) return ~0ull;

@@ -16,8 +16,8 @@ namespace nanotrace::file {
 
 inline constexpr uint32_t kNodeMagic = 0x444e544e;  // "NTND"
 inline constexpr uint32_t kNodeVersion = 1;
-inline constexpr uint32_t kMaxNodes = 4096;    // nodes a file may hold
-inline constexpr uint32_t kNodeMaxPairs = 8;   // clock pairs per node
+inline constexpr uint32_t kMaxNodes = 4096;       // nodes a file may hold
+inline constexpr uint32_t kNodeMaxPairs = 8;      // clock pairs per node
 inline constexpr uint64_t kUnknownBound = ~0ull;  // error_bound_ns, sync_bound_ns: not known
 
 // Taken at the end of a snapshot or recording: the clock of the records (TSC ticks, or
@@ -38,8 +38,8 @@ enum class SyncSource : uint32_t {
 };
 
 enum class NodeAlignment : uint32_t {
-  kOwn = 0,        // a node's own file: its clock is the file's
-  kReference = 1,  // merge: the node the others are aligned to (its clock is the file's)
+  kOwn = 0,          // a node's own file: its clock is the file's
+  kReference = 1,    // merge: the node the others are aligned to (its clock is the file's)
   kSharedClock = 2,  // merge: same machine and boot as the reference: the same clock, exact
   kRealtime = 3,     // merge: mapped through the clock pairs and CLOCK_REALTIME
 };
@@ -52,18 +52,18 @@ struct NodePayload {
   uint32_t clock_kind;     // abi::ClockKind of its records
   uint32_t pair_count;     // valid entries of pairs, 1 to kNodeMaxPairs
   uint64_t ticks_per_second;
-  char hostname[64];    // NUL-terminated, printable
-  char machine_id[48];  // /etc/machine-id
-  char boot_id[48];     // /proc/sys/kernel/random/boot_id
-  uint32_t sync_source;          // SyncSource
-  uint32_t sync_flags;           // bit 0: the daemon says the clock is synchronised
-  int64_t sync_offset_ns;        // chrony: system time offset; ptp: master offset
-  uint64_t sync_root_delay_ns;   // chrony only
+  char hostname[64];            // NUL-terminated, printable
+  char machine_id[48];          // /etc/machine-id
+  char boot_id[48];             // /proc/sys/kernel/random/boot_id
+  uint32_t sync_source;         // SyncSource
+  uint32_t sync_flags;          // bit 0: the daemon says the clock is synchronised
+  int64_t sync_offset_ns;       // chrony: system time offset; ptp: master offset
+  uint64_t sync_root_delay_ns;  // chrony only
   uint64_t sync_root_dispersion_ns;
-  uint64_t sync_bound_ns;        // the clock's error against true time, kUnknownBound if not known
-  char sync_reference[32];       // chrony: the reference's name or address; ptp: "ptp4l"
-  uint32_t origin_present;       // 1: a trigger of this node fired, the fields below say where
-  uint32_t origin_process;       // process index in the file
+  uint64_t sync_bound_ns;   // the clock's error against true time, kUnknownBound if not known
+  char sync_reference[32];  // chrony: the reference's name or address; ptp: "ptp4l"
+  uint32_t origin_present;  // 1: a trigger of this node fired, the fields below say where
+  uint32_t origin_process;  // process index in the file
   uint32_t origin_pid;
   uint32_t origin_tid;
   uint32_t origin_slot;

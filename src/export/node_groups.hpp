@@ -13,8 +13,8 @@
 namespace nanotrace::exporter {
 
 struct ProcessLabels {
-  std::vector<uint32_t> pids;       // by process index: the pid to show
-  std::vector<std::string> names;   // by process index: "name", or "host: name" with nodes
+  std::vector<uint32_t> pids;      // by process index: the pid to show
+  std::vector<std::string> names;  // by process index: "name", or "host: name" with nodes
   bool multi_node = false;
   // The pid of thread t (its process's shown pid).
   uint32_t pid_of(const ThreadInfo& t) const {

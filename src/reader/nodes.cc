@@ -85,8 +85,8 @@ void Trace::load_nodes() {
       }
     }
     if (file::aligned_identity(n)) continue;
-    for (uint64_t* ticks : {&p.clock_start.ticks, &p.clock_latest.ticks, &p.trigger.ticks,
-                            &p.trigger.frozen_ticks}) {
+    for (uint64_t* ticks :
+         {&p.clock_start.ticks, &p.clock_latest.ticks, &p.trigger.ticks, &p.trigger.frozen_ticks}) {
       if (*ticks != 0) *ticks = file::align_ticks(n, *ticks);
     }
   }

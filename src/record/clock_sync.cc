@@ -119,8 +119,8 @@ std::optional<ClockSync> parse_chrony_tracking(const std::string& csv_line) {
   // Stratum 16 or "Not synchronised": no reference, so no bound.
   s.synchronised = stratum > 0 && stratum < 16 && f[13] != "Not synchronised";
   if (s.synchronised) {
-    s.bound_ns = static_cast<uint64_t>(std::llabs(s.offset_ns)) + s.root_dispersion_ns +
-                 s.root_delay_ns / 2;
+    s.bound_ns =
+        static_cast<uint64_t>(std::llabs(s.offset_ns)) + s.root_dispersion_ns + s.root_delay_ns / 2;
   }
   return s;
 }
@@ -155,8 +155,8 @@ ClockSync read_clock_sync(int timeout_ms) {
   if (auto out = run_client({"chronyc", "-c", "-n", "tracking"}, timeout_ms)) {
     if (auto s = parse_chrony_tracking(*out)) return *s;
   }
-  if (auto out = run_client({"pmc", "-u", "-b", "0", "-t", "1", "GET TIME_STATUS_NP"},
-                            timeout_ms)) {
+  if (auto out =
+          run_client({"pmc", "-u", "-b", "0", "-t", "1", "GET TIME_STATUS_NP"}, timeout_ms)) {
     if (auto s = parse_pmc_time_status(*out)) return *s;
   }
   return ClockSync{};

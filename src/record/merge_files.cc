@@ -43,8 +43,9 @@ Result<Input> open_input(const std::string& path) {
   if (!t.warning.empty()) return Status::Corrupt(t.warning);
   if (!t.kernel_warning.empty()) return Status::Corrupt(path + ": " + t.kernel_warning);
   if (t.nodes.empty()) {
-    return Status::Unsupported(path + ": no node description (a file written before version 3): "
-                                      "its clock cannot be aligned");
+    return Status::Unsupported(path +
+                               ": no node description (a file written before version 3): "
+                               "its clock cannot be aligned");
   }
   if (t.nodes.size() > 1) {
     return Status::Unsupported(path + ": already a merge of " + std::to_string(t.nodes.size()) +
@@ -97,7 +98,8 @@ Status copy_chunks(const Input& in, rec::FileWriter& out, MergedNode* node) {
     off = payload_off + c.stored_size;
     const auto type = static_cast<file::ChunkType>(c.type);
     if (type == file::ChunkType::kNode || type == file::ChunkType::kEnd) continue;
-    const bool kernel = type == file::ChunkType::kKernelMeta || type == file::ChunkType::kKernelData;
+    const bool kernel =
+        type == file::ChunkType::kKernelMeta || type == file::ChunkType::kKernelData;
     if (kernel && !in.keep_kernel) continue;
     if (Status s = read_payload(in, c, payload_off, &payload); !s.ok()) return s;
     Status s;
@@ -162,8 +164,9 @@ void find_origin(const std::vector<Input>& inputs, MergeSummary* summary) {
     o.seq = node.origin_seq;
     // Wall time through the reference's tightest pair.
     const file::NodeInstant ref = file::best_pair(inputs[0].node);
-    const double apart = (static_cast<double>(ticks) - static_cast<double>(ref.ticks)) * 1e9 /
-                         static_cast<double>(std::max<uint64_t>(inputs[0].node.ticks_per_second, 1));
+    const double apart =
+        (static_cast<double>(ticks) - static_cast<double>(ref.ticks)) * 1e9 /
+        static_cast<double>(std::max<uint64_t>(inputs[0].node.ticks_per_second, 1));
     o.realtime_ns = static_cast<uint64_t>(static_cast<double>(ref.realtime_ns) + apart);
   }
 }
@@ -192,8 +195,9 @@ void keep_one_kernel(std::vector<Input>& inputs, MergeSummary* summary) {
     in.keep_kernel = !kept && on_file_clock;
     kept = kept || in.keep_kernel;
     if (!in.keep_kernel) {
-      summary->notes.push_back(in.path + ": its kernel events are left out (a merged file keeps "
-                                         "one machine's, on the first node's clock)");
+      summary->notes.push_back(in.path +
+                               ": its kernel events are left out (a merged file keeps "
+                               "one machine's, on the first node's clock)");
     }
   }
 }
@@ -241,7 +245,8 @@ Status merge_into(std::vector<Input>& inputs, rec::FileWriter& out, MergeSummary
 
 }  // namespace
 
-Result<MergeSummary> merge_traces(const std::vector<std::string>& inputs, const std::string& output) {
+Result<MergeSummary> merge_traces(const std::vector<std::string>& inputs,
+                                  const std::string& output) {
   const double t0 = sys::monotonic_seconds();
   if (inputs.empty()) return Status::Invalid("nothing to merge");
   if (inputs.size() > file::kMaxNodes) {

@@ -20,7 +20,8 @@ namespace nanotrace::rec {
 namespace {
 
 uint64_t ticks_to_ns(uint64_t ticks, uint64_t hz) {
-  return static_cast<uint64_t>(std::ceil(static_cast<double>(ticks) * 1e9 / static_cast<double>(hz)));
+  return static_cast<uint64_t>(
+      std::ceil(static_cast<double>(ticks) * 1e9 / static_cast<double>(hz)));
 }
 
 std::string name_of(const file::NodePayload& n) {
@@ -60,15 +61,16 @@ Result<Alignment> align_node(const file::NodePayload& reference, const file::Nod
   if (!boot0.empty() && boot0 == bootn && reference.clock_kind == node.clock_kind && same_rate) {
     a.kind = static_cast<uint32_t>(file::NodeAlignment::kSharedClock);
     // Where the reference's pair puts the node's wall clock reading, against where it was.
-    const double apart_ns = (static_cast<double>(pn.ticks) - static_cast<double>(p0.ticks)) *
-                            1e9 / static_cast<double>(f0);
+    const double apart_ns = (static_cast<double>(pn.ticks) - static_cast<double>(p0.ticks)) * 1e9 /
+                            static_cast<double>(f0);
     const double predicted = static_cast<double>(p0.realtime_ns) + apart_ns;
     const double miss = std::fabs(static_cast<double>(pn.realtime_ns) - predicted);
     const double allowed = static_cast<double>(a.pair_error_ns) + 1e6 + 1e-3 * std::fabs(apart_ns);
     if (miss > allowed) {
-      a.note = name_of(node) + ": shares the reference's clock (same boot), but CLOCK_REALTIME moved " +
-               std::to_string(static_cast<int64_t>(miss / 1e3)) +
-               " us against it between the files (a stepped wall clock); aligned by the shared clock";
+      a.note =
+          name_of(node) + ": shares the reference's clock (same boot), but CLOCK_REALTIME moved " +
+          std::to_string(static_cast<int64_t>(miss / 1e3)) +
+          " us against it between the files (a stepped wall clock); aligned by the shared clock";
     }
     return a;
   }

@@ -14,9 +14,9 @@ namespace nanotrace::rec {
 struct Alignment {
   uint32_t kind = 0;  // file::NodeAlignment
   uint64_t node_ticks = 0, trace_ticks = 0, num = 1, den = 1;
-  uint64_t pair_error_ns = 0;                  // from the pairs' brackets
-  uint64_t error_bound_ns = 0;                 // kUnknownBound when a sync bound is unknown
-  std::string note;                            // something the user should know, or ""
+  uint64_t pair_error_ns = 0;   // from the pairs' brackets
+  uint64_t error_bound_ns = 0;  // kUnknownBound when a sync bound is unknown
+  std::string note;             // something the user should know, or ""
 };
 
 // How `node` maps onto `reference`'s clock (reference itself: the identity).

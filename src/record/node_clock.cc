@@ -94,7 +94,8 @@ file::NodePayload node_payload(const std::vector<const Trace*>& processes) {
   for (file::NodeClockPair& pair : n.pairs) pair = take_pair(kind);
   const file::NodeInstant now = file::best_pair(n);
   uint64_t now_monotonic = 0;
-  for (const file::NodeClockPair& pair : n.pairs) now_monotonic = std::max(now_monotonic, pair.monotonic_ns);
+  for (const file::NodeClockPair& pair : n.pairs)
+    now_monotonic = std::max(now_monotonic, pair.monotonic_ns);
   n.ticks_per_second = ticks_per_second(p, now, now_monotonic);
 
   const NodeIdentity id = node_identity();

@@ -200,8 +200,8 @@ TEST(MergeTest, NodesOfOneBootMergeInExactOrder) {
   std::vector<std::string> names = {"alpha", "beta", "gamma"};
   for (int i = 0; i < 3; ++i) files.push_back(snapshot(producers[i]->pid, names[i]));
   std::string merged = testing::temp_path("merged.ntr");
-  json m = json::parse(run(kCli + " merge --json " + files[0] + " " + files[1] + " " + files[2] +
-                           " -o " + merged));
+  json m = json::parse(
+      run(kCli + " merge --json " + files[0] + " " + files[1] + " " + files[2] + " -o " + merged));
   ASSERT_EQ(m["nodes"].size(), 3u);
   EXPECT_EQ(m["nodes"][0]["alignment"], "reference");
   for (int i = 1; i < 3; ++i) {
@@ -430,8 +430,7 @@ TEST(MergeTest, DamagedInputsAreRefusedWithOneLine) {
            "first process");
   rejected(edit_node(whole, 1, [](file::NodePayload* n) { n->first_process = 9; }),
            "has no process");
-  rejected(edit_node(whole, 1, [](file::NodePayload* n) { n->pair_count = 1000; }),
-           "clock pairs");
+  rejected(edit_node(whole, 1, [](file::NodePayload* n) { n->pair_count = 1000; }), "clock pairs");
   rejected(edit_node(whole, 1,
                      [](file::NodePayload* n) {
                        n->origin_present = 1;
@@ -441,9 +440,10 @@ TEST(MergeTest, DamagedInputsAreRefusedWithOneLine) {
   rejected(edit_node(whole, 1, [](file::NodePayload* n) { n->align_den = 0; }), "alignment");
   rejected(edit_node(whole, 1, [](file::NodePayload* n) { n->hostname[0] = '\n'; }), "name");
   // Unterminated hostname.
-  rejected(edit_node(whole, 0,
-                     [](file::NodePayload* n) { std::memset(n->hostname, 'x', sizeof(n->hostname)); }),
-           "name");
+  rejected(
+      edit_node(whole, 0,
+                [](file::NodePayload* n) { std::memset(n->hostname, 'x', sizeof(n->hostname)); }),
+      "name");
   for (const std::string& f : {good, second, bad, merged}) unlink(f.c_str());
 }
 

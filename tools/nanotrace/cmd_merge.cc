@@ -33,9 +33,12 @@ void print_json(const MergeSummary& m, const std::string& output) {
   }
   nlohmann::json origin = nullptr;
   if (m.origin.found) {
-    origin = {{"node", m.origin.node},     {"hostname", utf8::valid(m.origin.hostname)},
-              {"pid", m.origin.pid},       {"tid", m.origin.tid},
-              {"seq", m.origin.seq},       {"event", utf8::valid(m.origin.event)},
+    origin = {{"node", m.origin.node},
+              {"hostname", utf8::valid(m.origin.hostname)},
+              {"pid", m.origin.pid},
+              {"tid", m.origin.tid},
+              {"seq", m.origin.seq},
+              {"event", utf8::valid(m.origin.event)},
               {"realtime_ns", m.origin.realtime_ns}};
   }
   nlohmann::json notes = nlohmann::json::array();
