@@ -152,7 +152,12 @@ std::optional<ClockSync> parse_pmc_time_status(const std::string& text) {
 }
 
 ClockSync read_clock_sync(int timeout_ms) {
-  if (auto out = run_client({"chronyc", "-c", "-n", "tracking"}, timeout_ms)) {
+  std::vector<std::string> chronyc = {"chronyc", "-c", "-n"};
+  if (const char* socket = std::getenv("NANOTRACE_CHRONY_SOCKET"); socket && *socket) {
+    chronyc.insert(chronyc.end(), {"-h", socket});
+  }
+  chronyc.push_back("tracking");
+  if (auto out = run_client(chronyc, timeout_ms)) {
     if (auto s = parse_chrony_tracking(*out)) return *s;
   }
   if (auto out =

@@ -21,7 +21,8 @@ struct ClockSync {
   std::string reference;                    // chrony: the reference's name; ptp4l: "ptp4l"
 };
 
-// Asks chrony, then ptp4l, each given at most timeout_ms to answer; unknown if neither does.
+// Asks chrony (its command socket: NANOTRACE_CHRONY_SOCKET, else chronyc's default), then ptp4l,
+// each given at most timeout_ms to answer; unknown if neither does.
 ClockSync read_clock_sync(int timeout_ms = 500);
 
 // Parsers of the daemons' answers (nullopt if the text is not one). chrony's bound is
