@@ -2,12 +2,13 @@
 // parsers on the daemons' own output formats, and a real chronyd (started on a command socket
 // of the test's own, not steering the system clock) read into a snapshot's NODE chunk and into
 // the error bound `nanotrace merge` reports.
+#include "record/clock_sync.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include "record/clock_sync.hpp"
 #include "record_helpers.hpp"
 
 namespace nanotrace {
@@ -90,14 +91,14 @@ class Chronyd {
  public:
   Chronyd() : dir_(testing::temp_path("chrony")) {
     mkdir(dir_.c_str(), 0700);
-    std::string conf = "local stratum 8\ncmdport 0\nbindcmdaddress " + socket() +
-                       "\npidfile " + dir_ + "/chronyd.pid\ndriftfile " + dir_ + "/drift\n";
+    std::string conf = "local stratum 8\ncmdport 0\nbindcmdaddress " + socket() + "\npidfile " +
+                       dir_ + "/chronyd.pid\ndriftfile " + dir_ + "/drift\n";
     FILE* f = fopen((dir_ + "/chrony.conf").c_str(), "w");
     fputs(conf.c_str(), f);
     fclose(f);
     child_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{"/usr/sbin/chronyd", "-x", "-u", "root", "-d", "-l", dir_ + "/log", "-f",
-                                 dir_ + "/chrony.conf"},
+        std::vector<std::string>{"/usr/sbin/chronyd", "-x", "-u", "root", "-d", "-l", dir_ + "/log",
+                                 "-f", dir_ + "/chrony.conf"},
         std::vector<std::string>{});
     for (int i = 0; i < 500 && !answers(); ++i) usleep(10000);
   }
@@ -129,8 +130,8 @@ TEST(ClockSyncTest, ARealChronydIsRecordedAndBoundsTheMerge) {
   std::string a = testing::temp_path("chrony-a.ntr"), b = testing::temp_path("chrony-b.ntr");
   std::string merged = testing::temp_path("chrony-merged.ntr");
   int code = 0;
-  testing::run_command(env + "NANOTRACE_NODE_NAME=a " + kCli + " snapshot " +
-                           std::to_string(pid) + " -o " + a + " >/dev/null 2>&1",
+  testing::run_command(env + "NANOTRACE_NODE_NAME=a " + kCli + " snapshot " + std::to_string(pid) +
+                           " -o " + a + " >/dev/null 2>&1",
                        &code);
   ASSERT_EQ(code, 0);
   testing::run_command(env + "NANOTRACE_NODE_NAME=b NANOTRACE_NODE_BOOT_ID=other " + kCli +
@@ -157,9 +158,9 @@ TEST(ClockSyncTest, ARealChronydIsRecordedAndBoundsTheMerge) {
   ASSERT_FALSE(far["error_bound_ns"].is_null());
   auto other = testing::open_ok(b);
   ASSERT_TRUE(other);
-  EXPECT_EQ(far["error_bound_ns"].get<uint64_t>(),
-            far["pair_error_ns"].get<uint64_t>() + n.sync_bound_ns +
-                other->nodes().at(0).sync_bound_ns);
+  EXPECT_EQ(
+      far["error_bound_ns"].get<uint64_t>(),
+      far["pair_error_ns"].get<uint64_t>() + n.sync_bound_ns + other->nodes().at(0).sync_bound_ns);
   producer.close_stdin();
   producer.wait();
   for (const std::string& f : {a, b, merged}) unlink(f.c_str());

@@ -19,6 +19,7 @@
 
 #include "base/file_format.hpp"
 #include "base/node_meta.hpp"
+#include "export/protobuf_decode.hpp"
 #include "record_helpers.hpp"
 
 namespace nanotrace {
@@ -487,13 +488,51 @@ TEST(MergeTest, ExportsShowOneGroupPerNode) {
     EXPECT_EQ(records[pid], 800) << name;
   }
   EXPECT_EQ(name_set, (std::set<std::string>{"east", "west"}));
-  // Perfetto: covered with a protobuf decoder in tests/export (process_export_test); here the
-  // node labels are in the bytes.
+  // Perfetto: one process track per node's process, named after its node, labelled
+  // node=HOST, under pids of their own; every thread track under its own node's process.
   std::string pf = testing::temp_path("merged.pftrace");
   run(kCli + " export " + merged + " -f perfetto -o " + pf + " >/dev/null");
-  std::string bytes = read_file(pf);
-  EXPECT_NE(bytes.find("node=east"), std::string::npos);
-  EXPECT_NE(bytes.find("node=west"), std::string::npos);
+  using nanotrace_export_test::Field;
+  std::vector<Field> packets;
+  ASSERT_TRUE(nanotrace_export_test::decode(read_file(pf), &packets));
+  std::map<uint64_t, std::pair<uint64_t, std::string>> process_tracks;  // uuid -> pid, label
+  std::map<uint64_t, std::string> process_names;                        // uuid -> name
+  std::map<uint64_t, uint64_t> thread_parent;                           // thread uuid -> uuid
+  for (const Field& packet : packets) {
+    std::vector<Field> fields;
+    ASSERT_TRUE(nanotrace_export_test::decode(packet.bytes, &fields));
+    const Field* td = nanotrace_export_test::find(fields, 60);
+    if (td == nullptr) continue;
+    std::vector<Field> desc;
+    ASSERT_TRUE(nanotrace_export_test::decode(td->bytes, &desc));
+    const uint64_t uuid = nanotrace_export_test::find(desc, 1)->varint;
+    if (const Field* pd = nanotrace_export_test::find(desc, 3)) {
+      std::vector<Field> process;
+      ASSERT_TRUE(nanotrace_export_test::decode(pd->bytes, &process));
+      const Field* label = nanotrace_export_test::find(process, 8);
+      process_tracks[uuid] = {nanotrace_export_test::find(process, 1)->varint,
+                              label ? label->bytes : ""};
+      process_names[uuid] = nanotrace_export_test::find(process, 6)->bytes;
+    } else if (nanotrace_export_test::find(desc, 4) != nullptr) {
+      thread_parent[uuid] = nanotrace_export_test::find(desc, 5)->varint;
+    }
+  }
+  ASSERT_EQ(process_tracks.size(), 2u);
+  std::set<uint64_t> pids;
+  std::set<std::string> groups;
+  for (const auto& [uuid, track] : process_tracks) {
+    pids.insert(track.first);
+    groups.insert(track.second);
+    EXPECT_EQ(process_names[uuid].rfind(track.second.substr(5) + ": ", 0), 0u)
+        << process_names[uuid];
+  }
+  EXPECT_EQ(pids.size(), 2u) << "two nodes' processes under one pid";
+  EXPECT_TRUE(pids.count(static_cast<uint64_t>(p.pid)));
+  EXPECT_EQ(groups, (std::set<std::string>{"node=east", "node=west"}));
+  ASSERT_EQ(thread_parent.size(), 4u);
+  std::map<uint64_t, int> threads_per_process;
+  for (const auto& [thread, parent] : thread_parent) ++threads_per_process[parent];
+  for (const auto& [uuid, track] : process_tracks) EXPECT_EQ(threads_per_process[uuid], 2);
   run("rm -rf " + ctf);
   for (const std::string& f : {a, b, merged, chrome, pf}) unlink(f.c_str());
 }

@@ -34,9 +34,6 @@ int cmd_stats(const std::string& source, bool json) {
       const ThreadStats& s = threads[i];
       const ProcessInfo& owner = trace.processes()[s.info.process];
       ths.push_back({{"pid", s.info.pid},
-                     {"node", owner.node < trace.nodes().size()
-                                  ? nlohmann::json(utf8::valid(trace.nodes()[owner.node].hostname))
-                                  : nlohmann::json(nullptr)},
                      {"process", utf8::valid(trace.processes()[s.info.process].process_name)},
                      {"tid", s.info.tid},
                      {"name", utf8::valid(s.info.name)},
@@ -48,6 +45,9 @@ int cmd_stats(const std::string& source, bool json) {
                      {"overwritten", s.overwritten},
                      {"dropped", s.dropped},
                      {"corrupt_blocks", s.corrupt_blocks}});
+      if (owner.node < trace.nodes().size()) {
+        ths.back()["node"] = utf8::valid(trace.nodes()[owner.node].hostname);
+      }
     }
     nlohmann::json out = {{"pid", p.pid},
                           {"alive", p.alive},
