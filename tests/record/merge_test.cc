@@ -533,6 +533,20 @@ TEST(MergeTest, ExportsShowOneGroupPerNode) {
   std::map<uint64_t, int> threads_per_process;
   for (const auto& [thread, parent] : thread_parent) ++threads_per_process[parent];
   for (const auto& [uuid, track] : process_tracks) EXPECT_EQ(threads_per_process[uuid], 2);
+  // CSV: a node column.
+  std::string csv = testing::temp_path("merged.csv");
+  run(kCli + " export " + merged + " -f csv -o " + csv + " >/dev/null");
+  std::istringstream rows(read_file(csv));
+  std::string header;
+  std::getline(rows, header);
+  EXPECT_EQ(header.rfind("time_ns,node,pid,tid,", 0), 0u) << header;
+  std::map<std::string, int> csv_rows;
+  for (std::string row; std::getline(rows, row);) {
+    size_t a = row.find(','), b = row.find(',', a + 1);
+    ++csv_rows[row.substr(a + 1, b - a - 1)];
+  }
+  EXPECT_EQ(csv_rows, (std::map<std::string, int>{{"east", 800}, {"west", 800}}));
+  unlink(csv.c_str());
   run("rm -rf " + ctf);
   for (const std::string& f : {a, b, merged, chrome, pf}) unlink(f.c_str());
 }
