@@ -60,22 +60,21 @@ Status assign_nodes(std::map<uint32_t, file::NodePayload>& nodes, TraceFile* f) 
   }
   f->process_node.assign(f->processes.size(), 0);
   std::vector<uint32_t> count(f->nodes.size(), 0);
+  std::map<uint32_t, size_t> position;  // process index -> position in f->processes
+  uint32_t n = 0;                       // processes come by increasing index, as nodes do
   for (size_t i = 0; i < f->processes.size(); ++i) {
-    uint32_t n = 0;
+    position[f->processes[i].index] = i;
     while (n + 1 < f->nodes.size() && f->nodes[n + 1].first_process <= f->processes[i].index) ++n;
     f->process_node[i] = n;
     ++count[n];
   }
-  for (uint32_t n = 0; n < f->nodes.size(); ++n) {
+  for (n = 0; n < f->nodes.size(); ++n) {
     const file::NodePayload& node = f->nodes[n];
     if (count[n] == 0) return Status::Corrupt("node " + std::to_string(n) + " has no process");
     // The origin is one of the node's own processes.
     if (node.origin_present) {
-      bool found = false;
-      for (size_t i = 0; i < f->processes.size(); ++i) {
-        found |= f->processes[i].index == node.origin_process && f->process_node[i] == n;
-      }
-      if (!found) {
+      auto it = position.find(node.origin_process);
+      if (it == position.end() || f->process_node[it->second] != n) {
         return Status::Corrupt("node " + std::to_string(n) +
                                "'s trigger origin is not its process");
       }
