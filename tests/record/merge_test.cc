@@ -268,6 +268,55 @@ TEST(MergeTest, NodesOfOneBootMergeInExactOrder) {
   unlink(merged.c_str());
 }
 
+TEST(MergeTest, ANodeOfSeveralProcessesKeepsThemTogether) {
+  // A recording of two processes is one node of two; merged after a one-process snapshot, its
+  // processes are renumbered 1 and 2 (their chunks' slots and their THREAD and LOSS payloads).
+  Producer a(300), b(300), c(300);
+  std::string recorded = testing::temp_path("two.ntr");
+  ChildProcess recorder(
+      {"/bin/sh", "-c",
+       "NANOTRACE_NODE_NAME=pair exec " + kCli + " record " + std::to_string(b.pid) + " " +
+           std::to_string(c.pid) + " --duration 1 -o " + recorded + " >/dev/null 2>&1"},
+      {});
+  ASSERT_TRUE(testing::wait_consumer(b.pid));
+  ASSERT_TRUE(testing::wait_consumer(c.pid));
+  a.go();
+  b.go();
+  c.go();
+  ASSERT_EQ(recorder.wait(), 0);
+  std::string single = snapshot(a.pid, "single");
+  auto two = testing::open_ok(recorded);
+  ASSERT_TRUE(two);
+  ASSERT_EQ(two->nodes().size(), 1u);
+  EXPECT_EQ(two->nodes()[0].hostname, "pair");
+  EXPECT_EQ(two->nodes()[0].process_count, 2u);
+  std::string merged = testing::temp_path("three.ntr");
+  run(kCli + " merge " + single + " " + recorded + " -o " + merged + " >/dev/null");
+  auto trace = testing::open_ok(merged);
+  ASSERT_TRUE(trace);
+  EXPECT_TRUE(trace->warning().empty()) << trace->warning();
+  ASSERT_EQ(trace->nodes().size(), 2u);
+  EXPECT_EQ(trace->nodes()[1].first_process, 1u);
+  EXPECT_EQ(trace->nodes()[1].process_count, 2u);
+  ASSERT_EQ(trace->processes().size(), 3u);
+  std::map<uint32_t, uint64_t> records_by_pid;
+  std::map<uint32_t, uint32_t> node_by_pid;
+  auto source = trace->read_all();
+  Record r;
+  while (source->next(&r)) {
+    ++records_by_pid[r.pid];
+    node_by_pid[r.pid] = trace->processes()[source->threads()[r.thread].info.process].node;
+  }
+  for (const ThreadStats& t : source->threads()) EXPECT_EQ(t.lost(), 0u) << t.info.tid;
+  EXPECT_EQ(records_by_pid[a.pid], 600u);
+  EXPECT_EQ(records_by_pid[b.pid], 600u);
+  EXPECT_EQ(records_by_pid[c.pid], 600u);
+  EXPECT_EQ(node_by_pid[a.pid], 0u);
+  EXPECT_EQ(node_by_pid[b.pid], 1u);
+  EXPECT_EQ(node_by_pid[c.pid], 1u);
+  for (const std::string& f : {recorded, single, merged}) unlink(f.c_str());
+}
+
 TEST(MergeTest, ANodeOfAnotherBootIsAlignedByWallClockWithinItsPairs) {
   Producer p(3000);
   p.go();
