@@ -160,8 +160,10 @@ ClockSync read_clock_sync(int timeout_ms) {
   if (auto out = run_client(chronyc, timeout_ms)) {
     if (auto s = parse_chrony_tracking(*out)) return *s;
   }
-  if (auto out =
-          run_client({"pmc", "-u", "-b", "0", "-t", "1", "GET TIME_STATUS_NP"}, timeout_ms)) {
+  // pmc waits for answers that never come when no ptp4l runs: asked only if ptp4l's
+  // management socket (its default uds_address) is there.
+  if (access("/var/run/ptp4l", F_OK) != 0) return ClockSync{};
+  if (auto out = run_client({"pmc", "-u", "-b", "0", "GET TIME_STATUS_NP"}, timeout_ms)) {
     if (auto s = parse_pmc_time_status(*out)) return *s;
   }
   return ClockSync{};
