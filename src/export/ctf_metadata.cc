@@ -165,7 +165,9 @@ uint32_t declared_bytes(abi::FieldType t) {
 
 void make_uuid(const ProcessInfo& p, uint8_t uuid[16]) {
   uint64_t a = p.clock_start.realtime_ns ^ (uint64_t{p.pid} << 32);
-  uint64_t b = p.clock_start.ticks * 0x9e3779b97f4a7c15ull ^ p.clock_start.monotonic_ns;
+  // The node too: two nodes' snapshots of one process (or of pid-namespaced twins) differ.
+  uint64_t b = p.clock_start.ticks * 0x9e3779b97f4a7c15ull ^ p.clock_start.monotonic_ns ^
+               uint64_t { p.node } << 48;
   for (uint64_t* x : {&a, &b}) {
     *x ^= *x >> 33;
     *x *= 0xff51afd7ed558ccdull;
@@ -207,8 +209,14 @@ void write_type_aliases(fmt::memory_buffer& m) {
                  ":= utf8_char_t;\n\n");
 }
 
+// The host a process ran on: its node's in a merged trace, else this machine's.
+std::string node_hostname(const Trace& trace, const ProcessInfo& p) {
+  return p.node < trace.nodes().size() ? trace.nodes()[p.node].hostname : host_name();
+}
+
 // The trace block (packet header) and the environment.
-void write_trace_and_env(fmt::memory_buffer& m, const ProcessInfo& p, const uint8_t uuid[16]) {
+void write_trace_and_env(fmt::memory_buffer& m, const Trace& trace, const ProcessInfo& p,
+                         const uint8_t uuid[16]) {
   auto out = std::back_inserter(m);
   fmt::format_to(out,
                  "trace {{\n  major = 1;\n  minor = 8;\n  uuid = \"{}\";\n  byte_order = le;\n"
@@ -220,7 +228,8 @@ void write_trace_and_env(fmt::memory_buffer& m, const ProcessInfo& p, const uint
                  "env {{\n  tracer_name = \"nanotrace\";\n  tracer_major = 0;\n"
                  "  tracer_minor = 1;\n  hostname = {};\n  procname = {};\n  vpid = {};\n"
                  "  clock_ticks_per_second = {};\n}};\n\n",
-                 tsdl_string(host_name()), tsdl_string(p.process_name), p.pid, p.ticks_per_second);
+                 tsdl_string(node_hostname(trace, p)), tsdl_string(p.process_name), p.pid,
+                 p.ticks_per_second);
 }
 
 // The one stream: packet context and event header.
@@ -278,7 +287,7 @@ std::string metadata(const Trace& trace, const ProcessInfo& p, const uint8_t uui
   fmt::memory_buffer m;
   fmt::format_to(std::back_inserter(m), "/* CTF 1.8 */\n\n");
   write_type_aliases(m);
-  write_trace_and_env(m, p, uuid);
+  write_trace_and_env(m, trace, p, uuid);
   fmt::format_to(std::back_inserter(m), "{}", clock_declaration(trace, clock));
   write_stream(m);
   for (const EventInfo& e : trace.events()) {

@@ -5,7 +5,8 @@
 // order of first appearance; "fields.NAME" if NAME is one of the first five>", then one row per
 // record with the cells of fields the record's event does not have left empty (a wide table pandas
 // or a spreadsheet reads directly). A trace of several processes (`nanotrace run`) has a "pid"
-// column after time_ns. A kernel event's row (a file recorded with --kernel) has the thread
+// column after time_ns, and a merge of several nodes (`nanotrace merge`) a "node" column (its
+// hostname) before it. A kernel event's row (a file recorded with --kernel) has the thread
 // it ran in as tid, "cpuN" as thread, and no pid.
 #include <fmt/format.h>
 
@@ -71,8 +72,19 @@ class CsvWriter : public LineWriter {
     if (!st.ok()) return st;
     const bool processes = trace.processes().size() > 1;
     processes_ = processes;
+    const bool nodes = trace.nodes().size() > 1;
+    nodes_ = nodes;
     for (const ThreadStats& t : source.threads()) {
       fmt::memory_buffer b;
+      if (nodes) {
+        b.push_back(',');
+        if (!t.info.kernel && t.info.process < trace.processes().size()) {
+          FieldValue host;
+          host.type = abi::FieldType::kString;
+          host.text = trace.nodes()[trace.processes()[t.info.process].node].hostname;
+          csv_value(b, host);
+        }
+      }
       if (processes) fmt::format_to(std::back_inserter(b), ",{}", t.info.pid);
       fmt::format_to(std::back_inserter(b), ",{},", t.info.tid);
       FieldValue name;
@@ -121,11 +133,13 @@ class CsvWriter : public LineWriter {
       }
     }
     fmt::memory_buffer& b = out_.buf();
-    append(b, processes ? "time_ns,pid,tid,thread,seq,event" : "time_ns,tid,thread,seq,event");
+    append(b, nodes       ? "time_ns,node,pid,tid,thread,seq,event"
+              : processes ? "time_ns,pid,tid,thread,seq,event"
+                          : "time_ns,tid,thread,seq,event");
     for (const std::string& c : columns) {
       b.push_back(',');
       bool clash = c == "time_ns" || c == "tid" || c == "thread" || c == "seq" || c == "event" ||
-                   (processes && c == "pid");
+                   (processes && c == "pid") || (nodes && c == "node");
       if (clash) append(b, "fields.");
       FieldValue name;
       name.type = abi::FieldType::kString;
@@ -143,6 +157,7 @@ class CsvWriter : public LineWriter {
     if (r.event->is_kernel) {
       // The thread it ran in (its process is not known: no pid), the CPU as thread name.
       id += kernel_base_;
+      if (nodes_) b.push_back(',');
       if (processes_) b.push_back(',');
       fmt::format_to(std::back_inserter(b), ",{},cpu{}", r.task, r.cpu);
     } else {
@@ -164,6 +179,7 @@ class CsvWriter : public LineWriter {
   size_t columns_ = 0;
   uint32_t kernel_base_ = 1;  // the slot of kernel event 0 in event_ and field_of_column_
   bool processes_ = false;
+  bool nodes_ = false;
   std::vector<std::vector<int>> field_of_column_;
 };
 

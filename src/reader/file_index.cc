@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "base/kernel_meta.hpp"
+#include "base/node_meta.hpp"
 #include "base/read_at.hpp"
 #include "reader/segment_checks.hpp"
 #include "reader/trace_file.hpp"
@@ -26,6 +27,61 @@ Status pread_all(int fd, void* dst, uint64_t n, uint64_t off, const std::string&
 }
 
 uint64_t key(uint32_t slot, uint32_t generation) { return uint64_t{slot} << 32 | generation; }
+
+// A NODE chunk: checked, and kept by node index (a later one of the same node replaces it).
+// Its content is the file's structure (which processes are whose, how their clocks map), so
+// one that passes its checksum but does not check out rejects the file.
+Status index_node_chunk(const std::vector<uint8_t>& raw,
+                        std::map<uint32_t, file::NodePayload>* nodes) {
+  auto n = file::decode_node(raw.data(), raw.size());
+  if (!n.ok()) return n.status();
+  (*nodes)[n->node] = *n;
+  return Status::Ok();
+}
+
+// The nodes of the file, numbered 0, 1, 2, ... with increasing first processes (node 0's the
+// first process), and which node each process belongs to.
+Status assign_nodes(std::map<uint32_t, file::NodePayload>& nodes, TraceFile* f) {
+  if (nodes.empty()) return Status::Ok();
+  if (nodes.size() > f->processes.size()) {
+    return Status::Corrupt(std::to_string(nodes.size()) + " nodes for " +
+                           std::to_string(f->processes.size()) + " processes");
+  }
+  for (auto& [index, node] : nodes) {
+    if (index != f->nodes.size()) {
+      return Status::Corrupt("node " + std::to_string(index) + " without node " +
+                             std::to_string(f->nodes.size()));
+    }
+    if (f->nodes.empty() ? node.first_process != 0
+                         : node.first_process <= f->nodes.back().first_process) {
+      return Status::Corrupt("node " + std::to_string(index) + " has a bad first process");
+    }
+    f->nodes.push_back(node);
+  }
+  f->process_node.assign(f->processes.size(), 0);
+  std::vector<uint32_t> count(f->nodes.size(), 0);
+  std::map<uint32_t, size_t> position;  // process index -> position in f->processes
+  uint32_t n = 0;                       // processes come by increasing index, as nodes do
+  for (size_t i = 0; i < f->processes.size(); ++i) {
+    position[f->processes[i].index] = i;
+    while (n + 1 < f->nodes.size() && f->nodes[n + 1].first_process <= f->processes[i].index) ++n;
+    f->process_node[i] = n;
+    ++count[n];
+  }
+  for (n = 0; n < f->nodes.size(); ++n) {
+    const file::NodePayload& node = f->nodes[n];
+    if (count[n] == 0) return Status::Corrupt("node " + std::to_string(n) + " has no process");
+    // The origin is one of the node's own processes.
+    if (node.origin_present) {
+      auto it = position.find(node.origin_process);
+      if (it == position.end() || f->process_node[it->second] != n) {
+        return Status::Corrupt("node " + std::to_string(n) +
+                               "'s trigger origin is not its process");
+      }
+    }
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -109,7 +165,7 @@ Status read_file_header(TraceFile* f) {
 
 // Walks a trace file's chunks after its file header and indexes them into the TraceFile:
 // DATA and KERNEL_DATA by where their payloads are, the small chunks (META, THREAD, LOSS,
-// KERNEL_META, END) decoded, one function per chunk type. The first invalid chunk ends the
+// KERNEL_META, NODE, END) decoded, one function per chunk type. The first invalid chunk ends the
 // walk with TraceFile::warning saying why.
 class ChunkIndexer {
  public:
@@ -119,6 +175,8 @@ class ChunkIndexer {
   Status index_chunks();
   // Hands the processes found to the file and links each stream to its process.
   void link_processes();
+  // Hands the nodes found to the file (after link_processes): errors: kCorrupt.
+  Status link_nodes() { return assign_nodes(nodes_, &f_); }
 
  private:
   // Reads the header of the chunk at off_ into c and checks it against the file.
@@ -145,6 +203,7 @@ class ChunkIndexer {
   std::map<uint64_t, uint32_t> by_key_;               // (slot, generation) -> stream index
   std::map<uint32_t, TraceFile::Process> processes_;  // by process index (slot >> 16)
   std::vector<uint8_t> stored_, raw_;                 // a small chunk's payload
+  std::map<uint32_t, file::NodePayload> nodes_;       // NODE chunks by node index
 };
 
 Status ChunkIndexer::index_chunks() {
@@ -183,10 +242,10 @@ Result<StopReason> ChunkIndexer::read_chunk_header(file::ChunkHeader* c) {
     return "damaged chunk header";
   }
   bool packed = c->flags & file::kChunkZstd;
-  const uint16_t max_type = f_.header.version >= 2 ? 7 : 5;
-  if (c->type < 1 || c->type > max_type || (c->flags & ~file::kChunkZstd) != 0 ||
-      c->stored_size > file::kMaxChunkBytes || c->raw_size > file::kMaxChunkBytes ||
-      (!packed && c->stored_size != c->raw_size) || c->index != f_.chunks) {
+  if (c->type < 1 || c->type > file::max_chunk_type(f_.header.version) ||
+      (c->flags & ~file::kChunkZstd) != 0 || c->stored_size > file::kMaxChunkBytes ||
+      c->raw_size > file::kMaxChunkBytes || (!packed && c->stored_size != c->raw_size) ||
+      c->index != f_.chunks) {
     return "malformed chunk header";
   }
   if (f_.size - (off_ + sizeof(*c)) < c->stored_size) return "incomplete chunk (file cut short)";
@@ -215,6 +274,13 @@ Result<StopReason> ChunkIndexer::index_chunk(const file::ChunkHeader& c, uint64_
       break;
     case file::ChunkType::kKernelMeta:
       decode_kernel_meta();
+      ok = true;
+      break;
+    case file::ChunkType::kNode:
+      if (Status node = index_node_chunk(raw_, &nodes_); !node.ok()) {
+        return Status::Corrupt(f_.path + ": " + node.message() + " (chunk " +
+                               std::to_string(f_.chunks) + ")");
+      }
       ok = true;
       break;
     case file::ChunkType::kEnd:
@@ -397,6 +463,9 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
   if (f->meta.empty()) {
     return Status::Corrupt(path + ": no valid event tables (META chunk) in the file" +
                            (f->warning.empty() ? "" : " (" + f->warning + ")"));
+  }
+  if (Status n = indexer.link_nodes(); !n.ok()) {
+    return Status::Corrupt(path + ": " + n.message());
   }
   if (!f->has_end && f->warning.empty()) {
     f->warning = path + ": no END chunk (recording still running, or the recorder was killed)";

@@ -7,6 +7,7 @@
 #include "record/drainer.hpp"
 #include "record/file_writer.hpp"
 #include "record/kernel_recording.hpp"
+#include "record/node_clock.hpp"
 #include "record/process_session.hpp"
 
 namespace nanotrace {
@@ -71,6 +72,7 @@ Result<RecordSummary> write_snapshot_of(const std::vector<Trace*>& traces,
   if (s.ok() && flight != nullptr) {
     s = write_flight_window(*flight, oldest == UINT64_MAX ? 0 : oldest, out, &summary);
   }
+  if (s.ok()) s = write_node_chunk(out, std::vector<const Trace*>(traces.begin(), traces.end()));
   if (s.ok()) s = write_end_chunk(out, summary.records, file::EndReason::kComplete);
   if (s.ok()) s = out.close();
   if (!s.ok()) return s;

@@ -8,6 +8,7 @@
 #include "base/utf8.hpp"
 #include "commands.hpp"
 #include "nanotrace/analysis.hpp"
+#include "node_output.hpp"
 
 namespace nanotrace::cli {
 
@@ -25,6 +26,7 @@ void print_stats_json(const Trace& trace, const TraceStats& st) {
   nlohmann::json ths = nlohmann::json::array();
   for (size_t i = 0; i < threads.size(); ++i) {
     const ThreadStats& s = threads[i];
+    const ProcessInfo& owner = trace.processes()[s.info.process];
     ths.push_back({{"pid", s.info.pid},
                    {"process", utf8::valid(trace.processes()[s.info.process].process_name)},
                    {"tid", s.info.tid},
@@ -37,6 +39,9 @@ void print_stats_json(const Trace& trace, const TraceStats& st) {
                    {"overwritten", s.overwritten},
                    {"dropped", s.dropped},
                    {"corrupt_blocks", s.corrupt_blocks}});
+    if (owner.node < trace.nodes().size()) {
+      ths.back()["node"] = utf8::valid(trace.nodes()[owner.node].hostname);
+    }
   }
   nlohmann::json out = {{"pid", p.pid},
                         {"alive", p.alive},
@@ -50,6 +55,10 @@ void print_stats_json(const Trace& trace, const TraceStats& st) {
                         {"processes", trace.processes().size()},
                         {"events", events},
                         {"threads", ths}};
+  if (!trace.nodes().empty()) {
+    out["nodes"] = nodes_json(trace);
+    out["origin"] = origin_json(trace);
+  }
   if (!trace.kernel_events().empty()) {
     const Trace::KernelSystem k = trace.kernel_system();
     out["kernel"] = {{"sysname", utf8::valid(k.sysname)},
@@ -86,14 +95,16 @@ void print_stats_header(const Trace& trace, const TraceStats& st) {
 
 // Records per process of a trace of several.
 void print_process_table(const Trace& trace, const std::vector<ThreadStats>& threads) {
-  fmt::print("\n{} processes:\n{:>8} {:>8} {:<16} {:>12}\n", trace.processes().size(), "PID",
-             "PARENT", "PROCESS", "RECORDS");
+  const bool nodes = trace.nodes().size() > 1;
+  fmt::print("\n{} processes:\n{:>8} {:>8} {:<16} {:>12} {}\n", trace.processes().size(), "PID",
+             "PARENT", "PROCESS", "RECORDS", nodes ? "NODE" : "");
   std::vector<uint64_t> per_process(trace.processes().size());
   for (const ThreadStats& s : threads) per_process[s.info.process] += s.records;
   for (size_t i = 0; i < trace.processes().size(); ++i) {
     const ProcessInfo& q = trace.processes()[i];
-    fmt::print("{:>8} {:>8} {:<16} {:>12}\n", q.pid, q.parent_pid,
-               utf8::escape_text(q.process_name), per_process[i]);
+    fmt::print("{:>8} {:>8} {:<16} {:>12} {}\n", q.pid, q.parent_pid,
+               utf8::escape_text(q.process_name), per_process[i],
+               nodes ? utf8::escape_text(trace.nodes()[q.node].hostname) : std::string());
   }
 }
 
@@ -105,6 +116,7 @@ void print_stats_text(const Trace& trace, const TraceStats& st) {
     fmt::print("{:<32} {:>12} {:>14.0f}\n", utf8::escape_text(e.event), e.rate.count,
                e.rate.per_second());
   }
+  print_nodes(trace);
   if (trace.processes().size() > 1) print_process_table(trace, threads);
   fmt::print("\n{:>8} {:>8} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "PID", "TID",
              "THREAD", "STATE", "RECORDS", "WRITTEN", "RATE/s", "LOST", "OVERWR", "DROPPED");
