@@ -1,0 +1,78 @@
+// A trace as rows of the shipped tables (ship/schema.hpp): one pass over its records merged
+// with its kernel events (Trace::read_all_with_kernel) makes the events rows and, through the
+// analysis layer's IntervalMatcher, the intervals rows (one per matched begin/end pair, its
+// latency exactly as `nanotrace latency` computes it); then come the losses rows (per thread
+// incarnation and cause) and the trace's row.
+//
+// The trace id: a hash of what makes one trace distinct (its node; each process's pid, clock
+// rate and the clock pair taken when its segment was created; each thread slot's generation,
+// tid and records written), so the same trace file gives the same id wherever and however
+// often it is shipped, and a later snapshot of the same process (more records) another.
+//
+// Node: the trace's own node identity when the file records one, else the name given, else
+// the local hostname.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nanotrace/analysis.hpp"
+#include "nanotrace/reader.hpp"
+#include "nanotrace/status.hpp"
+#include "ship/native_block.hpp"
+#include "ship/schema.hpp"
+
+namespace nanotrace::ship {
+
+// Takes a full block of one table's rows (the block is cleared after it returns).
+using BlockSink = std::function<Status(const TableDef& table, const NativeBlock& block)>;
+
+struct RowCounts {
+  uint64_t events = 0;
+  uint64_t intervals = 0;
+  uint64_t losses = 0;
+  uint64_t lost_records = 0;  // sum of the losses rows
+};
+
+class TraceRows {
+ public:
+  // pairs: the begin/end rules whose intervals to make; empty: those the event names suggest
+  // (infer_pairs). Rules that name events the trace lacks are skipped (skipped_pairs()).
+  TraceRows(Trace& trace, std::string node, std::vector<PairRule> pairs);
+
+  uint64_t trace_id() const { return trace_id_; }
+  const std::string& node() const { return node_; }
+  const std::vector<std::string>& skipped_pairs() const { return skipped_; }
+
+  // Sends every events, intervals and losses row to sink in blocks of up to batch_rows rows.
+  Status write(size_t batch_rows, const BlockSink& sink);
+  const RowCounts& counts() const { return counts_; }
+  // Days (since 1970-01-01, UTC) of the first and the last record (after write()): every row
+  // of the trace is dated within them.
+  uint16_t first_day() const;
+  uint16_t last_day() const;
+  // The trace's row (after write()): source names where it came from.
+  void traces_row(const std::string& source, NativeBlock* block) const;
+
+ private:
+  struct ThreadRow;
+  struct EventNames;
+  struct Impl;
+  Status write_losses(Impl& d, const BlockSink& sink);
+  Trace& trace_;
+  std::string node_;
+  std::vector<ResolvedPair> rules_;
+  std::vector<std::string> skipped_;
+  uint64_t trace_id_ = 0;
+  RowCounts counts_;
+  uint64_t first_ns_ = 0, last_ns_ = 0;  // realtime of the first and last record
+};
+
+// A block whose columns are table's.
+NativeBlock block_for(const TableDef& table);
+// The local hostname.
+std::string local_hostname();
+
+}  // namespace nanotrace::ship
