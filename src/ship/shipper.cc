@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "ship/clickhouse_http.hpp"
@@ -87,14 +88,30 @@ Status Shipper::stage(ClickHouseHttp& server, TraceRows& rows, Attempt& a) {
       if (!done.ok()) return done.status();
     }
   }
+  // One block is sent (compressed, on its own thread) while the next is built: the server
+  // parses and writes one while we read the trace for the next.
+  std::future<Status> sending;
+  std::string buffers[2];
+  int next = 0;
+  auto wait = [&]() -> Status { return sending.valid() ? sending.get() : Status::Ok(); };
   auto sink = [&](const TableDef& table, const NativeBlock& block) -> Status {
     size_t i = 0;
     while (tables[i].name != table.name) ++i;
-    block_bytes_.clear();
-    block.write(&block_bytes_);
-    return server.insert_native(a.staging[i], block_bytes_, options_.compress);
+    std::string& bytes = buffers[next];
+    next ^= 1;
+    bytes.clear();
+    block.write(&bytes);
+    if (Status s = wait(); !s.ok()) return s;
+    sending = std::async(std::launch::async,
+                         [&server, &bytes, table = a.staging[i], compress = options_.compress] {
+                           return server.insert_native(table, bytes, compress);
+                         });
+    return Status::Ok();
   };
-  if (Status s = rows.write(options_.batch_rows, sink); !s.ok()) return s;
+  Status written = rows.write(options_.batch_rows, sink);
+  Status sent = wait();
+  if (!written.ok()) return written;
+  if (!sent.ok()) return sent;
   const RowCounts& c = rows.counts();
   a.expected = {c.events, c.intervals, c.losses};
   for (size_t i = 0; i < a.staging.size(); ++i) {

@@ -42,7 +42,7 @@ struct ShipOptions {
   std::string cluster;
   std::string node;             // "" = the trace's own node, else the local hostname
   std::vector<PairRule> pairs;  // empty: the pairs the event names suggest
-  size_t batch_rows = 1 << 17;  // rows per Native block
+  size_t batch_rows = 1 << 20;  // rows per Native block (ClickHouse's max_insert_block_size)
   bool compress = true;
 };
 

@@ -14,6 +14,9 @@ namespace nanotrace::ship {
 namespace {
 
 constexpr uint64_t kNsPerDay = 86400ull * 1000000000ull;
+// Bytes of values at which a block is sent whatever its rows: its memory, here and in the
+// server, stays bounded for rows with long strings.
+constexpr size_t kMaxBlockBytes = 64u << 20;
 
 uint16_t day_of(uint64_t realtime_ns) { return static_cast<uint16_t>(realtime_ns / kNsPerDay); }
 
@@ -307,12 +310,15 @@ Status TraceRows::write(size_t batch_rows, const BlockSink& sink) {
         d.interval_row(rules_[m.rule], m.rule, m.interval, r);
       }
     }
-    if (d.events.rows() >= batch_rows) {
+    // A block also ends at kMaxBlockBytes (checked now and then: bytes() walks the columns).
+    if (d.events.rows() >= batch_rows ||
+        (d.events.rows() % 1024 == 0 && d.events.bytes() >= kMaxBlockBytes)) {
       counts_.events += d.events.rows();
       if (Status s = sink(events_table(), d.events); !s.ok()) return s;
       d.events.clear();
     }
-    if (d.intervals.rows() >= batch_rows) {
+    if (d.intervals.rows() >= batch_rows ||
+        (d.intervals.rows() % 1024 == 1023 && d.intervals.bytes() >= kMaxBlockBytes)) {
       counts_.intervals += d.intervals.rows();
       if (Status s = sink(intervals_table(), d.intervals); !s.ok()) return s;
       d.intervals.clear();

@@ -46,7 +46,8 @@ class TraceRows {
   const std::string& node() const { return node_; }
   const std::vector<std::string>& skipped_pairs() const { return skipped_; }
 
-  // Sends every events, intervals and losses row to sink in blocks of up to batch_rows rows.
+  // Sends every events, intervals and losses row to sink in blocks of up to batch_rows rows
+  // (or 64 MiB of values).
   Status write(size_t batch_rows, const BlockSink& sink);
   const RowCounts& counts() const { return counts_; }
   // Days (since 1970-01-01, UTC) of the first and the last record (after write()): every row

@@ -16,7 +16,7 @@ struct ShipCommand {
   std::string cluster;
   std::string node;
   std::vector<std::string> pairs;  // BEGIN,END,KEY
-  size_t batch_rows = 1 << 17;
+  size_t batch_rows = 1 << 20;
   bool no_compress = false;
   bool json = false;
 };
