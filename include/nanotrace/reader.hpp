@@ -97,6 +97,7 @@ const char* process_state_name(abi::ProcessState state);
 struct ProcessInfo {
   std::string path;  // segment path
   uint32_t pid = 0;
+  uint32_t node = 0;        // index into Trace::nodes() (0 when the trace describes no node)
   uint32_t parent_pid = 0;  // when its segment was created (0 if unknown)
   bool alive = false;
   abi::ProcessState state = abi::ProcessState::kRunning;
@@ -117,6 +118,53 @@ struct ProcessInfo {
   uint32_t crash_signal = 0;
   uint32_t crash_tid = 0;
   TriggerInfo trigger;
+};
+
+// The clock of a node's records (TSC ticks or CLOCK_MONOTONIC ns) read before and after
+// CLOCK_REALTIME: realtime_ns was read between the two.
+struct ClockReading {
+  uint64_t ticks_before = 0;
+  uint64_t realtime_ns = 0;
+  uint64_t monotonic_ns = 0;
+  uint64_t ticks_after = 0;
+};
+
+inline constexpr uint64_t kUnknownErrorBound = ~0ull;
+
+// A machine whose processes a trace file holds (docs/format.md, "Nodes"): every snapshot and
+// recording names its node; `nanotrace merge` makes a file of several.
+struct NodeInfo {
+  uint32_t index = 0;
+  std::string hostname;
+  std::string machine_id;  // /etc/machine-id
+  std::string boot_id;     // the kernel's boot id: nodes that share it share one clock
+  abi::ClockKind clock = abi::ClockKind::kTsc;
+  uint64_t ticks_per_second = 0;
+  std::vector<ClockReading> clock_pairs;  // taken when the snapshot or recording ended
+  // Clock sync as its daemon saw it: "chrony", "ptp4l" or "unknown".
+  std::string sync_source = "unknown";
+  bool synchronised = false;
+  int64_t sync_offset_ns = 0;  // chrony: system time offset; ptp4l: offset from the master
+  uint64_t sync_root_delay_ns = 0;
+  uint64_t sync_root_dispersion_ns = 0;
+  uint64_t sync_bound_ns = kUnknownErrorBound;  // its clock's error against true time
+  std::string sync_reference;
+  // How its times were put on the trace's timeline: "own" (a node's own file), "reference"
+  // (the node the others were aligned to), "shared-clock" (the reference's machine and boot:
+  // exact), "realtime" (through the clock pairs and CLOCK_REALTIME: within error_bound_ns).
+  std::string alignment = "own";
+  uint64_t error_bound_ns = 0;  // kUnknownErrorBound: unknown
+  uint32_t first_process = 0;   // index into Trace::processes()
+  uint32_t process_count = 0;
+  // The trigger of one of its processes that fired (the freeze's origin), if any.
+  bool has_origin = false;
+  uint32_t origin_process = 0;  // index into Trace::processes()
+  uint32_t origin_pid = 0;
+  uint32_t origin_tid = 0;
+  uint32_t origin_slot = 0;
+  uint64_t origin_seq = 0;
+  uint64_t origin_ticks = 0;  // on the trace's clock (Trace::ticks_to_ns)
+  std::string origin_event;   // "group:event"
 };
 
 // One field value of a record. Strings point into the reader's buffer: valid until the
@@ -211,6 +259,11 @@ class Trace {
   // Every process the trace holds, the first being process(). The events of all of them are
   // in events(): identical call sites share one event id.
   const std::vector<ProcessInfo>& processes() const { return processes_; }
+  // The machines the processes ran on (ProcessInfo::node), in the trace's order: one in a
+  // snapshot or recording, several in a file `nanotrace merge` wrote, none for a live
+  // segment or a file written before nodes were recorded. Records of every node are on one
+  // timeline (Record::ticks): each node's clock mapped as its NodeInfo::alignment says.
+  const std::vector<NodeInfo>& nodes() const { return nodes_; }
   const std::vector<EventInfo>& events() const { return events_; }
   const EventInfo* event_by_id(uint16_t id) const;
   std::vector<GroupInfo> groups() const;
@@ -289,6 +342,7 @@ class Trace {
   void load_kernel_tables();
   void choose_time_origin();
   void compute_clock_scale();
+  void load_nodes();
 
   std::string path_;
   int fd_ = -1;
@@ -299,6 +353,7 @@ class Trace {
   Status load_other_processes();
   ProcessInfo process_;
   std::vector<ProcessInfo> processes_;
+  std::vector<NodeInfo> nodes_;
   // Per process (as in processes_): its own event table, and its event ids in events_ (empty
   // when they are the same ids).
   std::vector<std::vector<EventInfo>> local_events_;

@@ -15,9 +15,11 @@
 namespace nanotrace::file {
 
 inline constexpr char kFileMagic[8] = {'N', 'A', 'N', 'O', 'T', 'R', 'C', 'F'};
-inline constexpr uint32_t kFileVersion = 2;  // written
-inline constexpr uint32_t kMinFileVersion =
-    1;  // read: 1 has no kernel chunks nor processes (slot >> 16)
+// Written. Read: 1 has no kernel chunks nor processes (slot >> 16); 2 no NODE chunks; 3 may
+// hold several nodes, whose clocks a reader must map (base/node_meta.hpp), so a reader of
+// version 2 rejects it rather than mixing the nodes' clocks.
+inline constexpr uint32_t kFileVersion = 3;
+inline constexpr uint32_t kMinFileVersion = 1;
 inline constexpr uint32_t kChunkMagic = 0x4b43544e;  // "NTCK"
 // Bounds a reader enforces before allocating anything.
 inline constexpr uint32_t kMaxChunkBytes = 16u << 20;   // stored and raw payload sizes
@@ -32,7 +34,12 @@ enum class ChunkType : uint16_t {
   kEnd = 5,         // the recording closed cleanly
   kKernelMeta = 6,  // ftrace formats, clock and losses (base/kernel_meta.hpp)
   kKernelData = 7,  // raw ftrace sub-buffers of one CPU (slot = CPU)
+  kNode = 8,        // version 3: a node's identity, clock pairs and sync (base/node_meta.hpp)
 };
+// The highest chunk type of a file version.
+inline constexpr uint16_t max_chunk_type(uint32_t version) {
+  return version >= 3 ? 8 : version == 2 ? 7 : 5;
+}
 
 inline constexpr uint16_t kChunkZstd = 1;  // payload is one zstd frame of raw_size bytes
 

@@ -22,6 +22,7 @@
 
 #include "export/json_sink.hpp"
 #include "export/json_text.hpp"
+#include "export/node_groups.hpp"
 #include "export/output.hpp"
 #include "export/writers.hpp"
 
@@ -83,6 +84,7 @@ class ChromeWriter : public RecordWriter {
       : options_(options), slices_(std::move(slices)) {}
 
   Status begin(const Trace& trace, RecordSource& source) override {
+    labels_ = process_labels(trace);
     size_t max_record = plan_events(trace.events());
     size_t max_tid = plan_threads(source);
     arena_.seal();
@@ -99,12 +101,13 @@ class ChromeWriter : public RecordWriter {
     auto it = std::back_inserter(b);
     append(b, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
     const char* separator = "";
-    for (const ProcessInfo& p : trace.processes()) {
+    for (size_t i = 0; i < trace.processes().size(); ++i) {
+      const uint32_t pid = labels_.pids[i];
       fmt::format_to(it,
                      "{}{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{"
                      "\"name\":",
-                     separator, p.pid, p.pid);
-      json_string(b, p.user_name.empty() ? p.process_name : p.user_name);
+                     separator, pid, pid);
+      json_string(b, labels_.names[i]);
       append(b, "}}");
       separator = ",\n";
     }
@@ -127,7 +130,7 @@ class ChromeWriter : public RecordWriter {
       fmt::format_to(it,
                      ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":{},\"args\":{{"
                      "\"name\":",
-                     t.info.pid, t.info.tid);
+                     labels_.pid_of(t.info), t.info.tid);
       json_string(b, t.info.name.empty() ? fmt::format("thread {}", t.info.tid) : t.info.name);
       append(b, "}}");
     }
@@ -293,7 +296,7 @@ class ChromeWriter : public RecordWriter {
   size_t plan_threads(RecordSource& source) {
     size_t longest = 0;
     for (const ThreadStats& t : source.threads()) {
-      std::string text = fmt::format("{},\"tid\":{},\"ts\":", t.info.pid, t.info.tid);
+      std::string text = fmt::format("{},\"tid\":{},\"ts\":", labels_.pid_of(t.info), t.info.tid);
       longest = std::max(longest, text.size());
       tid_handles_.push_back(arena_.add(text));
     }
@@ -314,6 +317,7 @@ class ChromeWriter : public RecordWriter {
 
   ExportOptions options_;
   std::vector<ResolvedPair> slices_;
+  ProcessLabels labels_;  // a merged trace's nodes: pids and names to show
   fmt::memory_buffer kernel_line_;
   TextSink sink_;
   json::PieceArena arena_;

@@ -165,7 +165,9 @@ uint32_t declared_bytes(abi::FieldType t) {
 
 void make_uuid(const ProcessInfo& p, uint8_t uuid[16]) {
   uint64_t a = p.clock_start.realtime_ns ^ (uint64_t{p.pid} << 32);
-  uint64_t b = p.clock_start.ticks * 0x9e3779b97f4a7c15ull ^ p.clock_start.monotonic_ns;
+  // The node too: two nodes' snapshots of one process (or of pid-namespaced twins) differ.
+  uint64_t b = p.clock_start.ticks * 0x9e3779b97f4a7c15ull ^ p.clock_start.monotonic_ns ^
+               uint64_t { p.node } << 48;
   for (uint64_t* x : {&a, &b}) {
     *x ^= *x >> 33;
     *x *= 0xff51afd7ed558ccdull;
@@ -211,11 +213,13 @@ std::string metadata(const Trace& trace, const ProcessInfo& p, const uint8_t uui
                  "    packed_uint8_t uuid[16];\n    packed_uint32_t stream_id;\n"
                  "    packed_uint64_t stream_instance_id;\n  }};\n}};\n\n",
                  uuid_text(uuid));
-  fmt::format_to(out,
-                 "env {{\n  tracer_name = \"nanotrace\";\n  tracer_major = 0;\n"
-                 "  tracer_minor = 1;\n  hostname = {};\n  procname = {};\n  vpid = {};\n"
-                 "  clock_ticks_per_second = {};\n}};\n\n",
-                 tsdl_string(host_name()), tsdl_string(p.process_name), p.pid, p.ticks_per_second);
+  fmt::format_to(
+      out,
+      "env {{\n  tracer_name = \"nanotrace\";\n  tracer_major = 0;\n"
+      "  tracer_minor = 1;\n  hostname = {};\n  procname = {};\n  vpid = {};\n"
+      "  clock_ticks_per_second = {};\n}};\n\n",
+      tsdl_string(p.node < trace.nodes().size() ? trace.nodes()[p.node].hostname : host_name()),
+      tsdl_string(p.process_name), p.pid, p.ticks_per_second);
   fmt::format_to(out, "{}", clock_declaration(trace, clock));
   // The event header is a record's word0: id in bits 0-15, the clock stamp in bits 16-63.
   fmt::format_to(out,

@@ -69,6 +69,18 @@ std::string process_directory_name(uint32_t index, const ProcessInfo& p) {
   return fmt::format("process-{}-{}-{}", index, name, p.pid);
 }
 
+// The directory of node `index` in an export of a merged trace: "node-INDEX-HOST", the
+// hostname reduced to characters that are safe in a path.
+std::string node_directory_name(const NodeInfo& node) {
+  std::string name;
+  for (char c : node.hostname.substr(0, 64)) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.';
+    name += ok ? c : '_';
+  }
+  return fmt::format("node-{}-{}", node.index, name.empty() ? "unknown" : name);
+}
+
 // Removes what an earlier export wrote in dir: its metadata and stream-* files. Other files
 // are left alone.
 Status remove_old_output(const std::string& dir, int source_fd) {
@@ -108,13 +120,43 @@ struct Shared {
     if (!per_process) return dir;
     std::lock_guard<std::mutex> lock(mu);
     if (!process_dirs[process].empty()) return process_dirs[process];
-    std::string sub = dir + "/" + process_directory_name(process, trace.processes()[process]);
+    const ProcessInfo& p = trace.processes()[process];
+    std::string parent = dir;
+    if (trace.nodes().size() > 1) {
+      // A merged trace: each node's processes under its own directory.
+      parent = dir + "/" + node_directory_name(trace.nodes()[p.node]);
+      if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
+        return Status::FromErrno("cannot create directory " + parent, errno);
+      }
+    }
+    std::string sub = parent + "/" + process_directory_name(process, p);
     // Any old directory of that name was emptied and removed by ensure_directory.
     if (::mkdir(sub.c_str(), 0700) != 0) {
       return Status::FromErrno("cannot create directory " + sub, errno);
     }
     process_dirs[process] = sub;
     return sub;
+  }
+
+  // The process, kernel (and, at the top, node) subdirectories of an earlier export: emptied
+  // of what it wrote and removed (a symbolic link is not followed; a directory holding other
+  // files stays).
+  Status remove_old_subdirectories(const std::string& parent, bool nodes) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(parent, ec)) {
+      std::string name = entry.path().filename().string();
+      const bool node = nodes && name.rfind("node-", 0) == 0;
+      if ((name.rfind("process-", 0) != 0 && name != "kernel" && !node) || entry.is_symlink(ec) ||
+          !entry.is_directory(ec)) {
+        continue;
+      }
+      Status st = node ? remove_old_subdirectories(entry.path().string(), false)
+                       : remove_old_output(entry.path().string(), trace.source_fd());
+      if (!st.ok()) return st;
+      fs::remove(entry.path(), ec);  // only if empty
+    }
+    return Status::Ok();
   }
 
   Status ensure_directory() {
@@ -142,16 +184,8 @@ struct Shared {
     if (!dir_status.ok()) return dir_status;
     // The process and kernel subdirectories of an earlier export: emptied of what it wrote
     // and removed (a symbolic link is not followed; a directory holding other files stays).
-    for (const auto& entry : fs::directory_iterator(out, ec)) {
-      std::string name = entry.path().filename().string();
-      if ((name.rfind("process-", 0) != 0 && name != "kernel") || entry.is_symlink(ec) ||
-          !entry.is_directory(ec)) {
-        continue;
-      }
-      dir_status = remove_old_output(entry.path().string(), trace.source_fd());
-      if (!dir_status.ok()) return dir_status;
-      fs::remove(entry.path(), ec);  // only if empty
-    }
+    dir_status = remove_old_subdirectories(out, /*nodes=*/true);
+    if (!dir_status.ok()) return dir_status;
     dir = out;
     return dir_status;
   }

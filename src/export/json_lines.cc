@@ -9,8 +9,14 @@ void JsonLineEncoder::prepare(const Trace& trace, const std::vector<ThreadStats>
   threads_.clear();
   // A trace of several processes (`nanotrace run`) names each record's process as well.
   const bool processes = trace.processes().size() > 1;
+  // A merge of several nodes (`nanotrace merge`) names each record's node.
+  const bool nodes = trace.nodes().size() > 1;
   for (const ThreadStats& t : threads) {
     fmt::memory_buffer b;
+    if (nodes && !t.info.kernel && t.info.process < trace.processes().size()) {
+      append(b, ",\"node\":");
+      json_string(b, trace.nodes()[trace.processes()[t.info.process].node].hostname);
+    }
     if (processes) fmt::format_to(std::back_inserter(b), ",\"pid\":{}", t.info.pid);
     fmt::format_to(std::back_inserter(b), ",\"tid\":{},\"thread\":", t.info.tid);
     json_string(b, t.info.name);

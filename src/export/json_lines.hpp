@@ -2,6 +2,8 @@
 // `nanotrace export --format jsonl` writes (docs/export.md promises they are the same):
 // {"time_ns":..,"tid":..,"thread":"..","seq":..,"event":"group:event","fields":{..}}; a kernel
 // record: {"time_ns":..,"tid":..,"cpu":..,"seq":..,"kernel":true,"event":..,"fields":{..}}.
+// A trace of several processes adds "pid" after "time_ns", one of several nodes "node" (its
+// hostname) before it.
 // The constant text of each thread and event is prepared once.
 #pragma once
 

@@ -29,6 +29,7 @@
 #include <set>
 #include <utility>
 
+#include "export/node_groups.hpp"
 #include "export/output.hpp"
 #include "export/perfetto_ftrace.hpp"
 #include "export/protobuf_writer.hpp"
@@ -98,15 +99,20 @@ class PerfettoWriter : public RecordWriter {
     w.uint(2, kClockMonotonic);  // primary_trace_clock
     w.end(snapshot);
     w.end(pkt);
+    // A merged trace's nodes: each process named after its node, labelled with it, and under
+    // a pid of its own (node_groups.hpp).
+    const ProcessLabels labels = process_labels(trace);
     for (uint32_t i = 0; i < trace.processes().size(); ++i) {
-      const ProcessInfo& process = trace.processes()[i];
       pkt = w.begin(1);
       w.uint(10, kSequenceId);
       size_t td = w.begin(60);
       w.uint(1, kProcessUuid + i);
       size_t pd = w.begin(3);
-      w.uint(1, process.pid);
-      w.bytes(6, process.user_name.empty() ? process.process_name : process.user_name);
+      w.uint(1, labels.pids[i]);
+      w.bytes(6, labels.names[i]);
+      if (labels.multi_node) {
+        w.bytes(8, "node=" + trace.nodes()[trace.processes()[i].node].hostname);
+      }
       w.end(pd);
       w.end(td);
       w.end(pkt);
@@ -126,7 +132,7 @@ class PerfettoWriter : public RecordWriter {
       w.uint(1, kThreadUuidBase + i);
       w.uint(5, kProcessUuid + process);
       size_t th = w.begin(4);
-      w.uint(1, threads[i].info.pid);
+      w.uint(1, labels.pid_of(threads[i].info));
       w.uint(2, threads[i].info.tid);
       w.bytes(5, threads[i].info.name);
       w.end(th);

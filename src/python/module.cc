@@ -63,6 +63,45 @@ py::dict process_dict(const Trace& trace) {
   return d;
 }
 
+py::object bound(uint64_t ns) {
+  return ns == kUnknownErrorBound ? py::object(py::none()) : py::int_(ns);
+}
+
+// The machines of a trace (Trace::nodes(): one in a snapshot or recording, several in a file
+// `nanotrace merge` wrote), as `stats --json` lists them.
+py::list node_list(const Trace& trace) {
+  py::list out;
+  for (const NodeInfo& n : trace.nodes()) {
+    py::dict d;
+    d["index"] = n.index;
+    d["hostname"] = text(n.hostname);
+    d["machine_id"] = text(n.machine_id);
+    d["boot_id"] = text(n.boot_id);
+    py::list pids;
+    for (uint32_t i = n.first_process; i < n.first_process + n.process_count; ++i) {
+      if (i < trace.processes().size()) pids.append(trace.processes()[i].pid);
+    }
+    d["pids"] = pids;
+    d["alignment"] = n.alignment;
+    d["error_bound_ns"] = bound(n.error_bound_ns);
+    d["sync_source"] = n.sync_source;
+    d["sync_bound_ns"] = bound(n.sync_bound_ns);
+    if (n.has_origin) {
+      py::dict o;
+      o["pid"] = n.origin_pid;
+      o["tid"] = n.origin_tid;
+      o["seq"] = n.origin_seq;
+      o["event"] = text(n.origin_event);
+      o["time_ns"] = trace.ticks_to_ns(n.origin_ticks);
+      d["origin"] = o;
+    } else {
+      d["origin"] = py::none();
+    }
+    out.append(d);
+  }
+  return out;
+}
+
 py::list event_list(const Trace& trace) {
   py::list out;
   for (const EventInfo& e : trace.events()) {
@@ -130,6 +169,7 @@ PYBIND11_MODULE(_nanotrace, m) {
       .def_property_readonly("is_file", &Trace::is_file)
       .def_property_readonly("warning", [](const Trace& t) { return text(t.warning()); })
       .def_property_readonly("process", &process_dict)
+      .def_property_readonly("nodes", &node_list)
       .def("event_list", &event_list)
       .def("thread_list", &thread_list)
       .def("groups", [](const Trace& t) { return group_dict(t.groups()); })

@@ -139,6 +139,9 @@ py::dict trace_stats(Trace& trace) {
     corrupt += s.corrupt_blocks;
     py::dict d;
     d["pid"] = s.info.pid;
+    if (!trace.nodes().empty() && s.info.process < trace.processes().size()) {
+      d["node"] = text(trace.nodes()[trace.processes()[s.info.process].node].hostname);
+    }
     d["process"] = s.info.process < trace.processes().size()
                        ? text(trace.processes()[s.info.process].process_name)
                        : py::str("");

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "base/kernel_meta.hpp"
+#include "base/node_meta.hpp"
 #include "base/read_at.hpp"
 #include "reader/segment_checks.hpp"
 #include "reader/trace_file.hpp"
@@ -26,6 +27,62 @@ Status pread_all(int fd, void* dst, uint64_t n, uint64_t off, const std::string&
 }
 
 uint64_t key(uint32_t slot, uint32_t generation) { return uint64_t{slot} << 32 | generation; }
+
+// A NODE chunk: checked, and kept by node index (a later one of the same node replaces it).
+// Its content is the file's structure (which processes are whose, how their clocks map), so
+// one that passes its checksum but does not check out rejects the file.
+Status index_node_chunk(const std::vector<uint8_t>& raw,
+                        std::map<uint32_t, file::NodePayload>* nodes) {
+  auto n = file::decode_node(raw.data(), raw.size());
+  if (!n.ok()) return n.status();
+  (*nodes)[n->node] = *n;
+  return Status::Ok();
+}
+
+// The nodes of the file, numbered 0, 1, 2, ... with increasing first processes (node 0's the
+// first process), and which node each process belongs to.
+Status assign_nodes(std::map<uint32_t, file::NodePayload>& nodes, TraceFile* f) {
+  if (nodes.empty()) return Status::Ok();
+  if (nodes.size() > f->processes.size()) {
+    return Status::Corrupt(std::to_string(nodes.size()) + " nodes for " +
+                           std::to_string(f->processes.size()) + " processes");
+  }
+  for (auto& [index, node] : nodes) {
+    if (index != f->nodes.size()) {
+      return Status::Corrupt("node " + std::to_string(index) + " without node " +
+                             std::to_string(f->nodes.size()));
+    }
+    if (f->nodes.empty() ? node.first_process != 0
+                         : node.first_process <= f->nodes.back().first_process) {
+      return Status::Corrupt("node " + std::to_string(index) + " has a bad first process");
+    }
+    f->nodes.push_back(node);
+  }
+  f->process_node.assign(f->processes.size(), 0);
+  std::vector<uint32_t> count(f->nodes.size(), 0);
+  for (size_t i = 0; i < f->processes.size(); ++i) {
+    uint32_t n = 0;
+    while (n + 1 < f->nodes.size() && f->nodes[n + 1].first_process <= f->processes[i].index) ++n;
+    f->process_node[i] = n;
+    ++count[n];
+  }
+  for (uint32_t n = 0; n < f->nodes.size(); ++n) {
+    const file::NodePayload& node = f->nodes[n];
+    if (count[n] == 0) return Status::Corrupt("node " + std::to_string(n) + " has no process");
+    // The origin is one of the node's own processes.
+    if (node.origin_present) {
+      bool found = false;
+      for (size_t i = 0; i < f->processes.size(); ++i) {
+        found |= f->processes[i].index == node.origin_process && f->process_node[i] == n;
+      }
+      if (!found) {
+        return Status::Corrupt("node " + std::to_string(n) +
+                               "'s trigger origin is not its process");
+      }
+    }
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -97,6 +154,7 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
 
   std::map<uint64_t, uint32_t> by_key;               // (slot, generation) -> stream index
   std::map<uint32_t, TraceFile::Process> processes;  // by process index (slot >> 16)
+  std::map<uint32_t, file::NodePayload> nodes;       // by node index
   std::vector<uint8_t> stored, raw;
   uint64_t off = sizeof(h);
   auto stop = [&](const std::string& why) {
@@ -121,10 +179,10 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
       break;
     }
     bool packed = c.flags & file::kChunkZstd;
-    const uint16_t max_type = h.version >= 2 ? 7 : 5;
-    if (c.type < 1 || c.type > max_type || (c.flags & ~file::kChunkZstd) != 0 ||
-        c.stored_size > file::kMaxChunkBytes || c.raw_size > file::kMaxChunkBytes ||
-        (!packed && c.stored_size != c.raw_size) || c.index != f->chunks) {
+    if (c.type < 1 || c.type > file::max_chunk_type(h.version) ||
+        (c.flags & ~file::kChunkZstd) != 0 || c.stored_size > file::kMaxChunkBytes ||
+        c.raw_size > file::kMaxChunkBytes || (!packed && c.stored_size != c.raw_size) ||
+        c.index != f->chunks) {
       stop("malformed chunk header");
       break;
     }
@@ -281,6 +339,12 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
           f->kernel_meta = raw;
           break;
         }
+        case file::ChunkType::kNode:
+          if (Status node = index_node_chunk(raw, &nodes); !node.ok()) {
+            return Status::Corrupt(path + ": " + node.message() + " (chunk " +
+                                   std::to_string(f->chunks) + ")");
+          }
+          break;
         case file::ChunkType::kEnd:
           ok = raw.size() == sizeof(f->end);
           if (ok) {
@@ -313,6 +377,9 @@ Result<std::shared_ptr<TraceFile>> TraceFile::open(const std::string& path) {
   if (f->meta.empty()) {
     return Status::Corrupt(path + ": no valid event tables (META chunk) in the file" +
                            (f->warning.empty() ? "" : " (" + f->warning + ")"));
+  }
+  if (Status n = assign_nodes(nodes, f.get()); !n.ok()) {
+    return Status::Corrupt(path + ": " + n.message());
   }
   if (!f->has_end && f->warning.empty()) {
     f->warning = path + ": no END chunk (recording still running, or the recorder was killed)";

@@ -285,6 +285,7 @@ Status Trace::open_file(const std::string& path) {
   size_ = file_->meta.size();
   if (Status s = load_tables(); !s.ok()) return s;
   if (Status s = load_other_processes(); !s.ok()) return s;
+  load_nodes();
   load_kernel_tables();
   choose_time_origin();
   return Status::Ok();

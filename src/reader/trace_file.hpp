@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/file_format.hpp"
+#include "base/node_meta.hpp"
 #include "nanotrace/reader.hpp"
 #include "reader/thread_stream.hpp"
 
@@ -96,6 +97,10 @@ struct TraceFile {
     uint64_t lost_reclaimed = 0;
   };
   std::vector<Process> processes;
+  // Version 3: the nodes (NODE chunks) by node index, and each process's node (by position
+  // in processes). Both empty in a file without NODE chunks (one node, not described).
+  std::vector<file::NodePayload> nodes;
+  std::vector<uint32_t> process_node;
   std::vector<FileStream> streams;
   // Kernel events (KERNEL_META, KERNEL_DATA): the last valid KERNEL_META payload, decoded
   // when the trace opens, and the data extents of each CPU. A kernel chunk whose payload
@@ -126,7 +131,9 @@ class FileThreadStream {
   bool next(Record* record);
   bool next_span(RecordSpan* span);
   // UncheckedSpanSource's part: blocks handed out before they are walked.
-  const RecordSizer* unchecked_sizer() const { return id_map_.empty() ? &sizer_ : nullptr; }
+  const RecordSizer* unchecked_sizer() const {
+    return id_map_.empty() && alignment_ == nullptr ? &sizer_ : nullptr;
+  }
   bool next_unchecked(RecordSpan* span);
   void finish_unchecked(uint32_t records, bool corrupt);
   const ThreadStats& stats() const { return stats_; }
@@ -141,9 +148,12 @@ class FileThreadStream {
   bool ensure_data();
   // Rewrites the event ids of span's records from the process's own to the trace's.
   void map_event_ids(const RecordSpan& span);
+  // Rewrites the clock stamps of span's records from the node's clock to the trace's.
+  void map_ticks(RecordSpan* span);
 
   const Trace& trace_;
   const std::vector<uint16_t>& id_map_;  // empty: the process's ids are the trace's
+  const file::NodePayload* alignment_;   // null: the process's clock is the trace's
   RecordSizer sizer_;
   SpanRecords records_;
   std::shared_ptr<const TraceFile> file_;

@@ -5,8 +5,10 @@
 
 #include <cstdint>
 
+#include "base/node_meta.hpp"
 #include "nanotrace/abi.hpp"
 #include "nanotrace/reader.hpp"
+#include "reader/trace_file.hpp"
 
 namespace nanotrace::reader {
 
@@ -25,6 +27,13 @@ struct TraceInternals {
   static const std::vector<uint16_t>& id_map(const Trace& t, uint32_t process) {
     static const std::vector<uint16_t> kSame;
     return process < t.id_maps_.size() ? t.id_maps_[process] : kSame;
+  }
+  // How the clock of process `process`'s node maps onto the trace's, or null when its clock
+  // is the trace's (one node, the reference node, or one sharing its clock).
+  static const file::NodePayload* clock_alignment(const Trace& t, uint32_t process) {
+    if (!t.file_ || process >= t.file_->process_node.size()) return nullptr;
+    const file::NodePayload& n = t.file_->nodes[t.file_->process_node[process]];
+    return file::aligned_identity(n) ? nullptr : &n;
   }
 };
 

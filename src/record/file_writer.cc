@@ -142,6 +142,22 @@ Status FileWriter::write_chunk(file::ChunkType type, uint32_t slot, uint32_t gen
   return Status::Ok();
 }
 
+Status FileWriter::write_stored_chunk(const file::ChunkHeader& like, uint32_t slot,
+                                      const void* stored) {
+  if (!error_.ok()) return error_;
+  if (fd_ < 0) return Status::Invalid("trace file is not open");
+  file::ChunkHeader h = like;
+  h.slot = slot;
+  h.index = index_;
+  h.header_crc = file::crc32c(0, &h, offsetof(file::ChunkHeader, header_crc));
+  struct iovec out[2] = {{&h, sizeof(h)}, {const_cast<void*>(stored), h.stored_size}};
+  if (Status w = write_all(out, 2); !w.ok()) return w;
+  offset_ += sizeof(h) + h.stored_size;
+  ++index_;
+  if (h.type == static_cast<uint16_t>(file::ChunkType::kData)) data_bytes_ += h.raw_size;
+  return Status::Ok();
+}
+
 Status FileWriter::write_all(struct iovec* v, int n) {
   int first = 0;
   while (first < n) {

@@ -42,6 +42,11 @@ class FileWriter {
     return write_chunk(type, 0, 0, 0, &v, 1);
   }
 
+  // Appends a chunk whose payload is another file's, in its stored form (compressed or not)
+  // and already checked against like.payload_crc: like's type, flags, sizes, generation and
+  // position, with this file's next index and `slot`.
+  Status write_stored_chunk(const file::ChunkHeader& like, uint32_t slot, const void* stored);
+
   // Payloads named by source offsets are copied from fd (not owned; it must stay open) with
   // copy_file_range, or with splice through a pipe. If the kernel refuses (another file
   // system, say), the rest goes through write from memory.

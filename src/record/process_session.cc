@@ -6,6 +6,7 @@
 
 #include "base/process.hpp"
 #include "reader/trace_internals.hpp"
+#include "record/node_clock.hpp"
 
 namespace nanotrace::rec {
 namespace {
@@ -161,6 +162,9 @@ Status ProcessSession::write_loss() {
 }
 
 Status ProcessSession::write_end(file::EndReason reason) {
+  std::vector<const Trace*> traces;  // process index = order of adding
+  for (const Recorded& r : procs_) traces.push_back(r.trace.get());
+  if (Status s = write_node_chunk(out_, traces); !s.ok()) return s;
   file::EndPayload e{};
   e.chunks = out_.chunks();
   e.data_bytes = out_.data_bytes();

@@ -33,6 +33,7 @@
 #include "record/drainer.hpp"
 #include "record/file_writer.hpp"
 #include "record/kernel_recording.hpp"
+#include "record/node_clock.hpp"
 #include "record/process_session.hpp"
 #include "record/record_controls.hpp"
 
@@ -124,6 +125,7 @@ Result<RecordSummary> snapshot_into(
   if (s.ok()) s = drainer.pass(hook, /*final=*/true, &moved, &stopped);
   if (s.ok()) s = drainer.write_loss();
   if (s.ok() && extra) s = extra(out, oldest == UINT64_MAX ? 0 : oldest);
+  if (s.ok()) s = rec::write_node_chunk(out, trace);
   if (s.ok()) s = drainer.write_end(file::EndReason::kComplete);
   if (s.ok()) s = out.close();
   if (!s.ok()) return s;
@@ -326,6 +328,7 @@ Result<RecordSummary> record(const std::string& source, const RecordOptions& opt
   if (s.ok()) s = drainer.write_loss();
   if (s.ok() && kernel) s = kernel->finish(&summary.kernel_pages, &summary.kernel_lost);
   flight.reset();  // its instance goes with the recording's
+  if (s.ok()) s = rec::write_node_chunk(out, trace);
   if (s.ok()) s = drainer.write_end(reason);
   if (s.ok()) s = out.close();
   if (!s.ok()) return s;

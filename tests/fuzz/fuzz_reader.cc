@@ -1,8 +1,8 @@
 // libFuzzer target for the readers: the input is written to a file and opened with
 // Trace::open_path, then every table is listed and every record read (merged, and as columns).
 // Built twice, with the same code: FUZZ_SEGMENT=0 seeded with real trace files (the trace file
-// parser), and FUZZ_SEGMENT=1 seeded with a real segment (the segment parser). Any crash,
-// out-of-bounds access (ASan) or leak fails the run.
+// parser; merged files of several nodes among them), and FUZZ_SEGMENT=1 seeded with a real
+// segment (the segment parser). Any crash, out-of-bounds access (ASan) or leak fails the run.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -40,6 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const nanotrace::EventInfo& e : t.events()) (void)e.full_name();
   (void)t.groups();
   (void)t.threads();
+  for (const nanotrace::NodeInfo& node : t.nodes()) {
+    (void)node.hostname.size();
+    if (node.has_origin) (void)t.ticks_to_realtime_ns(node.origin_ticks);
+  }
   auto source = t.read_all_with_kernel();
   nanotrace::Record r;
   uint64_t n = 0;

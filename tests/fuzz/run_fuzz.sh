@@ -15,6 +15,15 @@ if [ "$kind" = segment ]; then
 else
   "$bin/nanotrace" recover "$seg" -o "$work/corpus/plain.ntr" 2>/dev/null
   "$bin/nanotrace" recover "$seg" -o "$work/corpus/zstd.ntr" --compress 2>/dev/null
+  # Merged files: two nodes of one boot (shared clock), and one aligned through the wall
+  # clock (its records' clock values mapped as they are read).
+  NANOTRACE_NODE_NAME=far NANOTRACE_NODE_BOOT_ID=another-boot \
+    "$bin/nanotrace" recover "$seg" -o "$work/far.ntr" 2>/dev/null
+  "$bin/nanotrace" merge "$work/corpus/plain.ntr" "$work/corpus/zstd.ntr" \
+    -o "$work/corpus/merged.ntr" >/dev/null
+  "$bin/nanotrace" merge "$work/corpus/plain.ntr" "$work/far.ntr" \
+    -o "$work/corpus/merged-far.ntr" >/dev/null
+  rm -f "$work/far.ntr"
 fi
 rm -f "$seg"
 cd "$work"

@@ -226,6 +226,30 @@ def test_to_pandas_keeps_integers_exact_across_events(traced):
             assert pd.isna(row.v), j
 
 
+def test_merged_file_of_several_nodes(tmp_path, traced):
+    """A file `nanotrace merge` wrote reads like any other: its nodes, and every record of every
+    node, the same counts as the CLI's stats."""
+    segment = traced("nanotrace_test_producer", "--threads", "2", "--events", "300")
+    files = []
+    for name in ("east", "west"):
+        path = str(tmp_path / f"{name}.ntr")
+        r = subprocess.run([os.path.join(BIN, "nanotrace"), "recover", segment, "-o", path],
+                           capture_output=True, env=dict(os.environ, NANOTRACE_NODE_NAME=name))
+        assert r.returncode == 0, r.stderr
+        files.append(path)
+    merged = str(tmp_path / "merged.ntr")
+    cli("merge", *files, "-o", merged)
+    trace = nanotrace.open(merged)
+    nodes = trace.nodes
+    assert [n["hostname"] for n in nodes] == ["east", "west"]
+    assert [n["alignment"] for n in nodes] == ["reference", "shared-clock"]
+    assert nodes[1]["error_bound_ns"] == 0 and nodes[0]["origin"] is None
+    stats = cli_json("stats", "--json", merged)
+    assert [n["hostname"] for n in stats["nodes"]] == ["east", "west"]
+    rows = sum(len(t["time_ns"]) for t in trace.events().values())
+    assert rows == stats["records"] == 2 * 2 * 300
+
+
 def test_bad_input_raises_a_clear_error(tmp_path, traced, recovered):
     with pytest.raises(nanotrace.Error, match="^nanotrace: "):
         nanotrace.open(str(tmp_path / "missing.ntr"))

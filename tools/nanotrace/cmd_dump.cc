@@ -52,6 +52,15 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
   fmt::memory_buffer line;
   // A trace of several processes (`nanotrace run`) shows each record's process too.
   const bool processes = trace.processes().size() > 1;
+  // A merge of several nodes (`nanotrace merge`) shows each record's node (its hostname).
+  std::vector<std::string> node_of_thread;
+  if (trace.nodes().size() > 1) {
+    for (const ThreadStats& s : threads) {
+      const uint32_t node =
+          s.info.process < trace.processes().size() ? trace.processes()[s.info.process].node : 0;
+      node_of_thread.push_back(utf8::escape_text(trace.nodes()[node].hostname));
+    }
+  }
   while (records->next(&r)) {
     if (!selected(options.events, *r.event)) continue;
     if (r.event->is_kernel) {
@@ -69,6 +78,11 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
       line.clear();
       encoder.encode(line, r);
       std::fwrite(line.data(), 1, line.size(), stdout);
+    } else if (!node_of_thread.empty()) {
+      fmt::print("{:>15} {:<16} {:>7} {:>7} {:<15} {:<28} {}\n", r.time_ns,
+                 node_of_thread[r.thread], r.pid, threads[r.thread].info.tid,
+                 thread_names[r.thread], utf8::escape_text(r.event->full_name()),
+                 utf8::escape_text(format_fields(r)));
     } else if (processes) {
       fmt::print("{:>15} {:>7} {:>7} {:<15} {:<28} {}\n", r.time_ns, r.pid,
                  threads[r.thread].info.tid, thread_names[r.thread],

@@ -8,6 +8,7 @@
 #include "base/utf8.hpp"
 #include "commands.hpp"
 #include "nanotrace/analysis.hpp"
+#include "node_output.hpp"
 
 namespace nanotrace::cli {
 
@@ -31,6 +32,7 @@ int cmd_stats(const std::string& source, bool json) {
     nlohmann::json ths = nlohmann::json::array();
     for (size_t i = 0; i < threads.size(); ++i) {
       const ThreadStats& s = threads[i];
+      const ProcessInfo& owner = trace.processes()[s.info.process];
       ths.push_back({{"pid", s.info.pid},
                      {"process", utf8::valid(trace.processes()[s.info.process].process_name)},
                      {"tid", s.info.tid},
@@ -43,6 +45,9 @@ int cmd_stats(const std::string& source, bool json) {
                      {"overwritten", s.overwritten},
                      {"dropped", s.dropped},
                      {"corrupt_blocks", s.corrupt_blocks}});
+      if (owner.node < trace.nodes().size()) {
+        ths.back()["node"] = utf8::valid(trace.nodes()[owner.node].hostname);
+      }
     }
     nlohmann::json out = {{"pid", p.pid},
                           {"alive", p.alive},
@@ -56,6 +61,10 @@ int cmd_stats(const std::string& source, bool json) {
                           {"processes", trace.processes().size()},
                           {"events", events},
                           {"threads", ths}};
+    if (!trace.nodes().empty()) {
+      out["nodes"] = nodes_json(trace);
+      out["origin"] = origin_json(trace);
+    }
     if (!trace.kernel_events().empty()) {
       const Trace::KernelSystem k = trace.kernel_system();
       out["kernel"] = {{"sysname", utf8::valid(k.sysname)},
@@ -90,15 +99,18 @@ int cmd_stats(const std::string& source, bool json) {
     fmt::print("{:<32} {:>12} {:>14.0f}\n", utf8::escape_text(e.event), e.rate.count,
                e.rate.per_second());
   }
+  print_nodes(trace);
   if (trace.processes().size() > 1) {
-    fmt::print("\n{} processes:\n{:>8} {:>8} {:<16} {:>12}\n", trace.processes().size(), "PID",
-               "PARENT", "PROCESS", "RECORDS");
+    fmt::print("\n{} processes:\n{:>8} {:>8} {:<16} {:>12} {}\n", trace.processes().size(), "PID",
+               "PARENT", "PROCESS", "RECORDS", trace.nodes().size() > 1 ? "NODE" : "");
     std::vector<uint64_t> per_process(trace.processes().size());
     for (const ThreadStats& s : threads) per_process[s.info.process] += s.records;
     for (size_t i = 0; i < trace.processes().size(); ++i) {
       const ProcessInfo& q = trace.processes()[i];
-      fmt::print("{:>8} {:>8} {:<16} {:>12}\n", q.pid, q.parent_pid,
-                 utf8::escape_text(q.process_name), per_process[i]);
+      fmt::print("{:>8} {:>8} {:<16} {:>12} {}\n", q.pid, q.parent_pid,
+                 utf8::escape_text(q.process_name), per_process[i],
+                 trace.nodes().size() > 1 ? utf8::escape_text(trace.nodes()[q.node].hostname)
+                                          : std::string());
     }
   }
   fmt::print("\n{:>8} {:>8} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "PID", "TID",

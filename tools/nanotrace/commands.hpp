@@ -32,6 +32,9 @@ int cmd_dump(const std::string& source, const DumpOptions& options);
 int cmd_stats(const std::string& source, bool json);
 int cmd_breakdown(const std::string& source, bool json);
 
+// `nanotrace merge`: nodes' snapshots into one multi-node trace file.
+int cmd_merge(const std::vector<std::string>& inputs, const std::string& output, bool json);
+
 int cmd_arm(const std::string& source, const std::string& expression, const std::string& after);
 int cmd_disarm(const std::string& source);
 int cmd_resume(const std::string& source);

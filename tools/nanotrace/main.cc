@@ -50,6 +50,18 @@ int main(int argc, char** argv) {
       ->required();
   breakdown->add_flag("--json", json, "Print JSON");
 
+  std::vector<std::string> merge_inputs;
+  std::string merge_output;
+  auto* merge = app.add_subcommand(
+      "merge", "Merge several nodes' snapshots into one trace file, aligned in time");
+  merge
+      ->add_option("SNAPSHOTS", merge_inputs,
+                   "trace files, one node each; the first is the "
+                   "reference clock")
+      ->required();
+  merge->add_option("-o,--output", merge_output, "the merged trace file")->required();
+  merge->add_flag("--json", json, "Print JSON");
+
   // export, latency, report: see analysis_commands.hpp.
   // Triggers: arm, disarm, resume, status.
   std::string expression, after;
@@ -81,6 +93,7 @@ int main(int argc, char** argv) {
   if (disable->parsed()) return cmd_enable(source, groups, false);
   if (dump->parsed()) return cmd_dump(source, dump_options);
   if (stats->parsed()) return cmd_stats(source, json);
+  if (merge->parsed()) return cmd_merge(merge_inputs, merge_output, json);
   if (breakdown->parsed()) return cmd_breakdown(source, json);
   if (arm->parsed()) return cmd_arm(source, expression, after);
   if (disarm->parsed()) return cmd_disarm(source);

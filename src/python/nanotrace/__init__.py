@@ -66,6 +66,13 @@ class Trace:
         """The traced process: pid, names, clock, ring sizes, losses, trigger."""
         return self._trace.process
 
+    @property
+    def nodes(self):
+        """The machines the processes ran on: one in a snapshot or recording, several in a file
+        `nanotrace merge` wrote (hostname, ids, pids, alignment, error_bound_ns (None: unknown),
+        clock sync, and the trigger origin or None); [] for a live segment."""
+        return self._trace.nodes
+
     def event_info(self):
         """The events: id, name ("group:event"), format, fields [(name, type, value names)]."""
         return self._trace.event_list()

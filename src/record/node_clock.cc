@@ -1,0 +1,142 @@
+// Building and writing the NODE chunk of a snapshot or recording (record/node_clock.hpp).
+#include "record/node_clock.hpp"
+
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/process.hpp"
+#include "reader/trace_internals.hpp"
+#include "record/clock_sync.hpp"
+
+namespace nanotrace::rec {
+namespace {
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  return s;
+}
+
+std::string from_env_or(const char* name, std::string fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0 ? std::string(v) : fallback;
+}
+
+uint64_t ns_of(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t read_ticks(abi::ClockKind kind) {
+  unsigned aux;
+  return kind == abi::ClockKind::kTsc ? __rdtscp(&aux) : ns_of(CLOCK_MONOTONIC);
+}
+
+// The records' clock read on either side of CLOCK_REALTIME (and CLOCK_MONOTONIC).
+file::NodeClockPair take_pair(abi::ClockKind kind) {
+  file::NodeClockPair p;
+  p.ticks_before = read_ticks(kind);
+  p.realtime_ns = ns_of(CLOCK_REALTIME);
+  p.monotonic_ns = ns_of(CLOCK_MONOTONIC);
+  p.ticks_after = read_ticks(kind);
+  return p;
+}
+
+// The clock's rate, measured from the process's start pair to now (the longest baseline it
+// has), or as the process measured it.
+uint64_t ticks_per_second(const ProcessInfo& p, const file::NodeInstant& now,
+                          uint64_t now_monotonic) {
+  if (p.clock == abi::ClockKind::kMonotonic) return 1000000000ull;
+  const abi::ClockPair& start = p.clock_start;
+  if (now_monotonic > start.monotonic_ns + 1000000 && now.ticks > start.ticks) {
+    return static_cast<uint64_t>(static_cast<double>(now.ticks - start.ticks) * 1e9 /
+                                 static_cast<double>(now_monotonic - start.monotonic_ns));
+  }
+  return p.ticks_per_second;
+}
+
+// The trigger facts of a live process's header as they are now (the Trace's copy is from
+// when it was opened).
+TriggerInfo current_trigger(const Trace& trace) {
+  if (trace.is_file()) return trace.process().trigger;
+  auto* h = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(trace));
+  return reader::trigger_info(*h);
+}
+
+}  // namespace
+
+NodeIdentity node_identity() {
+  NodeIdentity id;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
+  id.hostname = from_env_or("NANOTRACE_NODE_NAME", host);
+  id.machine_id =
+      from_env_or("NANOTRACE_NODE_MACHINE_ID", trimmed(sys::read_proc_file("/etc/machine-id")));
+  id.boot_id = from_env_or("NANOTRACE_NODE_BOOT_ID",
+                           trimmed(sys::read_proc_file("/proc/sys/kernel/random/boot_id")));
+  return id;
+}
+
+file::NodePayload node_payload(const std::vector<const Trace*>& processes) {
+  file::NodePayload n;
+  std::memset(&n, 0, sizeof(n));
+  n.magic = file::kNodeMagic;
+  n.version = file::kNodeVersion;
+  const ProcessInfo p = processes.empty() ? ProcessInfo{} : processes[0]->process();
+  const auto kind = p.clock;
+  n.clock_kind = static_cast<uint32_t>(kind);
+  n.pair_count = file::kNodeMaxPairs;
+  for (file::NodeClockPair& pair : n.pairs) pair = take_pair(kind);
+  const file::NodeInstant now = file::best_pair(n);
+  uint64_t now_monotonic = 0;
+  for (const file::NodeClockPair& pair : n.pairs)
+    now_monotonic = std::max(now_monotonic, pair.monotonic_ns);
+  n.ticks_per_second = ticks_per_second(p, now, now_monotonic);
+
+  const NodeIdentity id = node_identity();
+  file::set_node_text(n.hostname, sizeof(n.hostname), id.hostname);
+  file::set_node_text(n.machine_id, sizeof(n.machine_id), id.machine_id);
+  file::set_node_text(n.boot_id, sizeof(n.boot_id), id.boot_id);
+
+  const ClockSync sync = read_clock_sync();
+  n.sync_source = static_cast<uint32_t>(sync.source);
+  n.sync_flags = sync.synchronised ? 1 : 0;
+  n.sync_offset_ns = sync.offset_ns;
+  n.sync_root_delay_ns = sync.root_delay_ns;
+  n.sync_root_dispersion_ns = sync.root_dispersion_ns;
+  n.sync_bound_ns = sync.bound_ns;
+  file::set_node_text(n.sync_reference, sizeof(n.sync_reference), sync.reference);
+
+  for (uint32_t i = 0; i < processes.size() && i <= 0xffff; ++i) {
+    const TriggerInfo t = current_trigger(*processes[i]);
+    if ((t.state != abi::TriggerState::kFired && t.state != abi::TriggerState::kFrozen) ||
+        t.event == 0) {
+      continue;
+    }
+    n.origin_present = 1;
+    n.origin_process = i;
+    n.origin_pid = processes[i]->process().pid;
+    n.origin_tid = t.tid;
+    n.origin_slot = t.slot;
+    n.origin_event = t.event;
+    n.origin_seq = t.seq;
+    n.origin_ticks = t.ticks;
+    break;
+  }
+  n.alignment = static_cast<uint32_t>(file::NodeAlignment::kOwn);
+  n.align_num = n.align_den = 1;
+  n.error_bound_ns = 0;
+  return n;
+}
+
+Status write_node_chunk(FileWriter& out, const std::vector<const Trace*>& processes) {
+  const file::NodePayload n = node_payload(processes);
+  return out.write_chunk(file::ChunkType::kNode, &n, sizeof(n));
+}
+
+}  // namespace nanotrace::rec

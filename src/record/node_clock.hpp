@@ -1,0 +1,39 @@
+// The NODE chunk every snapshot and recording ends with (base/node_meta.hpp): the machine's
+// identity, clock <-> CLOCK_REALTIME pairs taken now, the clock-sync daemon's view of the
+// error and the trigger that fired, so that `nanotrace merge` can put several machines' files
+// on one timeline. Internal header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/node_meta.hpp"
+#include "nanotrace/reader.hpp"
+#include "nanotrace/status.hpp"
+#include "record/file_writer.hpp"
+
+namespace nanotrace::rec {
+
+// Who this machine is: its hostname, /etc/machine-id and kernel boot id. NANOTRACE_NODE_NAME,
+// NANOTRACE_NODE_MACHINE_ID and NANOTRACE_NODE_BOOT_ID replace them (to tell apart nodes
+// simulated on one machine; a test that fakes distinct machines changes the boot id too).
+struct NodeIdentity {
+  std::string hostname;
+  std::string machine_id;
+  std::string boot_id;
+};
+NodeIdentity node_identity();
+
+// The NODE payload of a file holding `processes` (process index = position; the first sets the
+// clock kind and rate): identity, 8 bracketed clock pairs taken now, clock sync, and the first
+// of the processes whose trigger fired (from its segment header, as it is now).
+file::NodePayload node_payload(const std::vector<const Trace*>& processes);
+
+// Appends it as a NODE chunk.
+Status write_node_chunk(FileWriter& out, const std::vector<const Trace*>& processes);
+inline Status write_node_chunk(FileWriter& out, const Trace& trace) {
+  return write_node_chunk(out, std::vector<const Trace*>{&trace});
+}
+
+}  // namespace nanotrace::rec
