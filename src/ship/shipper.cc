@@ -41,8 +41,7 @@ struct Shipper::Attempt {
   std::string db;                    // quoted
   std::vector<std::string> staging;  // per table of schema_tables() but traces
   std::vector<uint64_t> expected;    // rows per staging table
-  // WHERE clause that finds the trace's rows in a real table (the key's node first, the
-  // days' partitions only).
+  // WHERE clause that finds the trace's rows in a real table (the days' partitions only).
   std::string where;
 
   std::string local(const TableDef& t) const {
@@ -185,7 +184,7 @@ Status Shipper::commit(ClickHouseHttp& server, TraceRows& rows, const std::strin
     }
   }
   NativeBlock row = block_for(traces_table());
-  rows.traces_row(source, &row);
+  rows.traces_rows(source, &row);
   block_bytes_.clear();
   row.write(&block_bytes_);
   if (Status s = server.insert_native(a.local(traces_table()), block_bytes_, options_.compress);
@@ -195,18 +194,20 @@ Status Shipper::commit(ClickHouseHttp& server, TraceRows& rows, const std::strin
   auto n = server.query_count(fmt::format("SELECT count() FROM {} WHERE trace_id = {}",
                                           a.local(traces_table()), a.trace_id));
   if (!n.ok()) return n.status();
-  if (*n != 1) {
-    return Status::IoError(fmt::format("{} holds {} rows of trace {:016x}, not 1",
-                                       a.local(traces_table()), *n, a.trace_id));
+  if (*n != row.rows()) {
+    return Status::IoError(fmt::format("{} holds {} rows of trace {:016x}, not {}",
+                                       a.local(traces_table()), *n, a.trace_id, row.rows()));
   }
   return Status::Ok();
 }
 
 Result<ShipReport> Shipper::ship(Trace& trace, const std::string& source) {
-  TraceRows rows(trace, options_.node, options_.pairs);
+  auto opened = TraceRows::open(trace, options_.node, options_.pairs);
+  if (!opened.ok()) return opened.status();
+  TraceRows& rows = **opened;
   ShipReport report;
   report.trace_id = rows.trace_id();
-  report.node = rows.node();
+  report.nodes = rows.node_names();
   report.skipped_pairs = rows.skipped_pairs();
   ClickHouseHttp& server = *servers_[rows.trace_id() % servers_.size()];
   report.server = server.url();
@@ -227,9 +228,8 @@ Result<ShipReport> Shipper::ship(Trace& trace, const std::string& source) {
                                         s.message()));
   }
   report.counts = rows.counts();
-  a.where = fmt::format("node = {} AND date >= {} AND date <= {} AND trace_id = {}",
-                        quote_string(rows.node()), date_literal(rows.first_day()),
-                        date_literal(rows.last_day()), a.trace_id);
+  a.where = fmt::format("date >= {} AND date <= {} AND trace_id = {}",
+                        date_literal(rows.first_day()), date_literal(rows.last_day()), a.trace_id);
   if (Status s = delete_leftovers(server, a, &report.replaced_rows); !s.ok()) {
     drop_staging(server, a);
     return Status(s.code(), fmt::format("trace {} from {}: {}; nothing of it is stored", id, source,

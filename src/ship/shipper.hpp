@@ -40,7 +40,8 @@ struct ShipOptions {
   // The cluster (remote_servers in the servers' configuration) the Distributed tables span;
   // "" on one server: the tables over the shards are Merge tables over the local ones.
   std::string cluster;
-  std::string node;             // "" = the trace's own node, else the local hostname
+  // The name of a trace's one node: "" = the name the trace records, else the local hostname.
+  std::string node;
   std::vector<PairRule> pairs;  // empty: the pairs the event names suggest
   size_t batch_rows = 1 << 20;  // rows per Native block (ClickHouse's max_insert_block_size)
   bool compress = true;
@@ -48,10 +49,10 @@ struct ShipOptions {
 
 struct ShipReport {
   uint64_t trace_id = 0;
-  std::string node;
-  std::string server;           // the shard's URL
-  bool already_stored = false;  // shipped before: nothing sent
-  uint64_t replaced_rows = 0;   // rows an interrupted earlier attempt had left, deleted
+  std::vector<std::string> nodes;  // its nodes' names
+  std::string server;              // the shard's URL
+  bool already_stored = false;     // shipped before: nothing sent
+  uint64_t replaced_rows = 0;      // rows an interrupted earlier attempt had left, deleted
   RowCounts counts;
   std::vector<std::string> skipped_pairs;  // rules that did not resolve against the trace
 };

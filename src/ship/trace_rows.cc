@@ -93,6 +93,7 @@ struct TraceRows::ThreadRow {
   bool known = false;
   uint32_t pid = 0;
   uint32_t tid = 0;
+  uint32_t node = 0;    // index into nodes_
   std::string thread;   // valid UTF-8
   std::string process;  // valid UTF-8
 };
@@ -126,6 +127,7 @@ struct TraceRows::Impl {
       t.pid = info.pid;
       t.tid = info.tid;
       t.thread = utf8::valid(info.name);
+      t.node = self.node_of_process(info.process);
       if (auto it = pid_process.find(info.pid); it != pid_process.end()) {
         t.process = utf8::valid(self.trace_.processes()[it->second].process_name);
       }
@@ -157,9 +159,7 @@ struct TraceRows::Impl {
   void interval_row(const ResolvedPair& rule, uint32_t index, const Interval& i, const Record& end);
 };
 
-TraceRows::TraceRows(Trace& trace, std::string node, std::vector<PairRule> pairs) : trace_(trace) {
-  if (node.empty()) node = local_hostname();
-  node_ = utf8::valid(node);
+TraceRows::TraceRows(Trace& trace, std::vector<PairRule> pairs) : trace_(trace) {
   if (pairs.empty()) pairs = infer_pairs(trace);
   for (const PairRule& p : pairs) {
     auto resolved = resolve_pair_with_kernel(trace, p);
@@ -169,7 +169,21 @@ TraceRows::TraceRows(Trace& trace, std::string node, std::vector<PairRule> pairs
       skipped_.push_back(fmt::format("{}: {}", p.label(), resolved.status().message()));
     }
   }
-  std::string identity = node_;
+}
+
+Result<std::unique_ptr<TraceRows>> TraceRows::open(Trace& trace, const std::string& node,
+                                                   std::vector<PairRule> pairs) {
+  if (!node.empty() && trace.nodes().size() > 1) {
+    return Status::Invalid(fmt::format("--node: the trace records {} nodes, each with its own name",
+                                       trace.nodes().size()));
+  }
+  std::unique_ptr<TraceRows> rows(new TraceRows(trace, std::move(pairs)));
+  for (const NodeInfo& n : trace.nodes()) rows->nodes_.push_back({utf8::valid(n.hostname)});
+  if (rows->nodes_.empty()) rows->nodes_.push_back({});
+  if (!node.empty()) rows->nodes_[0].name = utf8::valid(node);
+  if (rows->nodes_[0].name.empty()) rows->nodes_[0].name = utf8::valid(local_hostname());
+  std::string identity;
+  for (const NodeRow& n : rows->nodes_) identity += "|n" + n.name;
   for (const ProcessInfo& p : trace.processes()) {
     identity += fmt::format("|p{} {} {} {} {}", p.pid, p.ticks_per_second, p.clock_start.ticks,
                             p.clock_start.realtime_ns, p.clock_start.monotonic_ns);
@@ -177,7 +191,20 @@ TraceRows::TraceRows(Trace& trace, std::string node, std::vector<PairRule> pairs
   for (const ThreadInfo& t : trace.threads()) {
     identity += fmt::format("|t{} {} {} {} {}", t.pid, t.slot, t.generation, t.tid, t.written);
   }
-  trace_id_ = fnv1a(identity);
+  rows->trace_id_ = fnv1a(identity);
+  return rows;
+}
+
+std::vector<std::string> TraceRows::node_names() const {
+  std::vector<std::string> out;
+  for (const NodeRow& n : nodes_) out.push_back(n.name);
+  return out;
+}
+
+uint32_t TraceRows::node_of_process(uint32_t process) const {
+  const std::vector<ProcessInfo>& all = trace_.processes();
+  const uint32_t node = process < all.size() ? all[process].node : 0;
+  return node < nodes_.size() ? node : 0;
 }
 
 void TraceRows::Impl::fields(const Record& r, const EventNames& n) {
@@ -233,9 +260,14 @@ void TraceRows::Impl::event_row(const Record& r) {
   const uint64_t realtime = self.trace_.time_origin().realtime_ns + r.time_ns;
   const ThreadRow& t = thread(r.thread);
   const ThreadRow* owner = r.event->is_kernel ? task_thread(r.task) : &t;
+  NodeRow& node = self.nodes_[owner ? owner->node : t.node];
+  if (!node.any) node.first_ns = realtime;
+  node.any = true;
+  node.last_ns = realtime;
+  ++node.events;
   events.put<uint16_t>(kDate, day_of(realtime));
   events.put<uint64_t>(kTraceId, self.trace_id_);
-  events.put_string(kNode, self.node_);
+  events.put_string(kNode, node.name);
   events.put<uint32_t>(kPid, owner ? owner->pid : 0);
   events.put_string(kProcess, owner ? owner->process : std::string());
   events.put<uint32_t>(kTid, r.event->is_kernel ? r.task : t.tid);
@@ -266,9 +298,11 @@ void TraceRows::Impl::interval_row(const ResolvedPair& rule, uint32_t index, con
     text.push_back('+');
     text.append(format_value(end.values[f]));
   }
+  NodeRow& node = self.nodes_[begin ? begin->node : closer.node];
+  ++node.intervals;
   intervals.put<uint16_t>(kIDate, day_of(origin + i.begin_ns));
   intervals.put<uint64_t>(kITraceId, self.trace_id_);
-  intervals.put_string(kINode, self.node_);
+  intervals.put_string(kINode, node.name);
   intervals.put_string(kIPair, pair_labels[index]);
   intervals.put_text(kIBeginEvent, rule.rule.begin);
   intervals.put_text(kIEndEvent, rule.rule.end);
@@ -341,14 +375,14 @@ uint16_t TraceRows::last_day() const { return day_of(last_ns_); }
 Status TraceRows::write_losses(Impl& d, const BlockSink& sink) {
   NativeBlock block = block_for(losses_table());
   const uint16_t date = day_of(first_ns_);
-  auto row = [&](uint32_t pid, const std::string& process, uint32_t tid, const std::string& thread,
-                 uint32_t slot, uint32_t generation, bool kernel, const char* cause,
-                 uint64_t records) {
+  auto row = [&](uint32_t node, uint32_t pid, const std::string& process, uint32_t tid,
+                 const std::string& thread, uint32_t slot, uint32_t generation, bool kernel,
+                 const char* cause, uint64_t records) {
     if (records == 0) return;
     size_t c = 0;
     block.put<uint16_t>(c++, date);
     block.put<uint64_t>(c++, trace_id_);
-    block.put_string(c++, node_);
+    block.put_string(c++, nodes_[node].name);
     block.put<uint32_t>(c++, pid);
     block.put_string(c++, process);
     block.put<uint32_t>(c++, tid);
@@ -360,77 +394,128 @@ Status TraceRows::write_losses(Impl& d, const BlockSink& sink) {
     block.put<uint64_t>(c++, records);
     block.end_row();
     counts_.lost_records += records;
+    nodes_[node].lost += records;
   };
   const std::vector<ThreadStats>& threads = d.source.threads();
   for (uint32_t i = 0; i < threads.size(); ++i) {
     const ThreadStats& s = threads[i];
     const ThreadRow& t = d.thread(i);
-    row(t.pid, t.process, t.tid, t.thread, s.info.slot, s.info.generation, s.info.kernel,
-        "overwritten", s.overwritten);
-    row(t.pid, t.process, t.tid, t.thread, s.info.slot, s.info.generation, s.info.kernel, "dropped",
-        s.dropped);
+    for (auto [cause, records] :
+         {std::pair{"overwritten", s.overwritten}, {"dropped", s.dropped}}) {
+      row(t.node, t.pid, t.process, t.tid, t.thread, s.info.slot, s.info.generation, s.info.kernel,
+          cause, records);
+    }
   }
-  for (const ProcessInfo& p : trace_.processes()) {
+  const std::vector<ProcessInfo>& processes = trace_.processes();
+  for (uint32_t i = 0; i < processes.size(); ++i) {
+    const ProcessInfo& p = processes[i];
     const std::string name = utf8::valid(p.process_name);
-    row(p.pid, name, 0, "", 0, 0, false, "no_slot", p.lost_no_slot);
-    row(p.pid, name, 0, "", 0, 0, false, "reclaimed", p.lost_reclaimed);
+    row(node_of_process(i), p.pid, name, 0, "", 0, 0, false, "no_slot", p.lost_no_slot);
+    row(node_of_process(i), p.pid, name, 0, "", 0, 0, false, "reclaimed", p.lost_reclaimed);
   }
   counts_.losses = block.rows();
   if (block.rows() == 0) return Status::Ok();
   return sink(losses_table(), block);
 }
 
-void TraceRows::traces_row(const std::string& source, NativeBlock* block) const {
-  const std::vector<ProcessInfo>& processes = trace_.processes();
-  // The trigger that fired (the first process whose trigger did), else the first's state.
-  const ProcessInfo* fired = processes.empty() ? nullptr : &processes.front();
-  for (const ProcessInfo& p : processes) {
-    if (p.trigger.state == abi::TriggerState::kFired ||
-        p.trigger.state == abi::TriggerState::kFrozen) {
-      fired = &p;
-      break;
-    }
-  }
-  const bool has_fired = fired != nullptr && (fired->trigger.state == abi::TriggerState::kFired ||
-                                              fired->trigger.state == abi::TriggerState::kFrozen);
-  const EventInfo* trigger_event = has_fired ? trace_.event_by_id(fired->trigger.event) : nullptr;
-  const ProcessInfo& first = trace_.process();
+namespace {
+
+bool trigger_fired(const TriggerInfo& t) {
+  return t.state == abi::TriggerState::kFired || t.state == abi::TriggerState::kFrozen;
+}
+
+// Where a node's trigger fired, as the traces row shows it.
+struct TriggerRow {
+  std::string state = "none", expression, event;
+  uint32_t pid = 0, tid = 0;
+  uint64_t seq = 0, realtime_ns = 0;
+};
+
+}  // namespace
+
+void TraceRows::traces_rows(const std::string& source, NativeBlock* block) const {
   const auto shipped =
       static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count());
+  for (uint32_t n = 0; n < nodes_.size(); ++n) trace_row(n, source, shipped, block);
+}
+
+void TraceRows::trace_row(uint32_t n, const std::string& source, uint64_t shipped,
+                          NativeBlock* block) const {
+  const std::vector<ProcessInfo>& processes = trace_.processes();
+  const NodeInfo* info = n < trace_.nodes().size() ? &trace_.nodes()[n] : nullptr;
+  std::vector<uint32_t> mine;  // the node's processes
+  for (uint32_t i = 0; i < processes.size(); ++i) {
+    if (node_of_process(i) == n) mine.push_back(i);
+  }
+  // The trigger: the node's recorded origin (the process whose trigger froze it), else the
+  // first of its processes whose trigger fired, else the first's state.
+  TriggerRow t;
+  const ProcessInfo* fired = nullptr;
+  for (uint32_t i : mine) {
+    if (fired == nullptr || (!trigger_fired(fired->trigger) && trigger_fired(processes[i].trigger)))
+      fired = &processes[i];
+  }
+  if (info != nullptr && info->has_origin && info->origin_process < processes.size()) {
+    const ProcessInfo& p = processes[info->origin_process];
+    t = {trigger_state_name(p.trigger.state),
+         p.trigger.expression,
+         info->origin_event,
+         info->origin_pid,
+         info->origin_tid,
+         info->origin_seq,
+         trace_.ticks_to_realtime_ns(info->origin_ticks)};
+  } else if (fired != nullptr && trigger_fired(fired->trigger)) {
+    const EventInfo* e = trace_.event_by_id(fired->trigger.event);
+    t = {trigger_state_name(fired->trigger.state),
+         fired->trigger.expression,
+         e ? e->full_name() : std::string(),
+         fired->pid,
+         fired->trigger.tid,
+         fired->trigger.seq,
+         trace_.ticks_to_realtime_ns(fired->trigger.ticks)};
+  } else if (fired != nullptr) {
+    t.state = trigger_state_name(fired->trigger.state);
+    t.expression = fired->trigger.expression;
+  }
+  const ProcessInfo& first = mine.empty() ? trace_.process() : processes[mine.front()];
+  const NodeRow& node = nodes_[n];
+  const uint64_t begin = node.any ? node.first_ns : first_ns_;
   NativeBlock& b = *block;
   size_t c = 0;
-  b.put<uint16_t>(c++, day_of(first_ns_));
+  b.put<uint16_t>(c++, day_of(begin));
   b.put<uint64_t>(c++, trace_id_);
-  b.put_string(c++, node_);
-  b.put_string(c++, "");  // machine_id: not recorded in the trace
-  b.put_string(c++, "");  // boot_id: not recorded in the trace
+  b.put_string(c++, node.name);
+  b.put_text(c++, info ? info->machine_id : std::string());
+  b.put_text(c++, info ? info->boot_id : std::string());
   b.put_text(c++, source);
   b.put<uint64_t>(c++, shipped);
-  b.put_string(c++, first.clock == abi::ClockKind::kTsc ? "tsc" : "monotonic");
-  b.put<uint64_t>(c++, first.ticks_per_second);
-  b.put<uint64_t>(c++, 0);  // clock error bound: a node's own trace is on its own clock
-  b.put_string(c++, "own");
-  b.put<uint64_t>(c++, first_ns_);
-  b.put<uint64_t>(c++, last_ns_);
+  const abi::ClockKind clock = info ? info->clock : first.clock;
+  b.put_string(c++, clock == abi::ClockKind::kTsc ? "tsc" : "monotonic");
+  b.put<uint64_t>(c++, info ? info->ticks_per_second : first.ticks_per_second);
+  // A node's own trace is on its own clock: no error against the trace's timeline.
+  b.put<uint64_t>(c++, info ? info->error_bound_ns : 0);
+  b.put_text(c++, info ? info->alignment : std::string("own"));
+  b.put<uint64_t>(c++, begin);
+  b.put<uint64_t>(c++, node.any ? node.last_ns : last_ns_);
   const size_t pids = c++, names = c++;
-  for (const ProcessInfo& p : processes) {
-    b.put<uint32_t>(pids, p.pid);
-    b.put_text(names, p.process_name);
+  for (uint32_t i : mine) {
+    b.put<uint32_t>(pids, processes[i].pid);
+    b.put_text(names, processes[i].process_name);
   }
   b.end_array(pids);
   b.end_array(names);
-  b.put<uint64_t>(c++, counts_.events);
-  b.put<uint64_t>(c++, counts_.intervals);
-  b.put<uint64_t>(c++, counts_.lost_records);
-  b.put_string(c++, fired ? trigger_state_name(fired->trigger.state) : "none");
-  b.put_text(c++, fired ? fired->trigger.expression : std::string());
-  b.put_text(c++, trigger_event ? trigger_event->full_name() : std::string());
-  b.put<uint32_t>(c++, has_fired ? fired->pid : 0);
-  b.put<uint32_t>(c++, has_fired ? fired->trigger.tid : 0);
-  b.put<uint64_t>(c++, has_fired ? fired->trigger.seq : 0);
-  b.put<uint64_t>(c++, has_fired ? trace_.ticks_to_realtime_ns(fired->trigger.ticks) : 0);
+  b.put<uint64_t>(c++, node.events);
+  b.put<uint64_t>(c++, node.intervals);
+  b.put<uint64_t>(c++, node.lost);
+  b.put_string(c++, t.state);
+  b.put_text(c++, t.expression);
+  b.put_text(c++, t.event);
+  b.put<uint32_t>(c++, t.pid);
+  b.put<uint32_t>(c++, t.tid);
+  b.put<uint64_t>(c++, t.seq);
+  b.put<uint64_t>(c++, t.realtime_ns);
   b.end_row();
 }
 

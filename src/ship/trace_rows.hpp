@@ -9,12 +9,16 @@
 // tid and records written), so the same trace file gives the same id wherever and however
 // often it is shipped, and a later snapshot of the same process (more records) another.
 //
-// Node: the trace's own node identity when the file records one, else the name given, else
-// the local hostname.
+// Nodes: the machines the trace file records (Trace::nodes(): one in a snapshot or recording,
+// several in a merged file), each process's rows under its node's hostname, and one traces row
+// per node with its identity, clock error bound, alignment and trigger origin. A file that
+// records no node is one node named as given, else by the local hostname; the name given also
+// renames the one node of a file that records one.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,12 +42,16 @@ struct RowCounts {
 
 class TraceRows {
  public:
+  // node: the name of the trace's one node ("": the file's, else the local hostname).
   // pairs: the begin/end rules whose intervals to make; empty: those the event names suggest
   // (infer_pairs). Rules that name events the trace lacks are skipped (skipped_pairs()).
-  TraceRows(Trace& trace, std::string node, std::vector<PairRule> pairs);
+  // Errors: kInvalidArgument for a node name given for a trace of several nodes.
+  static Result<std::unique_ptr<TraceRows>> open(Trace& trace, const std::string& node,
+                                                 std::vector<PairRule> pairs);
 
   uint64_t trace_id() const { return trace_id_; }
-  const std::string& node() const { return node_; }
+  // Its nodes' names (valid UTF-8), in the trace's order.
+  std::vector<std::string> node_names() const;
   const std::vector<std::string>& skipped_pairs() const { return skipped_; }
 
   // Sends every events, intervals and losses row to sink in blocks of up to batch_rows rows
@@ -54,16 +62,27 @@ class TraceRows {
   // of the trace is dated within them.
   uint16_t first_day() const;
   uint16_t last_day() const;
-  // The trace's row (after write()): source names where it came from.
-  void traces_row(const std::string& source, NativeBlock* block) const;
+  // The trace's rows, one per node (after write()): source names where it came from.
+  void traces_rows(const std::string& source, NativeBlock* block) const;
 
  private:
   struct ThreadRow;
   struct EventNames;
   struct Impl;
+  // What one node's traces row needs.
+  struct NodeRow {
+    std::string name;  // valid UTF-8
+    uint64_t first_ns = 0, last_ns = 0;
+    bool any = false;  // a record seen
+    uint64_t events = 0, intervals = 0, lost = 0;
+  };
+  TraceRows(Trace& trace, std::vector<PairRule> pairs);
   Status write_losses(Impl& d, const BlockSink& sink);
+  uint32_t node_of_process(uint32_t process) const;
+  void trace_row(uint32_t node, const std::string& source, uint64_t shipped,
+                 NativeBlock* block) const;
   Trace& trace_;
-  std::string node_;
+  std::vector<NodeRow> nodes_;
   std::vector<ResolvedPair> rules_;
   std::vector<std::string> skipped_;
   uint64_t trace_id_ = 0;

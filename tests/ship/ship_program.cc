@@ -4,7 +4,10 @@
 // --hostile names the process and threads and fills the dev strings with ill-formed UTF-8,
 // quotes, backslashes, tabs and newlines: text every output must store as valid UTF-8.
 //
-//   ship_program --pairs N [--hostile]
+//   ship_program --pairs N [--req-base B] [--hostile]
+//
+// Request numbers are B + thread * 1000000 + i (B: 0), so that several runs merged into one
+// trace (`nanotrace merge`) do not pair each other's requests.
 #include <pthread.h>
 #include <sys/prctl.h>
 
@@ -36,13 +39,16 @@ void work(uint64_t n) {
 int main(int argc, char** argv) {
   uint64_t pairs = 1000;
   bool hostile = false;
+  uint64_t req_base = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--pairs") && i + 1 < argc) {
       pairs = std::strtoull(argv[++i], nullptr, 10);
+    } else if (!std::strcmp(argv[i], "--req-base") && i + 1 < argc) {
+      req_base = std::strtoull(argv[++i], nullptr, 10);
     } else if (!std::strcmp(argv[i], "--hostile")) {
       hostile = true;
     } else {
-      std::fprintf(stderr, "usage: ship_program --pairs N [--hostile]\n");
+      std::fprintf(stderr, "usage: ship_program --pairs N [--req-base B] [--hostile]\n");
       return 2;
     }
   }
@@ -52,11 +58,11 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::vector<std::thread> workers;
   for (uint64_t t = 0; t < 2; ++t) {
-    workers.emplace_back([t, pairs, hostile] {
+    workers.emplace_back([t, pairs, hostile, req_base] {
       if (hostile) pthread_setname_np(pthread_self(), kHostileThread);
       const char* dev = hostile ? kHostileDev : (t == 0 ? "nvme0n1" : "sda");
       for (uint64_t i = 0; i < pairs / 2; ++i) {
-        const uint64_t req = t * 1000000 + i;
+        const uint64_t req = req_base + t * 1000000 + i;
         NANOTRACE(io, submit, "req={} dev={} len={}", req, dev, static_cast<uint32_t>(4096));
         work(50 + (i * 7919) % 400);
         NANOTRACE(io, complete, "req={} result={}", req, static_cast<int32_t>(4096));

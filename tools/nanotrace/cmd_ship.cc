@@ -38,7 +38,7 @@ void print_report(const std::string& source, const ship::ShipReport& r, bool jso
   if (json) {
     nlohmann::json j = {{"source", utf8::valid(source)},
                         {"trace_id", fmt::format("{:016x}", r.trace_id)},
-                        {"node", r.node},
+                        {"nodes", r.nodes},
                         {"server", utf8::valid(r.server)},
                         {"already_stored", r.already_stored},
                         {"replaced_rows", r.replaced_rows},
@@ -49,16 +49,20 @@ void print_report(const std::string& source, const ship::ShipReport& r, bool jso
     fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
+  std::string nodes = r.nodes.size() == 1 ? "node " : "nodes ";
+  for (size_t i = 0; i < r.nodes.size(); ++i) {
+    nodes += (i ? ", " : "") + utf8::escape_text(r.nodes[i]);
+  }
   if (r.already_stored) {
-    fmt::print("{}: trace {:016x} (node {}) is already stored in {}: nothing sent\n",
-               utf8::escape_text(source), r.trace_id, utf8::escape_text(r.node), r.server);
+    fmt::print("{}: trace {:016x} ({}) is already stored in {}: nothing sent\n",
+               utf8::escape_text(source), r.trace_id, nodes, r.server);
     return;
   }
   fmt::print(
-      "{}: trace {:016x} (node {}) stored in {}: {} events, {} intervals, {} loss rows "
+      "{}: trace {:016x} ({}) stored in {}: {} events, {} intervals, {} loss rows "
       "({} records lost){}\n",
-      utf8::escape_text(source), r.trace_id, utf8::escape_text(r.node), r.server, r.counts.events,
-      r.counts.intervals, r.counts.losses, r.counts.lost_records,
+      utf8::escape_text(source), r.trace_id, nodes, r.server, r.counts.events, r.counts.intervals,
+      r.counts.losses, r.counts.lost_records,
       r.replaced_rows ? fmt::format("; {} rows of an interrupted attempt replaced", r.replaced_rows)
                       : "");
 }
@@ -118,8 +122,10 @@ void register_ship_command(CLI::App& app, ShipCommand* c) {
   c->ship->add_option("--cluster", c->cluster,
                       "Cluster of the servers' remote_servers the Distributed tables span "
                       "(default: one server, Merge tables)");
-  c->ship->add_option("--node", c->node,
-                      "Node name for traces that record none (default: this host's name)");
+  c->ship->add_option(
+      "--node", c->node,
+      "The name of a one-node trace's node (default: the name the trace records, else this "
+      "host's name)");
   c->ship->add_option("--pair", c->pairs,
                       "BEGIN,END,KEY pairs whose intervals to store (default: inferred from "
                       "event names)");
