@@ -91,14 +91,17 @@ nlohmann::json run_json(const std::string& command) {
   return nlohmann::json::parse(out, nullptr, false);
 }
 
-// Runs ship_program with env and args to completion and recovers its trace into file.
-std::string make_trace(const std::string& env, const std::string& args, const std::string& file) {
+// Runs ship_program with env and args to completion and recovers its trace into file
+// (`nanotrace recover` with recover_env: NANOTRACE_NODE_NAME and the like name its node).
+std::string make_trace(const std::string& env, const std::string& args, const std::string& file,
+                       const std::string& recover_env = "") {
   std::string out;
   std::string segment =
       testing::run_keeping_segment(env + " " + kBin + "/ship_program " + args, &out);
   if (segment.empty()) return "ship_program failed: " + out;
   int code = 0;
-  out = run_command(kNanotrace + " recover " + segment + " -o " + file + " 2>&1", &code);
+  out = run_command(
+      recover_env + " " + kNanotrace + " recover " + segment + " -o " + file + " 2>&1", &code);
   unlink(segment.c_str());
   return code == 0 ? "" : "recover failed: " + out;
 }
@@ -555,6 +558,127 @@ TEST_F(ShipTest, ErrorsAreOneClearLine) {
                     &code);
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("\"already_stored\":false"), std::string::npos) << out;
+}
+
+// A merged fleet trace (`nanotrace merge` of three nodes' files, aligned through
+// CLOCK_REALTIME: another boot id each) ships each process's rows under its node and one
+// traces row per node with the merge's alignment, error bound and trigger origin. Counts per
+// node equal `stats` and `latency` on each node's own file; percentiles per node equal the
+// analysis layer's on the merged file split by node (the alignment maps each node's clock onto
+// the reference's, so a latency may differ by a rounding from the node's own file).
+TEST_F(ShipTest, MergedFleetTraceShipsEachNode) {
+  std::vector<std::string> files;
+  for (int n = 1; n <= 3; ++n) {
+    const std::string file = dir_ + "/fleet-" + std::to_string(n) + ".ntr";
+    const std::string env =
+        n == 2 ? "NANOTRACE_BUFFER=16M NANOTRACE_TRIGGER='io:complete req==21000300'"
+               : "NANOTRACE_BUFFER=16M";
+    ASSERT_EQ(make_trace(env, "--pairs 2000 --req-base " + std::to_string(n) + "0000000", file,
+                         "NANOTRACE_NODE_NAME=fleet-" + std::to_string(n) +
+                             " NANOTRACE_NODE_BOOT_ID=fleet-boot-" + std::to_string(n)),
+              "");
+    files.push_back(file);
+  }
+  const std::string merged = dir_ + "/fleet.ntr";
+  int code = 0;
+  std::string out = run_command(kNanotrace + " merge " + files[0] + " " + files[1] + " " +
+                                    files[2] + " -o " + merged + " 2>&1",
+                                &code);
+  ASSERT_EQ(code, 0) << out;
+  std::string error;
+  nlohmann::json report = ship(merged, "--database fleet", &error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_EQ(report["nodes"], nlohmann::json({"fleet-1", "fleet-2", "fleet-3"}));
+  auto fleet_query = [&](const std::string& name) {
+    std::string sql = cookbook(name);
+    for (size_t at; (at = sql.find("nanotrace.")) != std::string::npos;)
+      sql.replace(at, 9, "fleet");
+    return query(sql);
+  };
+  auto trace = Trace::open(merged);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  ASSERT_EQ((*trace)->nodes().size(), 3u);
+
+  // Latency per node: the merged file's pairs split by the begin record's node.
+  auto rule = resolve_pair_with_kernel(**trace, {"io:submit", "io:complete", "req"});
+  ASSERT_TRUE(rule.ok());
+  IntervalMatcher matcher({*rule});
+  std::vector<std::vector<uint64_t>> latencies(3);
+  auto records = (*trace)->read_all_with_kernel();
+  Record r;
+  while (records->next(&r)) {
+    for (const IntervalMatch& m : matcher.add(r)) {
+      if (m.kind != IntervalMatch::Kind::kEnd) continue;
+      const ThreadInfo& t = records->threads()[m.interval.begin_thread].info;
+      latencies[(*trace)->processes()[t.process].node].push_back(m.interval.latency_ns());
+    }
+  }
+  Rows rows = fleet_query("latency_per_node");
+  ASSERT_EQ(rows.size(), 3u);
+  for (size_t n = 0; n < 3; ++n) {
+    nlohmann::json own = run_json(kNanotrace + " latency " + files[n] +
+                                  " --begin io:submit --end io:complete --key req --json");
+    LatencyStats want = compute_latency_stats(&latencies[n]);
+    EXPECT_EQ(rows[n][0], "fleet-" + std::to_string(n + 1));
+    EXPECT_EQ(std::stoull(rows[n][2]), own["overall"]["count"].get<uint64_t>());
+    EXPECT_EQ(std::stoull(rows[n][2]), want.count);
+    EXPECT_EQ(std::stoull(rows[n][3]), want.min_ns);
+    EXPECT_EQ(std::stoull(rows[n][4]), want.p50_ns);
+    EXPECT_EQ(std::stoull(rows[n][5]), want.p99_ns);
+    EXPECT_EQ(std::stoull(rows[n][6]), want.p999_ns);
+    EXPECT_EQ(std::stoull(rows[n][7]), want.max_ns);
+  }
+  // Counts and losses per node: each node's own file's `stats`.
+  Rows events = fleet_query("events_per_node");
+  Rows losses = fleet_query("loss_per_node");
+  ASSERT_EQ(losses.size(), 3u);
+  for (size_t n = 0; n < 3; ++n) {
+    nlohmann::json own = run_json(kNanotrace + " stats " + files[n] + " --json");
+    const std::string node = "fleet-" + std::to_string(n + 1);
+    size_t seen = 0;
+    for (const auto& e : own["events"]) {
+      for (const auto& row : events) {
+        if (row[0] != node || row[1] != e["event"].get<std::string>()) continue;
+        ++seen;
+        EXPECT_EQ(std::stoull(row[2]), e["count"].get<uint64_t>()) << node << " " << row[1];
+      }
+    }
+    EXPECT_EQ(seen, own["events"].size()) << node;
+    EXPECT_EQ(losses[n][0], node);
+    EXPECT_EQ(losses[n][1], "1");
+    EXPECT_EQ(std::stoull(losses[n][3]), own["lost"].get<uint64_t>()) << node;
+  }
+  // Each node's identity, alignment and error bound as the merge put them.
+  Rows nodes = query(
+      "SELECT node, boot_id, alignment, clock_error_bound_ns FROM fleet.traces ORDER BY node");
+  ASSERT_EQ(nodes.size(), 3u);
+  for (size_t n = 0; n < 3; ++n) {
+    const NodeInfo& info = (*trace)->nodes()[n];
+    EXPECT_EQ(nodes[n][0], info.hostname);
+    EXPECT_EQ(nodes[n][1], info.boot_id);
+    EXPECT_EQ(nodes[n][2], info.alignment);
+    EXPECT_EQ(std::stoull(nodes[n][3]), info.error_bound_ns);
+  }
+  // The trigger fired on fleet-2: its origin, and the record.
+  Rows fired = fleet_query("trigger_traces");
+  ASSERT_EQ(fired.size(), 1u);
+  const NodeInfo& origin = (*trace)->nodes()[1];
+  ASSERT_TRUE(origin.has_origin);
+  EXPECT_EQ(fired[0][0], "fleet-2");
+  EXPECT_EQ(fired[0][4], origin.origin_event);
+  EXPECT_EQ(std::stoull(fired[0][5]), origin.origin_pid);
+  EXPECT_EQ(std::stoull(fired[0][6]), origin.origin_tid);
+  EXPECT_EQ(std::stoull(fired[0][7]), origin.origin_seq);
+  Rows record = fleet_query("trigger_records");
+  ASSERT_EQ(record.size(), 1u);
+  EXPECT_EQ(record[0][0], "fleet-2");
+  EXPECT_EQ(record[0][9], "[21000300]");
+  // A node name for a trace of several nodes is refused.
+  out = run_command(kNanotrace + " ship " + merged + " --clickhouse " + shards_[0]->url() +
+                        " --database fleet2 --node x 2>&1",
+                    &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("records 3 nodes"), std::string::npos) << out;
 }
 
 // docs/clickhouse.md shows the statements the shipper runs, as it runs them.
