@@ -74,7 +74,12 @@ Result<std::unique_ptr<ClickHouseHttp>> ClickHouseHttp::open(const std::string& 
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   std::unique_ptr<ClickHouseHttp> c(new ClickHouseHttp());
   c->url_ = url;
-  if (c->url_.find('/', url.find("//") + 2) == std::string::npos) c->url_ += '/';
+  const size_t authority = url.find("//") + 2;
+  if (c->url_.find('/', authority) == std::string::npos) c->url_ += '/';
+  // The URL without its user and password, for messages and reports.
+  c->shown_url_ = c->url_;
+  const size_t at = c->shown_url_.rfind('@', c->shown_url_.find('/', authority));
+  if (at != std::string::npos && at >= authority) c->shown_url_.erase(authority, at + 1 - authority);
   c->curl_ = curl_easy_init();
   if (c->curl_ == nullptr) return Status::IoError("curl_easy_init failed");
   return c;
@@ -106,20 +111,15 @@ Result<std::string> ClickHouseHttp::post(const std::string& params, std::string_
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   const CURLcode rc = curl_easy_perform(curl);
   curl_slist_free_all(headers);
-  // The URL without its password, for messages.
-  std::string shown = url_;
-  if (size_t at = shown.find('@'); at != std::string::npos) {
-    shown.erase(shown.find("//") + 2, at + 1 - (shown.find("//") + 2));
-  }
   if (rc != CURLE_OK) {
     return Status::IoError(
-        fmt::format("ClickHouse at {}: {}", shown, error[0] ? error : curl_easy_strerror(rc)));
+        fmt::format("ClickHouse at {}: {}", shown_url_, error[0] ? error : curl_easy_strerror(rc)));
   }
   long code = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
   if (code != 200) {
     return Status::IoError(
-        fmt::format("ClickHouse at {}: HTTP {}: {}", shown, code, first_line(answer)));
+        fmt::format("ClickHouse at {}: HTTP {}: {}", shown_url_, code, first_line(answer)));
   }
   return answer;
 }
@@ -134,7 +134,7 @@ Result<uint64_t> ClickHouseHttp::query_count(std::string_view sql) {
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
   if (ec != std::errc() || (end != s.data() + s.size() && *end != '\n')) {
     return Status::IoError(fmt::format("ClickHouse at {}: expected a number from '{}', got '{}'",
-                                       url_, sql, first_line(s)));
+                                       shown_url_, sql, first_line(s)));
   }
   return n;
 }

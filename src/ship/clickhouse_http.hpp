@@ -46,13 +46,15 @@ class ClickHouseHttp {
   // compress: send them as zstd-compressed ClickHouse blocks.
   Status insert_native(std::string_view table, std::string_view native, bool compress);
 
-  const std::string& url() const { return url_; }
+  // The server's URL without user and password (what messages show).
+  const std::string& url() const { return shown_url_; }
 
  private:
   ClickHouseHttp() = default;
   Result<std::string> post(const std::string& params, std::string_view body);
 
   std::string url_;
+  std::string shown_url_;
   void* curl_ = nullptr;  // CURL*
   std::string compressed_;
 };

@@ -327,6 +327,9 @@ Status TraceRows::write(size_t batch_rows, const BlockSink& sink) {
     d.pid_process.emplace(trace_.processes()[p].pid, static_cast<uint32_t>(p));
   }
   for (const ResolvedPair& r : rules_) d.pair_labels.push_back(utf8::valid(r.rule.label()));
+  // The threads known now, so that a kernel record finds its task's thread before that
+  // thread's first record.
+  for (uint32_t i = 0; i < records->threads().size(); ++i) d.thread(i);
   IntervalMatcher matcher(rules_);
   Record r;
   bool first = true;
