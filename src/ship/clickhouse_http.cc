@@ -79,7 +79,8 @@ Result<std::unique_ptr<ClickHouseHttp>> ClickHouseHttp::open(const std::string& 
   // The URL without its user and password, for messages and reports.
   c->shown_url_ = c->url_;
   const size_t at = c->shown_url_.rfind('@', c->shown_url_.find('/', authority));
-  if (at != std::string::npos && at >= authority) c->shown_url_.erase(authority, at + 1 - authority);
+  if (at != std::string::npos && at >= authority)
+    c->shown_url_.erase(authority, at + 1 - authority);
   c->curl_ = curl_easy_init();
   if (c->curl_ == nullptr) return Status::IoError("curl_easy_init failed");
   return c;
