@@ -6,7 +6,8 @@ PACKAGES := build-essential cmake pkg-config clang clang-format liburing-dev lib
             libbenchmark-dev babeltrace2 util-linux procps chromium python3 \
             python3-dev pybind11-dev python3-numpy python3-pandas python3-pytest \
             libtracefs-dev libtraceevent-dev trace-cmd fio sqlite3 strace python3-bt2 \
-            liblttng-ust-dev lttng-tools chrony
+            liblttng-ust-dev lttng-tools chrony clickhouse-server clickhouse-client \
+            libcurl4-openssl-dev
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 

@@ -23,7 +23,7 @@ NANOTRACE_BUFFER=1M NANOTRACE_THREADS=64 ./build/bin/nanotrace_trigger_lag --run
 
 for extra in scripts/record-bench.sh scripts/iograph-bench.sh scripts/export-bench.sh \
     scripts/analysis-bench.sh \
-    scripts/ctf-floor.sh scripts/report-bench.sh scripts/kernel-bench.sh; do
+    scripts/ctf-floor.sh scripts/report-bench.sh scripts/kernel-bench.sh scripts/ship-bench.sh; do
   if [ -x "$extra" ]; then
     echo "== $extra =="
     "$extra"

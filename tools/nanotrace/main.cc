@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "record_commands.hpp"  // record, snapshot, recover, clean
 #include "run_commands.hpp"     // run, summary
+#include "ship_command.hpp"     // ship
 
 int main(int argc, char** argv) {
   using namespace nanotrace::cli;
@@ -81,6 +82,8 @@ int main(int argc, char** argv) {
   register_record_commands(app, &record_commands);
   RunCommand run_command;  // run, summary
   register_run_command(app, &run_command);
+  ShipCommand ship_command;
+  register_ship_command(app, &ship_command);
 
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
@@ -99,5 +102,6 @@ int main(int argc, char** argv) {
   if (int status = 1; run_analysis_commands(*analysis, &status)) return status;
   if (int status = 1; run_record_commands(record_commands, &status)) return status;
   if (int status = 1; run_run_command(run_command, &status)) return status;
+  if (int status = 1; run_ship_command(ship_command, &status)) return status;
   return 1;
 }

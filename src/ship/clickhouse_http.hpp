@@ -1,0 +1,65 @@
+// A client of one ClickHouse server's HTTP interface, on libcurl: statements, queries whose
+// answer is text, and inserts of Native blocks sent compressed.
+//
+// Compression: ClickHouse's own compressed-block framing (`decompress=1`), which every
+// release since long before 18.16 reads: per block a 16-byte checksum, a method byte, the
+// compressed and uncompressed sizes, then the data. We compress each block with zstd
+// (method 0x90; zstd is already our dependency, and 18.16's HTTP interface takes no
+// Content-Encoding but gzip and deflate, which cost several times more CPU per byte). The
+// 16-byte checksum is CityHash128 v1.0.2, which no Debian library provides: the insert asks
+// the server not to check it (http_native_compression_disable_checksumming_on_decompress)
+// and each zstd frame carries its own XXH64 content checksum, which the server's zstd does
+// check: a damaged block is refused either way.
+//
+// Errors: a server error (HTTP status other than 200) gives kIoError with ClickHouse's message
+// ("Code: 60, e.displayText() = DB::Exception: Table ... doesn't exist"); a refused or dropped
+// connection gives kIoError with curl's reason. A connection that sends nothing for 60 s is
+// dropped.
+//
+// Thread safety: a client belongs to one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "nanotrace/status.hpp"
+
+namespace nanotrace::ship {
+
+class ClickHouseHttp {
+ public:
+  // url: "http://host:port" (user and password may be in it: http://user:pass@host:port).
+  // Errors: kInvalidArgument for a URL with a query string or another scheme.
+  static Result<std::unique_ptr<ClickHouseHttp>> open(const std::string& url);
+  ~ClickHouseHttp();
+  ClickHouseHttp(const ClickHouseHttp&) = delete;
+  ClickHouseHttp& operator=(const ClickHouseHttp&) = delete;
+
+  // Runs a statement or query; returns the answer's body (for a query, its rows in the
+  // format it names).
+  Result<std::string> query(std::string_view sql);
+  // One number from a query that returns one (SELECT count() ...).
+  Result<uint64_t> query_count(std::string_view sql);
+  // INSERT INTO `table` FORMAT Native with body: Native blocks (NativeBlock::write).
+  // compress: send them as zstd-compressed ClickHouse blocks.
+  Status insert_native(std::string_view table, std::string_view native, bool compress);
+
+  // The server's URL without user and password (what messages show).
+  const std::string& url() const { return shown_url_; }
+
+ private:
+  ClickHouseHttp() = default;
+  Result<std::string> post(const std::string& params, std::string_view body);
+
+  std::string url_;
+  std::string shown_url_;
+  void* curl_ = nullptr;  // CURL*
+  std::string compressed_;
+};
+
+// Appends data as ClickHouse compressed blocks of zstd frames (at most 1 MiB of data each).
+void compress_blocks(std::string_view data, std::string* out);
+
+}  // namespace nanotrace::ship

@@ -1,0 +1,248 @@
+// Shipper: the schema on every shard, and each trace staged, checked and attached on its own.
+#include "ship/shipper.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "ship/clickhouse_http.hpp"
+#include "ship/schema.hpp"
+
+namespace nanotrace::ship {
+namespace {
+
+// How long a deletion of an earlier attempt's rows may take to finish.
+constexpr auto kMutationWait = std::chrono::seconds(120);
+
+// A day number (since 1970-01-01) as a Date literal.
+std::string date_literal(uint16_t day) {
+  const std::chrono::year_month_day d{std::chrono::sys_days{std::chrono::days{day}}};
+  return fmt::format("toDate('{:04}-{:02}-{:02}')", static_cast<int>(d.year()),
+                     static_cast<unsigned>(d.month()), static_cast<unsigned>(d.day()));
+}
+
+}  // namespace
+
+std::string quote_string(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('\'');
+  return out;
+}
+
+// One trace's shipping: where its rows go and what they must add up to.
+struct Shipper::Attempt {
+  uint64_t trace_id = 0;
+  std::string db;                    // quoted
+  std::vector<std::string> staging;  // per table of schema_tables() but traces
+  std::vector<uint64_t> expected;    // rows per staging table
+  // WHERE clause that finds the trace's rows in a real table (the days' partitions only).
+  std::string where;
+
+  std::string local(const TableDef& t) const {
+    return db + "." + quote_identifier(std::string(t.name) + "_local");
+  }
+};
+
+Shipper::Shipper(ShipOptions options) : options_(std::move(options)) {}
+Shipper::~Shipper() = default;
+
+Result<std::unique_ptr<Shipper>> Shipper::connect(const ShipOptions& options) {
+  if (options.servers.empty()) return Status::Invalid("no ClickHouse server given (--clickhouse)");
+  if (options.database.empty()) return Status::Invalid("--database: empty name");
+  if (options.batch_rows == 0) return Status::Invalid("--batch-rows: must be at least 1");
+  std::unique_ptr<Shipper> s(new Shipper(options));
+  for (const std::string& url : options.servers) {
+    auto server = ClickHouseHttp::open(url);
+    if (!server.ok()) return server.status();
+    for (const std::string& sql : schema_sql(options.database, options.cluster)) {
+      auto done = (*server)->query(sql);
+      if (!done.ok()) {
+        return Status::IoError(fmt::format("creating the schema: {}", done.status().message()));
+      }
+    }
+    s->servers_.push_back(std::move(*server));
+  }
+  return s;
+}
+
+void Shipper::drop_staging(ClickHouseHttp& server, const Attempt& a) {
+  for (const std::string& t : a.staging) (void)server.query("DROP TABLE IF EXISTS " + t);
+}
+
+Status Shipper::stage(ClickHouseHttp& server, TraceRows& rows, Attempt& a) {
+  const std::vector<TableDef>& tables = schema_tables();
+  for (size_t i = 0; i + 1 < tables.size(); ++i) {
+    const std::string name =
+        a.db + "." + quote_identifier(fmt::format("_stage_{:016x}_{}", a.trace_id, tables[i].name));
+    a.staging.push_back(name);
+    for (const std::string& sql :
+         {"DROP TABLE IF EXISTS " + name, "CREATE TABLE " + name + " AS " + a.local(tables[i])}) {
+      auto done = server.query(sql);
+      if (!done.ok()) return done.status();
+    }
+  }
+  // One block is sent (compressed, on its own thread) while the next is built: the server
+  // parses and writes one while we read the trace for the next.
+  std::future<Status> sending;
+  std::string buffers[2];
+  int next = 0;
+  auto wait = [&]() -> Status { return sending.valid() ? sending.get() : Status::Ok(); };
+  auto sink = [&](const TableDef& table, const NativeBlock& block) -> Status {
+    size_t i = 0;
+    while (tables[i].name != table.name) ++i;
+    std::string& bytes = buffers[next];
+    next ^= 1;
+    bytes.clear();
+    block.write(&bytes);
+    if (Status s = wait(); !s.ok()) return s;
+    sending = std::async(std::launch::async,
+                         [&server, &bytes, table = a.staging[i], compress = options_.compress] {
+                           return server.insert_native(table, bytes, compress);
+                         });
+    return Status::Ok();
+  };
+  Status written = rows.write(options_.batch_rows, sink);
+  Status sent = wait();
+  if (!written.ok()) return written;
+  if (!sent.ok()) return sent;
+  const RowCounts& c = rows.counts();
+  a.expected = {c.events, c.intervals, c.losses};
+  for (size_t i = 0; i < a.staging.size(); ++i) {
+    auto n = server.query_count("SELECT count() FROM " + a.staging[i]);
+    if (!n.ok()) return n.status();
+    if (*n != a.expected[i]) {
+      return Status::IoError(fmt::format("{} holds {} rows after the insert, not the {} sent",
+                                         a.staging[i], *n, a.expected[i]));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Shipper::delete_leftovers(ClickHouseHttp& server, Attempt& a, uint64_t* deleted) {
+  const std::vector<TableDef>& tables = schema_tables();
+  for (size_t i = 0; i + 1 < tables.size(); ++i) {
+    auto n = server.query_count(
+        fmt::format("SELECT count() FROM {} WHERE {}", a.local(tables[i]), a.where));
+    if (!n.ok()) return n.status();
+    if (*n == 0) continue;
+    *deleted += *n;
+    auto done = server.query(
+        fmt::format("ALTER TABLE {} DELETE WHERE trace_id = {}", a.local(tables[i]), a.trace_id));
+    if (!done.ok()) return done.status();
+    const std::string pending = fmt::format(
+        "SELECT count() FROM system.mutations WHERE database = {} AND table = {} AND is_done = 0",
+        quote_string(options_.database), quote_string(std::string(tables[i].name) + "_local"));
+    const auto deadline = std::chrono::steady_clock::now() + kMutationWait;
+    for (;;) {
+      auto left = server.query_count(pending);
+      if (!left.ok()) return left.status();
+      if (*left == 0) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Status::IoError(fmt::format(
+            "the deletion of trace {:016x}'s earlier rows in {} did not finish within {} s",
+            a.trace_id, a.local(tables[i]), kMutationWait.count()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Shipper::commit(ClickHouseHttp& server, TraceRows& rows, const std::string& source,
+                       Attempt& a) {
+  const std::vector<TableDef>& tables = schema_tables();
+  for (size_t i = 0; i < a.staging.size(); ++i) {
+    auto parts = server.query(
+        fmt::format("SELECT DISTINCT partition_id FROM system.parts WHERE database = {} AND "
+                    "table = {} AND active",
+                    quote_string(options_.database),
+                    quote_string(fmt::format("_stage_{:016x}_{}", a.trace_id, tables[i].name))));
+    if (!parts.ok()) return parts.status();
+    size_t at = 0;
+    while (at < parts->size()) {
+      size_t eol = parts->find('\n', at);
+      if (eol == std::string::npos) eol = parts->size();
+      const std::string id = parts->substr(at, eol - at);
+      at = eol + 1;
+      if (id.empty()) continue;
+      auto done = server.query(fmt::format("ALTER TABLE {} ATTACH PARTITION ID {} FROM {}",
+                                           a.local(tables[i]), quote_string(id), a.staging[i]));
+      if (!done.ok()) return done.status();
+    }
+    auto n = server.query_count(
+        fmt::format("SELECT count() FROM {} WHERE {}", a.local(tables[i]), a.where));
+    if (!n.ok()) return n.status();
+    if (*n != a.expected[i]) {
+      return Status::IoError(fmt::format("{} holds {} rows of trace {:016x}, not the {} sent",
+                                         a.local(tables[i]), *n, a.trace_id, a.expected[i]));
+    }
+  }
+  NativeBlock row = block_for(traces_table());
+  rows.traces_rows(source, &row);
+  block_bytes_.clear();
+  row.write(&block_bytes_);
+  if (Status s = server.insert_native(a.local(traces_table()), block_bytes_, options_.compress);
+      !s.ok()) {
+    return s;
+  }
+  auto n = server.query_count(fmt::format("SELECT count() FROM {} WHERE trace_id = {}",
+                                          a.local(traces_table()), a.trace_id));
+  if (!n.ok()) return n.status();
+  if (*n != row.rows()) {
+    return Status::IoError(fmt::format("{} holds {} rows of trace {:016x}, not {}",
+                                       a.local(traces_table()), *n, a.trace_id, row.rows()));
+  }
+  return Status::Ok();
+}
+
+Result<ShipReport> Shipper::ship(Trace& trace, const std::string& source) {
+  auto opened = TraceRows::open(trace, options_.node, options_.pairs);
+  if (!opened.ok()) return opened.status();
+  TraceRows& rows = **opened;
+  ShipReport report;
+  report.trace_id = rows.trace_id();
+  report.nodes = rows.node_names();
+  report.skipped_pairs = rows.skipped_pairs();
+  ClickHouseHttp& server = *servers_[rows.trace_id() % servers_.size()];
+  report.server = server.url();
+  Attempt a;
+  a.trace_id = rows.trace_id();
+  a.db = quote_identifier(options_.database);
+  auto stored = server.query_count(fmt::format("SELECT count() FROM {} WHERE trace_id = {}",
+                                               a.local(traces_table()), a.trace_id));
+  if (!stored.ok()) return stored.status();
+  if (*stored > 0) {
+    report.already_stored = true;
+    return report;
+  }
+  const std::string id = fmt::format("{:016x}", a.trace_id);
+  if (Status s = stage(server, rows, a); !s.ok()) {
+    drop_staging(server, a);
+    return Status(s.code(), fmt::format("trace {} from {}: {}; nothing of it is stored", id, source,
+                                        s.message()));
+  }
+  report.counts = rows.counts();
+  a.where = fmt::format("date >= {} AND date <= {} AND trace_id = {}",
+                        date_literal(rows.first_day()), date_literal(rows.last_day()), a.trace_id);
+  if (Status s = delete_leftovers(server, a, &report.replaced_rows); !s.ok()) {
+    drop_staging(server, a);
+    return Status(s.code(), fmt::format("trace {} from {}: {}; nothing of it is stored", id, source,
+                                        s.message()));
+  }
+  if (Status s = commit(server, rows, source, a); !s.ok()) {
+    drop_staging(server, a);
+    return Status(s.code(), fmt::format("trace {} from {}: {}; it is not stored (rows attached so "
+                                        "far are replaced when it is shipped again)",
+                                        id, source, s.message()));
+  }
+  drop_staging(server, a);
+  return report;
+}
+
+}  // namespace nanotrace::ship

@@ -1,0 +1,525 @@
+// TraceRows: the events, intervals, losses and traces rows of one trace.
+#include "ship/trace_rows.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <unordered_map>
+
+#include "base/utf8.hpp"
+#include "nanotrace/intervals.hpp"
+
+namespace nanotrace::ship {
+namespace {
+
+constexpr uint64_t kNsPerDay = 86400ull * 1000000000ull;
+// Bytes of values at which a block is sent whatever its rows: its memory, here and in the
+// server, stays bounded for rows with long strings.
+constexpr size_t kMaxBlockBytes = 64u << 20;
+
+uint16_t day_of(uint64_t realtime_ns) { return static_cast<uint16_t>(realtime_ns / kNsPerDay); }
+
+// FNV-1a, 64 bits: a stable hash of the trace's identity text (the same on every build).
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+// Column indexes of the events table (ship/schema.cc), in order.
+enum EventColumn : size_t {
+  kDate,
+  kTraceId,
+  kNode,
+  kPid,
+  kProcess,
+  kTid,
+  kThread,
+  kEvent,
+  kKernel,
+  kCpu,
+  kRealtime,
+  kTicks,
+  kSeq,
+  kIntKeys,
+  kIntValues,
+  kUintKeys,
+  kUintValues,
+  kFloatKeys,
+  kFloatValues,
+  kStrKeys,
+  kStrValues
+};
+
+enum IntervalColumn : size_t {
+  kIDate,
+  kITraceId,
+  kINode,
+  kIPair,
+  kIBeginEvent,
+  kIEndEvent,
+  kIKey,
+  kIPid,
+  kIProcess,
+  kITid,
+  kIThread,
+  kIEndTid,
+  kIBegin,
+  kIEnd,
+  kILatency,
+  kILostAdjacent
+};
+
+}  // namespace
+
+NativeBlock block_for(const TableDef& table) {
+  NativeBlock b;
+  for (const ColumnDef& c : table.columns) b.add_column(c.name, c.type);
+  return b;
+}
+
+std::string local_hostname() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "unknown";
+  return host;
+}
+
+// What a row needs of a thread, resolved once per thread stream.
+struct TraceRows::ThreadRow {
+  bool known = false;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint32_t node = 0;    // index into nodes_
+  std::string thread;   // valid UTF-8
+  std::string process;  // valid UTF-8
+};
+
+// An event's names as valid text, resolved once per event.
+struct TraceRows::EventNames {
+  bool known = false;
+  std::string full_name;
+  std::vector<std::string> fields;
+};
+
+struct TraceRows::Impl {
+  TraceRows& self;
+  RecordSource& source;
+  NativeBlock events = block_for(events_table());
+  NativeBlock intervals = block_for(intervals_table());
+  std::vector<ThreadRow> threads;
+  std::vector<EventNames> user_events, kernel_events;
+  std::unordered_map<uint32_t, uint32_t> pid_process;  // pid -> index into processes()
+  std::unordered_map<uint32_t, uint32_t> tid_thread;   // tid -> thread stream (user threads)
+  std::vector<std::string> pair_labels;                // per rule, valid text
+  std::string text;
+
+  const ThreadRow& thread(uint32_t index) {
+    if (threads.size() <= index) threads.resize(index + 1);
+    ThreadRow& t = threads[index];
+    if (t.known) return t;
+    const std::vector<ThreadStats>& all = source.threads();
+    if (index < all.size()) {
+      const ThreadInfo& info = all[index].info;
+      t.pid = info.pid;
+      t.tid = info.tid;
+      t.thread = utf8::valid(info.name);
+      t.node = self.node_of_process(info.process);
+      if (auto it = pid_process.find(info.pid); it != pid_process.end()) {
+        t.process = utf8::valid(self.trace_.processes()[it->second].process_name);
+      }
+      if (!info.kernel) tid_thread.emplace(info.tid, index);
+    }
+    t.known = true;
+    return t;
+  }
+
+  // The traced thread a kernel record ran in (its task), or null.
+  const ThreadRow* task_thread(uint32_t task) {
+    auto it = tid_thread.find(task);
+    return task == 0 || it == tid_thread.end() ? nullptr : &threads[it->second];
+  }
+
+  const EventNames& names(const EventInfo& e) {
+    std::vector<EventNames>& table = e.is_kernel ? kernel_events : user_events;
+    if (table.size() <= e.id) table.resize(e.id + 1);
+    EventNames& n = table[e.id];
+    if (n.known) return n;
+    n.full_name = utf8::valid(e.full_name());
+    for (const FieldInfo& f : e.fields) n.fields.push_back(utf8::valid(f.name));
+    n.known = true;
+    return n;
+  }
+
+  void event_row(const Record& r);
+  void fields(const Record& r, const EventNames& n);
+  void interval_row(const ResolvedPair& rule, uint32_t index, const Interval& i, const Record& end);
+};
+
+TraceRows::TraceRows(Trace& trace, std::vector<PairRule> pairs) : trace_(trace) {
+  if (pairs.empty()) pairs = infer_pairs(trace);
+  for (const PairRule& p : pairs) {
+    auto resolved = resolve_pair_with_kernel(trace, p);
+    if (resolved.ok()) {
+      rules_.push_back(std::move(*resolved));
+    } else {
+      skipped_.push_back(fmt::format("{}: {}", p.label(), resolved.status().message()));
+    }
+  }
+}
+
+Result<std::unique_ptr<TraceRows>> TraceRows::open(Trace& trace, const std::string& node,
+                                                   std::vector<PairRule> pairs) {
+  if (!node.empty() && trace.nodes().size() > 1) {
+    return Status::Invalid(fmt::format("--node: the trace records {} nodes, each with its own name",
+                                       trace.nodes().size()));
+  }
+  std::unique_ptr<TraceRows> rows(new TraceRows(trace, std::move(pairs)));
+  for (const NodeInfo& n : trace.nodes()) rows->nodes_.push_back({utf8::valid(n.hostname)});
+  if (rows->nodes_.empty()) rows->nodes_.push_back({});
+  if (!node.empty()) rows->nodes_[0].name = utf8::valid(node);
+  if (rows->nodes_[0].name.empty()) rows->nodes_[0].name = utf8::valid(local_hostname());
+  std::string identity;
+  for (const NodeRow& n : rows->nodes_) identity += "|n" + n.name;
+  for (const ProcessInfo& p : trace.processes()) {
+    identity += fmt::format("|p{} {} {} {} {}", p.pid, p.ticks_per_second, p.clock_start.ticks,
+                            p.clock_start.realtime_ns, p.clock_start.monotonic_ns);
+  }
+  for (const ThreadInfo& t : trace.threads()) {
+    identity += fmt::format("|t{} {} {} {} {}", t.pid, t.slot, t.generation, t.tid, t.written);
+  }
+  rows->trace_id_ = fnv1a(identity);
+  return rows;
+}
+
+std::vector<std::string> TraceRows::node_names() const {
+  std::vector<std::string> out;
+  for (const NodeRow& n : nodes_) out.push_back(n.name);
+  return out;
+}
+
+uint32_t TraceRows::node_of_process(uint32_t process) const {
+  const std::vector<ProcessInfo>& all = trace_.processes();
+  const uint32_t node = process < all.size() ? all[process].node : 0;
+  return node < nodes_.size() ? node : 0;
+}
+
+void TraceRows::Impl::fields(const Record& r, const EventNames& n) {
+  using abi::FieldType;
+  // Keys first, values second, per array: four passes over a handful of fields.
+  for (uint32_t i = 0; i < r.field_count; ++i) {
+    const FieldValue& v = r.values[i];
+    const std::string& key = n.fields[i];
+    switch (v.type) {
+      case FieldType::kI8:
+      case FieldType::kI16:
+      case FieldType::kI32:
+      case FieldType::kI64:
+      case FieldType::kBool:
+        events.put_string(kIntKeys, key);
+        events.put<int64_t>(kIntValues, v.as_int());
+        break;
+      case FieldType::kU8:
+      case FieldType::kU16:
+      case FieldType::kU32:
+      case FieldType::kU64:
+      case FieldType::kPointer:
+        events.put_string(kUintKeys, key);
+        events.put<uint64_t>(kUintValues, v.bits);
+        break;
+      case FieldType::kF32:
+      case FieldType::kF64:
+        events.put_string(kFloatKeys, key);
+        events.put<double>(kFloatValues, v.as_double());
+        break;
+      case FieldType::kString:
+        events.put_string(kStrKeys, key);
+        events.put_text(kStrValues, v.text);
+        break;
+      default:
+        break;
+    }
+    // An enum value with a name: the name too, as text under the same key.
+    if (v.type != FieldType::kString && !r.event->fields[i].value_names.empty()) {
+      if (const std::string* name = r.event->fields[i].name_of(v.bits)) {
+        events.put_string(kStrKeys, key);
+        events.put_text(kStrValues, *name);
+      }
+    }
+  }
+  for (size_t c : {kIntKeys, kIntValues, kUintKeys, kUintValues, kFloatKeys, kFloatValues, kStrKeys,
+                   kStrValues}) {
+    events.end_array(c);
+  }
+}
+
+void TraceRows::Impl::event_row(const Record& r) {
+  const uint64_t realtime = self.trace_.time_origin().realtime_ns + r.time_ns;
+  const ThreadRow& t = thread(r.thread);
+  const ThreadRow* owner = r.event->is_kernel ? task_thread(r.task) : &t;
+  NodeRow& node = self.nodes_[owner ? owner->node : t.node];
+  if (!node.any) node.first_ns = realtime;
+  node.any = true;
+  node.last_ns = realtime;
+  ++node.events;
+  events.put<uint16_t>(kDate, day_of(realtime));
+  events.put<uint64_t>(kTraceId, self.trace_id_);
+  events.put_string(kNode, node.name);
+  events.put<uint32_t>(kPid, owner ? owner->pid : 0);
+  events.put_string(kProcess, owner ? owner->process : std::string());
+  events.put<uint32_t>(kTid, r.event->is_kernel ? r.task : t.tid);
+  events.put_string(kThread, owner ? owner->thread : t.thread);
+  const EventNames& n = names(*r.event);
+  events.put_string(kEvent, n.full_name);
+  events.put<uint8_t>(kKernel, r.event->is_kernel ? 1 : 0);
+  events.put<uint32_t>(kCpu, r.cpu);
+  events.put<uint64_t>(kRealtime, realtime);
+  events.put<uint64_t>(kTicks, r.ticks);
+  events.put<uint64_t>(kSeq, r.seq);
+  fields(r, n);
+  events.end_row();
+}
+
+void TraceRows::Impl::interval_row(const ResolvedPair& rule, uint32_t index, const Interval& i,
+                                   const Record& end) {
+  const uint64_t origin = self.trace_.time_origin().realtime_ns;
+  // A kernel begin record's task rides in the interval's tag (set when it opened).
+  const auto task = static_cast<uint32_t>(i.tag);
+  const ThreadRow* begin = task != 0 ? task_thread(task) : &thread(i.begin_thread);
+  const ThreadRow& closer = thread(i.end_thread);
+  // The key as `nanotrace latency` shows it: the end record's key field(s), '+' between.
+  const bool kernel = end.event->is_kernel;
+  const int key = (kernel ? rule.kernel_key_field : rule.key_field)[end.event->id];
+  text = format_value(end.values[key]);
+  for (int f : (kernel ? rule.kernel_more_key_fields : rule.more_key_fields)[end.event->id]) {
+    text.push_back('+');
+    text.append(format_value(end.values[f]));
+  }
+  NodeRow& node = self.nodes_[begin ? begin->node : closer.node];
+  ++node.intervals;
+  intervals.put<uint16_t>(kIDate, day_of(origin + i.begin_ns));
+  intervals.put<uint64_t>(kITraceId, self.trace_id_);
+  intervals.put_string(kINode, node.name);
+  intervals.put_string(kIPair, pair_labels[index]);
+  intervals.put_text(kIBeginEvent, rule.rule.begin);
+  intervals.put_text(kIEndEvent, rule.rule.end);
+  intervals.put_text(kIKey, text);
+  intervals.put<uint32_t>(kIPid, begin ? begin->pid : 0);
+  intervals.put_string(kIProcess, begin ? begin->process : std::string());
+  intervals.put<uint32_t>(kITid, begin ? begin->tid : task);
+  intervals.put_string(kIThread, begin ? begin->thread : std::string());
+  intervals.put<uint32_t>(kIEndTid, kernel ? end.task : closer.tid);
+  intervals.put<uint64_t>(kIBegin, origin + i.begin_ns);
+  intervals.put<uint64_t>(kIEnd, origin + i.end_ns);
+  intervals.put<uint64_t>(kILatency, i.latency_ns());
+  intervals.put<uint8_t>(kILostAdjacent, i.lost_adjacent ? 1 : 0);
+  intervals.end_row();
+}
+
+Status TraceRows::write(size_t batch_rows, const BlockSink& sink) {
+  counts_ = {};
+  auto records = trace_.read_all_with_kernel();
+  Impl d{*this, *records};
+  for (size_t p = 0; p < trace_.processes().size(); ++p) {
+    d.pid_process.emplace(trace_.processes()[p].pid, static_cast<uint32_t>(p));
+  }
+  for (const ResolvedPair& r : rules_) d.pair_labels.push_back(utf8::valid(r.rule.label()));
+  // The threads known now, so that a kernel record finds its task's thread before that
+  // thread's first record.
+  for (uint32_t i = 0; i < records->threads().size(); ++i) d.thread(i);
+  IntervalMatcher matcher(rules_);
+  Record r;
+  bool first = true;
+  first_ns_ = last_ns_ = trace_.time_origin().realtime_ns;  // a trace without records
+  while (records->next(&r)) {
+    const uint64_t realtime = trace_.time_origin().realtime_ns + r.time_ns;
+    if (first) first_ns_ = realtime;
+    first = false;
+    last_ns_ = realtime;
+    d.event_row(r);
+    for (const IntervalMatch& m : matcher.add(r)) {
+      if (m.kind == IntervalMatch::Kind::kBegin) {
+        *m.tag = r.event->is_kernel ? r.task : 0;
+      } else if (m.kind == IntervalMatch::Kind::kEnd) {
+        d.interval_row(rules_[m.rule], m.rule, m.interval, r);
+      }
+    }
+    // A block also ends at kMaxBlockBytes (checked now and then: bytes() walks the columns).
+    if (d.events.rows() >= batch_rows ||
+        (d.events.rows() % 1024 == 0 && d.events.bytes() >= kMaxBlockBytes)) {
+      counts_.events += d.events.rows();
+      if (Status s = sink(events_table(), d.events); !s.ok()) return s;
+      d.events.clear();
+    }
+    if (d.intervals.rows() >= batch_rows ||
+        (d.intervals.rows() % 1024 == 1023 && d.intervals.bytes() >= kMaxBlockBytes)) {
+      counts_.intervals += d.intervals.rows();
+      if (Status s = sink(intervals_table(), d.intervals); !s.ok()) return s;
+      d.intervals.clear();
+    }
+  }
+  counts_.events += d.events.rows();
+  counts_.intervals += d.intervals.rows();
+  if (d.events.rows() > 0) {
+    if (Status s = sink(events_table(), d.events); !s.ok()) return s;
+  }
+  if (d.intervals.rows() > 0) {
+    if (Status s = sink(intervals_table(), d.intervals); !s.ok()) return s;
+  }
+  return write_losses(d, sink);
+}
+
+uint16_t TraceRows::first_day() const { return day_of(first_ns_); }
+uint16_t TraceRows::last_day() const { return day_of(last_ns_); }
+
+Status TraceRows::write_losses(Impl& d, const BlockSink& sink) {
+  NativeBlock block = block_for(losses_table());
+  const uint16_t date = day_of(first_ns_);
+  auto row = [&](uint32_t node, uint32_t pid, const std::string& process, uint32_t tid,
+                 const std::string& thread, uint32_t slot, uint32_t generation, bool kernel,
+                 const char* cause, uint64_t records) {
+    if (records == 0) return;
+    size_t c = 0;
+    block.put<uint16_t>(c++, date);
+    block.put<uint64_t>(c++, trace_id_);
+    block.put_string(c++, nodes_[node].name);
+    block.put<uint32_t>(c++, pid);
+    block.put_string(c++, process);
+    block.put<uint32_t>(c++, tid);
+    block.put_string(c++, thread);
+    block.put<uint32_t>(c++, slot);
+    block.put<uint32_t>(c++, generation);
+    block.put<uint8_t>(c++, kernel ? 1 : 0);
+    block.put_string(c++, cause);
+    block.put<uint64_t>(c++, records);
+    block.end_row();
+    counts_.lost_records += records;
+    nodes_[node].lost += records;
+  };
+  const std::vector<ThreadStats>& threads = d.source.threads();
+  for (uint32_t i = 0; i < threads.size(); ++i) {
+    const ThreadStats& s = threads[i];
+    const ThreadRow& t = d.thread(i);
+    for (auto [cause, records] :
+         {std::pair{"overwritten", s.overwritten}, {"dropped", s.dropped}}) {
+      row(t.node, t.pid, t.process, t.tid, t.thread, s.info.slot, s.info.generation, s.info.kernel,
+          cause, records);
+    }
+  }
+  const std::vector<ProcessInfo>& processes = trace_.processes();
+  for (uint32_t i = 0; i < processes.size(); ++i) {
+    const ProcessInfo& p = processes[i];
+    const std::string name = utf8::valid(p.process_name);
+    row(node_of_process(i), p.pid, name, 0, "", 0, 0, false, "no_slot", p.lost_no_slot);
+    row(node_of_process(i), p.pid, name, 0, "", 0, 0, false, "reclaimed", p.lost_reclaimed);
+  }
+  counts_.losses = block.rows();
+  if (block.rows() == 0) return Status::Ok();
+  return sink(losses_table(), block);
+}
+
+namespace {
+
+bool trigger_fired(const TriggerInfo& t) {
+  return t.state == abi::TriggerState::kFired || t.state == abi::TriggerState::kFrozen;
+}
+
+// Where a node's trigger fired, as the traces row shows it.
+struct TriggerRow {
+  std::string state = "none", expression, event;
+  uint32_t pid = 0, tid = 0;
+  uint64_t seq = 0, realtime_ns = 0;
+};
+
+}  // namespace
+
+void TraceRows::traces_rows(const std::string& source, NativeBlock* block) const {
+  const auto shipped =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
+  for (uint32_t n = 0; n < nodes_.size(); ++n) trace_row(n, source, shipped, block);
+}
+
+void TraceRows::trace_row(uint32_t n, const std::string& source, uint64_t shipped,
+                          NativeBlock* block) const {
+  const std::vector<ProcessInfo>& processes = trace_.processes();
+  const NodeInfo* info = n < trace_.nodes().size() ? &trace_.nodes()[n] : nullptr;
+  std::vector<uint32_t> mine;  // the node's processes
+  for (uint32_t i = 0; i < processes.size(); ++i) {
+    if (node_of_process(i) == n) mine.push_back(i);
+  }
+  // The trigger: the node's recorded origin (the process whose trigger froze it), else the
+  // first of its processes whose trigger fired, else the first's state.
+  TriggerRow t;
+  const ProcessInfo* fired = nullptr;
+  for (uint32_t i : mine) {
+    if (fired == nullptr || (!trigger_fired(fired->trigger) && trigger_fired(processes[i].trigger)))
+      fired = &processes[i];
+  }
+  if (info != nullptr && info->has_origin && info->origin_process < processes.size()) {
+    const ProcessInfo& p = processes[info->origin_process];
+    t = {trigger_state_name(p.trigger.state),
+         p.trigger.expression,
+         info->origin_event,
+         info->origin_pid,
+         info->origin_tid,
+         info->origin_seq,
+         trace_.ticks_to_realtime_ns(info->origin_ticks)};
+  } else if (fired != nullptr && trigger_fired(fired->trigger)) {
+    const EventInfo* e = trace_.event_by_id(fired->trigger.event);
+    t = {trigger_state_name(fired->trigger.state),
+         fired->trigger.expression,
+         e ? e->full_name() : std::string(),
+         fired->pid,
+         fired->trigger.tid,
+         fired->trigger.seq,
+         trace_.ticks_to_realtime_ns(fired->trigger.ticks)};
+  } else if (fired != nullptr) {
+    t.state = trigger_state_name(fired->trigger.state);
+    t.expression = fired->trigger.expression;
+  }
+  const ProcessInfo& first = mine.empty() ? trace_.process() : processes[mine.front()];
+  const NodeRow& node = nodes_[n];
+  const uint64_t begin = node.any ? node.first_ns : first_ns_;
+  NativeBlock& b = *block;
+  size_t c = 0;
+  b.put<uint16_t>(c++, day_of(begin));
+  b.put<uint64_t>(c++, trace_id_);
+  b.put_string(c++, node.name);
+  b.put_text(c++, info ? info->machine_id : std::string());
+  b.put_text(c++, info ? info->boot_id : std::string());
+  b.put_text(c++, source);
+  b.put<uint64_t>(c++, shipped);
+  const abi::ClockKind clock = info ? info->clock : first.clock;
+  b.put_string(c++, clock == abi::ClockKind::kTsc ? "tsc" : "monotonic");
+  b.put<uint64_t>(c++, info ? info->ticks_per_second : first.ticks_per_second);
+  // A node's own trace is on its own clock: no error against the trace's timeline.
+  b.put<uint64_t>(c++, info ? info->error_bound_ns : 0);
+  b.put_text(c++, info ? info->alignment : std::string("own"));
+  b.put<uint64_t>(c++, begin);
+  b.put<uint64_t>(c++, node.any ? node.last_ns : last_ns_);
+  const size_t pids = c++, names = c++;
+  for (uint32_t i : mine) {
+    b.put<uint32_t>(pids, processes[i].pid);
+    b.put_text(names, processes[i].process_name);
+  }
+  b.end_array(pids);
+  b.end_array(names);
+  b.put<uint64_t>(c++, node.events);
+  b.put<uint64_t>(c++, node.intervals);
+  b.put<uint64_t>(c++, node.lost);
+  b.put_string(c++, t.state);
+  b.put_text(c++, t.expression);
+  b.put_text(c++, t.event);
+  b.put<uint32_t>(c++, t.pid);
+  b.put<uint32_t>(c++, t.tid);
+  b.put<uint64_t>(c++, t.seq);
+  b.put<uint64_t>(c++, t.realtime_ns);
+  b.end_row();
+}
+
+}  // namespace nanotrace::ship
