@@ -41,10 +41,14 @@
 #include <string>
 #include <vector>
 
+#include "nanotrace/analysis.hpp"
+
 namespace nanotrace::diffstats {
 
-// Samples above a quantile each side needs for it to be tested.
+// Samples above a tail quantile (p90 and up) each side needs for it to be tested; the p50
+// needs kMedianSamples on either side of it (a benchmark's 10 repetitions compare medians).
 constexpr uint64_t kTailSamples = 10;
+constexpr uint64_t kMedianSamples = 5;
 // Blocks a run is cut into (a run of fewer samples: one sample per block).
 constexpr uint32_t kBlocksPerRun = 16;
 
@@ -82,6 +86,8 @@ class SampleSet {
   uint64_t count() const { return count_; }
   // Exact value of a metric over every run's samples pooled (nearest rank).
   double exact(int metric) const;
+  // The analysis layer's statistics of the pooled samples (percentiles, log2 histogram).
+  const LatencyStats& stats() const;
   // Bin range [lo, hi] the samples occupy (empty set: lo > hi).
   uint32_t lo_bin() const { return lo_bin_; }
   uint32_t hi_bin() const { return hi_bin_; }
@@ -99,11 +105,11 @@ class SampleSet {
 
  private:
   std::vector<Run> runs_;
-  std::vector<uint64_t> pooled_;  // for exact values
+  mutable std::vector<uint64_t> pooled_;  // for exact values (stats() reorders them)
   uint64_t count_ = 0;
   uint32_t lo_bin_ = UINT32_MAX, hi_bin_ = 0;
-  mutable std::array<double, kMetrics> exact_{};
-  mutable bool exact_done_ = false;
+  mutable LatencyStats stats_;
+  mutable bool stats_done_ = false;
 };
 
 // compare - the bootstrap of every metric between a and b.

@@ -64,7 +64,9 @@ BreakdownStage summarize(std::string name, std::vector<uint64_t> v) {
 
 }  // namespace
 
-Result<IoBreakdown> analyze_breakdown(Trace& trace) {
+Result<IoBreakdown> analyze_breakdown(Trace& trace) { return analyze_breakdown(trace, nullptr); }
+
+Result<IoBreakdown> analyze_breakdown(Trace& trace, std::vector<std::vector<uint64_t>>* latencies) {
   if (trace.kernel_events().empty()) {
     return Status::NotFound("no kernel events in this trace (record with --kernel io_uring,block)");
   }
@@ -179,6 +181,7 @@ Result<IoBreakdown> analyze_breakdown(Trace& trace) {
     }
     spans[kStages - 1].push_back(io.ns[5] > io.ns[0] ? io.ns[5] - io.ns[0] : 0);
   }
+  if (latencies != nullptr) *latencies = spans;
   for (int s = 0; s < kStages - 1; ++s) {
     out.stages.push_back(summarize(kStageNames[s], std::move(spans[s])));
   }
