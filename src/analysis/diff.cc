@@ -209,6 +209,17 @@ Result<DiffReport> diff_traces(const std::vector<std::string>& a_paths,
   std::vector<SubjectSamples> subjects;
   const bool given = !options.pairs.empty();
   for (const PairRule& rule : given ? options.pairs : candidate_rules(*a, *b)) {
+    if (given) {
+      // A rule asked for: an unknown event or field is an error that says what exists.
+      for (const Side* side : {&*a, &*b}) {
+        for (const auto& t : side->traces) {
+          if (auto resolved = resolve_pair_with_kernel(*t, rule); !resolved.ok()) {
+            return Status(resolved.status().code(),
+                          fmt::format("--pair {}: {}", rule.label(), resolved.status().message()));
+          }
+        }
+      }
+    }
     const bool in_a = occurs(*a, rule), in_b = occurs(*b, rule);
     if (!in_a || !in_b) {
       if (given) {

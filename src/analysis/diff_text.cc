@@ -36,7 +36,9 @@ std::string diff_headline(const DiffReport& r) {
       s.kind, s.name, best->name, best->relative * 100, diff_duration(best->a, s.unit),
       diff_duration(best->b, s.unit), r.options.level * 100, best->rel_lo * 100, best->rel_hi * 100,
       diff_duration(s.added, s.unit, true),
-      r.ranked.size() > 1 ? fmt::format("; {} more findings", r.ranked.size() - 1) : "");
+      r.ranked.size() > 1
+          ? fmt::format("; {} more finding{}", r.ranked.size() - 1, r.ranked.size() > 2 ? "s" : "")
+          : "");
 }
 
 }  // namespace nanotrace
