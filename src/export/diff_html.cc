@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "export/output.hpp"
 #include "export/report_charts.hpp"
@@ -34,7 +35,7 @@ LatencyStats spread(const LatencyStats& s, uint64_t lo, uint64_t hi) {
   return out;
 }
 
-void write_metrics(fmt::memory_buffer& b, const DiffSubject& s, double level) {
+void write_metrics(fmt::memory_buffer& b, const DiffSubject& s, double level, double min_change) {
   auto it = std::back_inserter(b);
   fmt::format_to(it,
                  "<table class=\"metrics\"><tr><th class=\"l\">metric</th><th>A</th><th>B</th>"
@@ -42,10 +43,18 @@ void write_metrics(fmt::memory_buffer& b, const DiffSubject& s, double level) {
                  "</tr>\n",
                  level * 100);
   for (const DiffMetric& m : s.metrics) {
-    std::string verdict = m.significant      ? "<b>changed</b>"
-                          : !m.tested        ? html(m.why)
-                          : m.name == "mean" ? "ranks findings, does not decide"
-                                             : "no significant change";
+    std::string verdict;
+    if (m.significant) {
+      verdict = "<b>changed</b>";
+    } else if (!m.tested) {
+      verdict = html(m.why);
+    } else if (m.name == "mean") {
+      verdict = "ranks findings, does not decide";
+    } else if (std::fabs(m.relative) < min_change) {
+      verdict = fmt::format("below the {:g} % reported", min_change * 100);
+    } else {
+      verdict = "no significant change";
+    }
     fmt::format_to(
         it,
         "<tr{}><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{:+.1f} % ({})</td>"
@@ -58,14 +67,15 @@ void write_metrics(fmt::memory_buffer& b, const DiffSubject& s, double level) {
   b.append(std::string_view("</table>\n"));
 }
 
-void write_subject(fmt::memory_buffer& b, const DiffSubject& s, size_t index, double level) {
+void write_subject(fmt::memory_buffer& b, const DiffSubject& s, size_t index, double level,
+                   double min_change) {
   auto it = std::back_inserter(b);
   fmt::format_to(it,
                  "<h3 id=\"subject-{}\">{}: {}</h3>\n<p>{} samples in {} run{} (A), {} in {} "
                  "run{} (B).</p>\n",
                  index, html(s.kind), html(s.name), s.count_a, s.runs_a, s.runs_a == 1 ? "" : "s",
                  s.count_b, s.runs_b, s.runs_b == 1 ? "" : "s");
-  write_metrics(b, s, level);
+  write_metrics(b, s, level, min_change);
   if (s.unit != "ns" || s.a.histogram.empty() || s.b.histogram.empty()) return;
   const uint64_t lo = std::min(s.a.histogram.front().lo_ns, s.b.histogram.front().lo_ns);
   const uint64_t hi = std::max(s.a.histogram.back().hi_ns, s.b.histogram.back().hi_ns);
@@ -144,7 +154,7 @@ Status write_diff_html(const DiffReport& r, const std::string& path) {
   }
   if (!r.subjects.empty()) b.append(std::string_view("<h2>Every subject</h2>\n"));
   for (size_t i = 0; i < r.subjects.size(); ++i)
-    write_subject(b, r.subjects[i], i, r.options.level);
+    write_subject(b, r.subjects[i], i, r.options.level, r.options.min_change);
   if (!r.events.empty()) {
     b.append(std::string_view(
         "<h2>Events</h2>\n<table id=\"events\"><tr><th class=\"l\">event</th><th>A per run</th>"
