@@ -3,7 +3,9 @@
 //
 // Traces: per event, counts and rates; per begin/end pair (the pairs the analysis layer
 // knows, or given ones), the latency distribution; per stage of an I/O when both sides hold
-// kernel events (nanotrace/breakdown.hpp). Benchmarks: result JSON files of Google Benchmark
+// kernel events (nanotrace/breakdown.hpp); per traced thread, on-CPU and off-CPU time when
+// both sides hold the scheduler's events (--kernel sched). Benchmarks: result JSON files of Google
+// Benchmark
 // (`make bench`) or of `iograph bench --json`, per benchmark.
 //
 // Statistics (src/analysis/diff_stats.hpp): a hierarchical block bootstrap (runs, then
@@ -44,16 +46,19 @@ struct DiffMetric {
   bool significant = false;       // after Holm's correction and the minimal change
 };
 
-// One thing compared: a pair's latency, a stage of the I/Os, a benchmark's time.
+// One thing compared: a pair's latency, a stage of the I/Os, a thread's on-CPU slices or
+// off-CPU gaps, a benchmark's time.
 struct DiffSubject {
-  std::string kind;                   // "pair", "stage", "benchmark"
-  std::string name;                   // the rule's label, the stage's name, the benchmark's name
+  std::string kind;  // "pair", "stage", "thread", "benchmark"
+  // The rule's label, the stage's name, "THREAD on-CPU" / "THREAD off-CPU", the benchmark's.
+  std::string name;
   std::string unit;                   // "ns"
   uint64_t count_a = 0, count_b = 0;  // samples, all runs
   uint32_t runs_a = 0, runs_b = 0;
   std::vector<DiffMetric> metrics;  // mean, p50, p90, p99, p99.9
   LatencyStats a, b;                // of the pooled samples (histograms for the page)
-  // Time the change adds per run: (count_b / runs_b) x delta of the mean; and the tail's:
+  // Time the change adds per run: (count_b / runs_b) x delta of the mean; for a thread, whose
+  // slices change in number as well as length, B's total per run less A's. And the tail's:
   // the slowest 1 % of (count_b / runs_b) samples x delta of the p99.
   double added = 0;
   double tail_added = 0;

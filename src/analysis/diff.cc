@@ -1,7 +1,8 @@
 // diff_runs: opens both sides' runs, finds what they have in common (events, pairs, I/O
 // stages) and gathers each subject's samples through the analysis layer (PairMatcher for
-// pairs, analyze_breakdown for stages, analyze_stats-like counts for events), then compares
-// them (diff_subjects.hpp). Benchmark results go to diff_bench.cc.
+// pairs, analyze_breakdown for stages, analyze_stats-like counts for events, diff_threads.cc
+// for threads), then compares them (diff_subjects.hpp). Benchmark results go to
+// diff_bench.cc.
 #include "nanotrace/diff.hpp"
 
 #include <fmt/format.h>
@@ -242,6 +243,10 @@ Result<DiffReport> diff_traces(const std::vector<std::string>& a_paths,
     subjects.push_back(std::move(s));
   }
   stage_samples(*a, *b, &subjects, &report.notes);
+  std::vector<Trace*> ta, tb;
+  for (auto& t : a->traces) ta.push_back(t.get());
+  for (auto& t : b->traces) tb.push_back(t.get());
+  diff::thread_samples(ta, tb, &subjects, &report.notes);
   if (subjects.empty() && report.events.empty()) {
     return Status::NotFound("nothing to compare: no records in either side's traces");
   }
@@ -342,7 +347,12 @@ void compare_subjects(std::vector<SubjectSamples>& subjects, DiffReport* report)
       d.metrics.push_back(std::move(m));
     }
     const double per_run_b = d.runs_b > 0 ? static_cast<double>(d.count_b) / d.runs_b : 0;
-    d.added = per_run_b * results[i][diffstats::kMean].delta;
+    // count x delta of the mean: the time B's samples took beyond A's mean. A thread's
+    // on-CPU slices and off-CPU gaps change in number as well as length (switched out more
+    // often, for shorter): its time added is B's total per run less A's.
+    const double per_run_a = d.runs_a > 0 ? static_cast<double>(d.count_a) / d.runs_a : 0;
+    const diffstats::MetricResult& mean = results[i][diffstats::kMean];
+    d.added = s.kind == "thread" ? per_run_b * mean.b - per_run_a * mean.a : per_run_b * mean.delta;
     d.tail_added = per_run_b * 0.01 * results[i][diffstats::kP99].delta;
     report->subjects.push_back(std::move(d));
   }

@@ -12,7 +12,7 @@
 namespace nanotrace::diff {
 
 struct SubjectSamples {
-  std::string kind;  // "pair", "stage", "benchmark"
+  std::string kind;  // "pair", "stage", "thread", "benchmark"
   std::string name;
   std::string unit = "ns";
   diffstats::SampleSet a, b;
@@ -22,6 +22,11 @@ struct SubjectSamples {
 // Errors: kIoError (unreadable), kCorrupt (not a Google Benchmark or iograph bench result).
 Status load_benchmarks(const std::vector<std::string>& a, const std::vector<std::string>& b,
                        std::vector<SubjectSamples>* subjects, std::vector<std::string>* notes);
+
+// On-CPU and off-CPU time of each traced thread (by name), when every run of both sides holds
+// the scheduler's sched_switch events (diff_threads.cc).
+void thread_samples(const std::vector<Trace*>& a, const std::vector<Trace*>& b,
+                    std::vector<SubjectSamples>* subjects, std::vector<std::string>* notes);
 
 // Compares every subject, applies Holm's correction over all of them and ranks the findings.
 void compare_subjects(std::vector<SubjectSamples>& subjects, DiffReport* report);

@@ -3,6 +3,7 @@
 // speed, and a planted regression for `nanotrace diff` to find:
 //   --delay-stage S --delay-us D  stage S (parse, compute or write) takes D us more
 //   --tail-every K --tail-us T    every K-th request's write stage takes T us more
+//   --sleep-us D                  the write stage also sleeps D us (off the CPU)
 //
 //   stages_program --requests N [...]
 #include <time.h>
@@ -32,7 +33,7 @@ void spin_us(uint64_t us) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  uint64_t requests = 1000, delay_us = 0, tail_every = 0, tail_us = 0;
+  uint64_t requests = 1000, delay_us = 0, tail_every = 0, tail_us = 0, sleep_us = 0;
   std::string delay_stage;
   for (int i = 1; i + 1 < argc; i += 2) {
     const char* v = argv[i + 1];
@@ -46,10 +47,12 @@ int main(int argc, char** argv) {
       tail_every = std::strtoull(v, nullptr, 10);
     } else if (!std::strcmp(argv[i], "--tail-us")) {
       tail_us = std::strtoull(v, nullptr, 10);
+    } else if (!std::strcmp(argv[i], "--sleep-us")) {
+      sleep_us = std::strtoull(v, nullptr, 10);
     } else {
       std::fprintf(stderr,
                    "usage: stages_program --requests N [--delay-stage S --delay-us D] "
-                   "[--tail-every K --tail-us T]\n");
+                   "[--tail-every K --tail-us T] [--sleep-us D]\n");
       return 2;
     }
   }
@@ -65,6 +68,11 @@ int main(int argc, char** argv) {
     NANOTRACE(stage, compute_end, "req={}", req);
     NANOTRACE(stage, write_begin, "req={}", req);
     spin_us(60 + extra("write") + (tail_every > 0 && req % tail_every == 0 ? tail_us : 0));
+    if (sleep_us > 0) {
+      const timespec ts{static_cast<time_t>(sleep_us / 1000000),
+                        static_cast<long>(sleep_us % 1000000 * 1000)};
+      nanosleep(&ts, nullptr);
+    }
     NANOTRACE(stage, write_end, "req={}", req);
   }
   return 0;

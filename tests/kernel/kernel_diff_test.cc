@@ -80,12 +80,13 @@ class Throttle {
   bool ok_ = false;
 };
 
-std::string record(LoopWorkload& w, const char* name) {
+std::string record(LoopWorkload& w, const char* name, int seconds) {
   const std::string file = temp_file(name);
   int code = 0;
-  const std::string out = testing::run_command(
-      kCli + " record " + w.pid() + " --kernel io_uring,block --duration 2 -o " + file + " 2>&1",
-      &code);
+  const std::string out =
+      testing::run_command(kCli + " record " + w.pid() + " --kernel io_uring,block --duration " +
+                               std::to_string(seconds) + " -o " + file + " 2>&1",
+                           &code);
   EXPECT_EQ(code, 0) << out;
   return file;
 }
@@ -96,7 +97,7 @@ TEST(KernelDiffTest, ThrottledBlockDeviceShowsInTheKernelStages) {
   {
     LoopWorkload w;
     ASSERT_TRUE(w.ready());
-    a = record(w, "diff-a");
+    a = record(w, "diff-a", 2);
   }
   {
     LoopWorkload w;
@@ -104,11 +105,13 @@ TEST(KernelDiffTest, ThrottledBlockDeviceShowsInTheKernelStages) {
     std::string device;
     wait_for([&] { return !(device = loop_device_of(w.pid())).empty(); }, 30);
     ASSERT_FALSE(device.empty()) << "no loop device open in " << w.pid();
-    // About 2 ms per 4 KiB read where the loop device takes tens of microseconds.
-    Throttle throttle(w.pid(), device, 500);
+    // The throttle lets a slice's share of reads through at once and holds the next one for
+    // the rest of the slice (about 100 ms): at 300 reads/s, one read in 30 waits, so the p99
+    // of the wait before the block issue moves (with 4 s of reads: 1200, enough for a p99).
+    Throttle throttle(w.pid(), device, 300);
     if (!throttle.ok()) GTEST_SKIP() << "no cgroup block throttle (io.max or blkio) here";
     how = throttle.how();
-    b = record(w, "diff-b");
+    b = record(w, "diff-b", 4);
   }
   int code = 0;
   const std::string out = testing::run_command(kCli + " diff " + a + " " + b + " --json", &code);
@@ -126,6 +129,19 @@ TEST(KernelDiffTest, ThrottledBlockDeviceShowsInTheKernelStages) {
       user_added += std::max(0.0, s["added"].get<double>());
     }
   }
+  for (const json& s : d["subjects"]) {
+    if (s["kind"] != "stage") continue;
+    std::string line = s["name"].get<std::string>() + ":";
+    for (const json& m : s["metrics"]) {
+      line += " " + m["metric"].get<std::string>() + " " +
+              std::to_string(static_cast<int64_t>(m["a"].get<double>())) + "->" +
+              std::to_string(static_cast<int64_t>(m["b"].get<double>())) +
+              (m["significant"].get<bool>() ? "*" : "");
+    }
+    std::printf("%s (%llu -> %llu)\n", line.c_str(),
+                static_cast<unsigned long long>(s["count_a"].get<uint64_t>()),
+                static_cast<unsigned long long>(s["count_b"].get<uint64_t>()));
+  }
   ASSERT_NE(top, nullptr) << "no stage changed (throttled by " << how << "): " << d["headline"];
   const std::string name = (*top)["name"];
   std::printf("throttled by %s: %s\ntop stage: %s, adds %.0f ns per run\n", how.c_str(),
@@ -134,6 +150,39 @@ TEST(KernelDiffTest, ThrottledBlockDeviceShowsInTheKernelStages) {
   EXPECT_TRUE(name == "io_uring submit -> block issue" || name == "block issue -> block complete")
       << name;
   EXPECT_LT(user_added, 0.1 * (*top)["added"].get<double>()) << out;
+  fs::remove(a);
+  fs::remove(b);
+}
+
+// Off-CPU time: the write stage sleeps 200 us per request in A, 2.2 ms in B; recorded with
+// --kernel sched, diff finds the thread's off-CPU gaps and time grown by about that much.
+TEST(KernelDiffTest, SleepShowsAsOffCpuTimeOfTheThread) {
+  SKIP_WITHOUT_KERNEL_TRACING();
+  const std::string a = temp_file("sched-a"), b = temp_file("sched-b");
+  int code = 0;
+  for (const auto& [file, extra] :
+       {std::pair{a, " --sleep-us 200"}, std::pair{b, " --sleep-us 2200"}}) {
+    const std::string out =
+        testing::run_command(kCli + " run --kernel sched -o " + file + " -- " + kBin +
+                                 "/stages_program --requests 300" + extra + " 2>&1",
+                             &code);
+    ASSERT_EQ(code, 0) << out;
+  }
+  const std::string out = testing::run_command(kCli + " diff " + a + " " + b + " --json", &code);
+  ASSERT_EQ(code, 0) << out;
+  const json d = json::parse(out);
+  const json* off = nullptr;
+  for (const json& s : d["subjects"]) {
+    if (s["kind"] == "thread" && s["name"] == "stages_program off-CPU") off = &s;
+  }
+  ASSERT_NE(off, nullptr) << out;
+  EXPECT_TRUE((*off)["significant"].get<bool>()) << out;
+  for (const json& m : (*off)["metrics"]) {
+    if (m["metric"] == "p50") EXPECT_NEAR(m["delta"].get<double>(), 2e6, 0.5e6) << out;
+  }
+  // 300 sleeps 2 ms longer: about 0.6 s more off the CPU per run, less what preemptions of
+  // a loaded machine happened to add to A.
+  EXPECT_GT((*off)["added"].get<double>(), 0.3e9) << out;
   fs::remove(a);
   fs::remove(b);
 }
