@@ -73,6 +73,7 @@ int false_positives(const Workload& w, int runs, size_t n, int pairs, uint64_t s
     }
     flagged += any ? 1 : 0;
   }
+  std::printf("%d run(s) a side: %d of %d same-workload pairs flagged\n", runs, flagged, pairs);
   return flagged;
 }
 
