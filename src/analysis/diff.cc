@@ -309,8 +309,11 @@ void compare_subjects(std::vector<SubjectSamples>& subjects, DiffReport* report)
   for (const SubjectSamples& s : subjects) {
     results.push_back(diffstats::compare(s.a, s.b, so));
   }
-  for (auto& r : results) {
-    for (auto& m : r) family.push_back(&m);
+  for (size_t i = 0; i < results.size(); ++i) {
+    // A benchmark's samples (repetitions, per-file medians) have no heavy tail, and are often
+    // too few for a median: its mean decides too.
+    results[i][diffstats::kMean].decides = subjects[i].kind == "benchmark";
+    for (auto& m : results[i]) family.push_back(&m);
   }
   report->tests = diffstats::apply_holm(family, o.alpha, o.min_change);
   for (size_t i = 0; i < subjects.size(); ++i) {

@@ -297,6 +297,7 @@ std::array<MetricResult, kMetrics> compare(const SampleSet& a, const SampleSet& 
   for (int m = 0; m < kMetrics; ++m) {
     MetricResult& r = out[m];
     r.metric = m;
+    r.decides = m != kMean;
     r.a = a.count() > 0 ? a.exact(m) : 0;
     r.b = b.count() > 0 ? b.exact(m) : 0;
     r.delta = r.b - r.a;
@@ -390,7 +391,7 @@ uint32_t apply_holm(const std::vector<MetricResult*>& tests, double alpha, doubl
   std::vector<MetricResult*> tested;
   for (MetricResult* t : tests) {
     t->significant = false;
-    if (t->tested && t->metric != kMean) tested.push_back(t);
+    if (t->tested && t->decides) tested.push_back(t);
   }
   std::stable_sort(tested.begin(), tested.end(),
                    [](const MetricResult* x, const MetricResult* y) { return x->p < y->p; });

@@ -75,6 +75,9 @@ struct MetricResult {
   double se = 0;                  // bootstrap standard error of delta
   double p = 1;                   // two-sided, before correction
   bool significant = false;       // set by apply_holm
+  // In the family of tests (apply_holm): the quantiles; the mean only where the samples
+  // cannot have a heavy tail (a benchmark's repetitions or per-file medians).
+  bool decides = true;
 };
 
 // One side: runs of samples, binned by block.
@@ -116,7 +119,7 @@ class SampleSet {
 std::array<MetricResult, kMetrics> compare(const SampleSet& a, const SampleSet& b,
                                            const Options& options);
 
-// apply_holm - marks the tests of `tests` (tested quantiles, not means) significant by Holm's
+// apply_holm - marks the tests of `tests` (tested ones that decide) significant by Holm's
 // step-down procedure at family-wise level alpha, then keeps only those whose relative change is at
 // least min_change. Returns how many tests the family held.
 uint32_t apply_holm(const std::vector<MetricResult*>& tests, double alpha, double min_change);

@@ -48,7 +48,7 @@ void write_metrics(fmt::memory_buffer& b, const DiffSubject& s, double level, do
       verdict = "<b>changed</b>";
     } else if (!m.tested) {
       verdict = html(m.why);
-    } else if (m.name == "mean") {
+    } else if (m.name == "mean" && s.kind != "benchmark") {
       verdict = "ranks findings, does not decide";
     } else if (std::fabs(m.relative) < min_change) {
       verdict = fmt::format("below the {:g} % reported", min_change * 100);
