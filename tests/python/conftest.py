@@ -23,7 +23,7 @@ def cli(*args, check=True):
 
 def dump_json(source):
     out = cli("dump", "--json", source).stdout.decode()
-#Lines end at "\n" only : str.splitlines() would also split at U + 0085 and U + 2028 in strings.
+    # Lines end at "\n" only: str.splitlines() would also split at U+0085 and U+2028 in strings.
     return [json.loads(line) for line in out.split("\n") if line]
 
 

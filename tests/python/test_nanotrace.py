@@ -38,7 +38,7 @@ def check_against_dump(trace, source):
     has a row: tables rows are keyed by (tid, seq)."""
     lines = dump_json(source)
     pid = trace.process["pid"]
-#Without kernel events, times count from the process's start.
+    # Without kernel events, times count from the process's start.
     assert trace.process["origin_realtime_ns"] == trace.process["start_realtime_ns"] > 0
     by_key = {(j["tid"], j["seq"]): j for j in lines}
     assert len(by_key) == len(lines)
@@ -71,7 +71,7 @@ def test_values_equal_dump_json_from_segment_and_file(traced, recovered):
     assert trace.is_file
     check_against_dump(trace, path)
     types = trace.events("test:types")
-#Each number in its field's own width.
+    # Each number in its field's own width.
     widths = {"i8": (np.int8, -5), "i16": (np.int16, -300), "i32": (np.int32, -70000),
               "i64": (np.int64, -5000000000), "u8": (np.uint8, 200), "u16": (np.uint16, 60000),
               "u32": (np.uint32, 4000000000), "u64": (np.uint64, 18000000000000000000),
@@ -100,7 +100,7 @@ def test_hostile_strings_and_non_finite_numbers(traced, recovered):
             assert all(isinstance(s, str) for s in bad[column])
             for s in bad[column]:
                 s.encode("utf-8")  # valid text: no lone surrogates
-#A pair keyed and split by invalid text.
+        # A pair keyed and split by invalid text.
         pairs = trace.pairs("text:begin", "text:end", "key", by="dev")
         assert list(pairs["kind"]) == ["pair"]
         assert pairs["key"][0] == "k\ufffd" and pairs["by"][0] == "d\ufffd"
@@ -109,10 +109,10 @@ def test_hostile_strings_and_non_finite_numbers(traced, recovered):
 
 
 def test_stats_equal_cli_and_report_losses(traced):
-# 64 KiB rings overwritten many times over : the reader sees the gaps.
+    # 64 KiB rings overwritten many times over: the reader sees the gaps.
     overwrite = traced("nanotrace_test_producer", "--threads", 2, "--events", 50000,
                        env={"NANOTRACE_BUFFER": "64K"})
-#A discarding ring without a consumer drops what does not fit, and counts it.
+    # A discarding ring without a consumer drops what does not fit, and counts it.
     discard = traced("nanotrace_test_producer", "--threads", 2, "--events", 50000,
                      env={"NANOTRACE_BUFFER": "64K", "NANOTRACE_MODE": "discard"})
     for segment, kind in ((overwrite, "overwritten"), (discard, "dropped")):
@@ -132,7 +132,7 @@ def test_stats_equal_cli_and_report_losses(traced):
         assert sum(t[kind] for t in stats["threads"]) > 0
         rows = trace.events("test:rec")
         assert len(rows["seq"]) + stats["lost"] == 100000
-#The producer numbers its records : a row 's own seq field is the reader' s seq.
+        # The producer numbers its records: a row's own seq field is the reader's seq.
         assert (rows["seq"] == rows["fields.seq"]).all()
 
 
@@ -150,9 +150,8 @@ def test_latency_equals_cli_and_pairs_match_brute_force(traced):
     assert kinds.count("pair") == got["overall"]["count"] == 300
     assert kinds.count("unmatched_begin") == got["overall"]["unmatched_begins"] == 5
     assert kinds.count("unmatched_end") == got["unmatched_ends"] == 4
-#Brute force from dump's records: ids are unique, so each begin pairs with its end.
-    begins, latencies = {}, {
-}
+    # Brute force from dump's records: ids are unique, so each begin pairs with its end.
+    begins, latencies = {}, {}
     for j in dump_json(segment):
         if j["event"] == "test:begin":
             begins[j["fields"]["id"]] = j
@@ -178,7 +177,7 @@ def test_pandas_and_structured(traced):
     assert list(begin.columns) == list(FIXED) + ["id", "dev"]
     assert len(begin) == 50 + 7
     assert trace.events("test:begin", pandas=True).equals(begin)
-#Every event in one frame, in dump's order.
+    # Every event in one frame, in dump's order.
     everything = trace.to_pandas()
     lines = dump_json(segment)
     assert list(everything["event"]) == [j["event"] for j in lines]
@@ -202,22 +201,22 @@ def test_to_pandas_keeps_integers_exact_across_events(traced):
     import pandas as pd
     segment = traced("export_helper", "--pairs", 4, "--mixed-widths", 1)
     trace = nanotrace.open(segment)
-#Widths one integer type holds : that type.
+    # Widths one integer type holds: that type.
     frame = trace.to_pandas(["test:narrow", "test:wide"])
     assert frame["v"].dtype == np.int32
     assert dict(zip(frame["event"], frame["v"])) == {"test:narrow": 200, "test:wide": -70000}
-#uint64 above 2 ^ 63 with int64 : Python ints, not floats.
+    # uint64 above 2^63 with int64: Python ints, not floats.
     frame = trace.to_pandas(["test:huge", "test:negative"])
     assert frame["v"].dtype == object
     assert dict(zip(frame["event"], frame["v"])) == {"test:huge": 2**63 + 1, "test:negative": -1}
-#A column only some events have : nullable, exact where present, < NA> elsewhere.
+    # A column only some events have: nullable, exact where present, <NA> elsewhere.
     frame = trace.to_pandas(["test:huge", "test:begin"])
     assert str(frame["v"].dtype) == "UInt64"
     huge = frame["event"] == "test:huge"
     assert frame["v"][huge].tolist() == [2**63 + 1]
     assert frame["v"][~huge].isna().all() and (~huge).sum() == 4 + 7
     assert str(frame["id"].dtype) == "UInt64" and frame["id"][huge].isna().all()
-#The same as dump-- json, event by event.
+    # The same as dump --json, event by event.
     everything = trace.to_pandas()
     lines = dump_json(segment)
     for row, j in zip(everything.itertuples(index=False), lines):
@@ -236,7 +235,7 @@ def test_bad_input_raises_a_clear_error(tmp_path, traced, recovered):
         nanotrace.open(str(garbage))
     with pytest.raises(nanotrace.Error, match="nosuch"):
         nanotrace.open("name:nosuch-python-test")
-#A real file with its header damaged, and one with its data damaged past the header.
+    # A real file with its header damaged, and one with its data damaged past the header.
     path = recovered(traced("export_helper", "--pairs", 20))
     data = bytearray(open(path, "rb").read())
     header = bytearray(data)
@@ -309,8 +308,8 @@ def test_example_runs():
 
 
 def test_diff_equals_cli_json(traced):
-#stages_program : B adds 400 us to its parse stage; nanotrace.diff() returns what
-# `nanotrace diff -- json` prints, and names that stage first.
+    # stages_program: B adds 400 us to its parse stage; nanotrace.diff() returns what
+    # `nanotrace diff --json` prints, and names that stage first.
     a = traced("stages_program", "--requests", 500)
     b = traced("stages_program", "--requests", 500, "--delay-stage", "parse", "--delay-us", 400)
     got = nanotrace.diff(a, [b])

@@ -36,9 +36,10 @@ __all__ = ["Error", "Trace", "Control", "open", "control", "diff"]
 
 def _runs(side):
     """A side of a diff: a path, "A1.ntr,A2.ntr", or a list of paths."""
+    import os
     if isinstance(side, (str, bytes)) or hasattr(side, "__fspath__"):
-        return [p for p in str(side).split(",") if p]
-    return [str(p) for p in side]
+        return [p for p in os.fsdecode(side).split(",") if p]
+    return [os.fsdecode(p) for p in side]
 
 
 def diff(a, b, pairs=None, alpha=0.05, min_change=5.0, resamples=2000,
