@@ -38,5 +38,8 @@ struct IoBreakdown {
 
 // Errors: kNotFound (the trace has no iograph node events, or no kernel events).
 Result<IoBreakdown> analyze_breakdown(Trace& trace);
+// The same, also giving each stage's latencies (ns, the joined I/Os in completion order; one
+// vector per entry of IoBreakdown::stages), for a comparison of two traces (nanotrace/diff.hpp).
+Result<IoBreakdown> analyze_breakdown(Trace& trace, std::vector<std::vector<uint64_t>>* latencies);
 
 }  // namespace nanotrace

@@ -106,8 +106,9 @@ class StageTracker {
  public:
   explicit StageTracker(uint64_t kernel_start_ticks) : kernel_start_(kernel_start_ticks) {}
   void add(const Record& r, const Binding& b);
-  // The I/Os that completed, and the per-stage figures of those joined with every stage.
-  IoBreakdown breakdown() const;
+  // The I/Os that completed, and the per-stage figures of those joined with every stage; each
+  // stage's latencies too, if asked (one vector per stage, in completion order).
+  IoBreakdown breakdown(std::vector<std::vector<uint64_t>>* latencies) const;
 
  private:
   void user_submit(const Record& r, const Binding& b);
@@ -205,7 +206,7 @@ void StageTracker::user_complete(const Record& r, const Binding& b) {
   by_node_.erase(it);
 }
 
-IoBreakdown StageTracker::breakdown() const {
+IoBreakdown StageTracker::breakdown(std::vector<std::vector<uint64_t>>* latencies) const {
   IoBreakdown out;
   std::vector<std::vector<uint64_t>> spans(kStages);
   for (size_t i : finished_) {
@@ -223,6 +224,7 @@ IoBreakdown StageTracker::breakdown() const {
     }
     spans[kStages - 1].push_back(io.ns[5] > io.ns[0] ? io.ns[5] - io.ns[0] : 0);
   }
+  if (latencies != nullptr) *latencies = spans;
   for (int s = 0; s < kStages - 1; ++s) {
     out.stages.push_back(summarize(kStageNames[s], std::move(spans[s])));
   }
@@ -232,7 +234,9 @@ IoBreakdown StageTracker::breakdown() const {
 
 }  // namespace
 
-Result<IoBreakdown> analyze_breakdown(Trace& trace) {
+Result<IoBreakdown> analyze_breakdown(Trace& trace) { return analyze_breakdown(trace, nullptr); }
+
+Result<IoBreakdown> analyze_breakdown(Trace& trace, std::vector<std::vector<uint64_t>>* latencies) {
   if (trace.kernel_events().empty()) {
     return Status::NotFound("no kernel events in this trace (record with --kernel io_uring,block)");
   }
@@ -245,7 +249,7 @@ Result<IoBreakdown> analyze_breakdown(Trace& trace) {
   while (records->next(&r)) {
     tracker.add(r, r.event->is_kernel ? kernel[r.event->id] : user[r.event->id]);
   }
-  return tracker.breakdown();
+  return tracker.breakdown(latencies);
 }
 
 }  // namespace nanotrace

@@ -181,6 +181,8 @@ PYBIND11_MODULE(_nanotrace, m) {
       .def("pairs", &trace_pairs, py::arg("begin"), py::arg("end"), py::arg("key"),
            py::arg("by") = "");
   m.def("open_trace", &open_trace, py::arg("source"));
+  m.def("diff_json", &runs_diff_json, py::arg("a"), py::arg("b"), py::arg("pairs"),
+        py::arg("alpha"), py::arg("min_change"), py::arg("resamples"), py::arg("seed"));
 
   py::class_<Controller>(m, "Control")
       .def_property_readonly("process", [](Controller& c) { return process_dict(c.trace()); })

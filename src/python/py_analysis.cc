@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include "nanotrace/analysis.hpp"
+#include "nanotrace/diff.hpp"
 #include "nanotrace/intervals.hpp"
 #include "python/py_columns.hpp"
 #include "python/py_common.hpp"
@@ -324,6 +325,25 @@ py::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& 
   if (out.with_by) columns["by"] = column_array(out.by.column, out.kind.size());
   columns["lost_adjacent"] = lost_adjacent;
   return columns;
+}
+
+std::string runs_diff_json(const std::vector<std::string>& a, const std::vector<std::string>& b,
+                           const std::vector<std::string>& pairs, double alpha, double min_change,
+                           uint32_t resamples, uint64_t seed) {
+  DiffOptions options;
+  for (const std::string& p : pairs) options.pairs.push_back(take(parse_pair_rule(p)));
+  if (!(alpha > 0 && alpha < 1)) check(Status::Invalid("alpha must be between 0 and 1"));
+  if (!(min_change >= 0)) check(Status::Invalid("min_change must be at least 0 (percent)"));
+  if (resamples < 100) check(Status::Invalid("resamples must be at least 100"));
+  options.alpha = alpha;
+  options.min_change = min_change / 100;
+  options.resamples = resamples;
+  options.seed = seed;
+  Result<DiffReport> report = [&] {
+    py::gil_scoped_release unlocked;
+    return diff_runs(a, b, options);
+  }();
+  return diff_json(take(std::move(report)));
 }
 
 }  // namespace nanotrace::python

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "nanotrace/reader.hpp"
 
@@ -23,5 +24,11 @@ pybind11::dict trace_latency(Trace& trace, const std::string& begin, const std::
 // in the order the outcomes were known (a pair at its end; open intervals last).
 pybind11::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& end,
                            const std::string& key, const std::string& by);
+
+// nanotrace.diff(): the JSON document of `nanotrace diff --json` (nanotrace/diff.hpp) for the
+// package to parse. pairs: "BEGIN,END,KEY" texts; min_change in percent, as the CLI's.
+std::string runs_diff_json(const std::vector<std::string>& a, const std::vector<std::string>& b,
+                           const std::vector<std::string>& pairs, double alpha, double min_change,
+                           uint32_t resamples, uint64_t seed);
 
 }  // namespace nanotrace::python

@@ -6,6 +6,7 @@
 
 #include "analysis_commands.hpp"
 #include "commands.hpp"
+#include "diff_command.hpp"
 #include "record_commands.hpp"  // record, snapshot, recover, clean
 #include "run_commands.hpp"     // run, summary
 #include "ship_command.hpp"     // ship
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
   status->add_option("SOURCE", source, "pid, name:NAME or segment path")->required();
 
   auto analysis = register_analysis_commands(app);
+  auto diff = register_diff_command(app);
 
   RecordCommands record_commands;  // record, snapshot, recover, clean
   register_record_commands(app, &record_commands);
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
   if (resume->parsed()) return cmd_resume(source);
   if (status->parsed()) return cmd_status(source);
   if (int status = 1; run_analysis_commands(*analysis, &status)) return status;
+  if (int status = 1; run_diff_command(*diff, &status)) return status;
   if (int status = 1; run_record_commands(record_commands, &status)) return status;
   if (int status = 1; run_run_command(run_command, &status)) return status;
   if (int status = 1; run_ship_command(ship_command, &status)) return status;

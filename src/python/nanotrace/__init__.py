@@ -31,7 +31,30 @@ import numpy as np  # the tables are numpy arrays: imported here, not within the
 from . import _nanotrace
 from ._nanotrace import Error
 
-__all__ = ["Error", "Trace", "Control", "open", "control"]
+__all__ = ["Error", "Trace", "Control", "open", "control", "diff"]
+
+
+def _runs(side):
+    """A side of a diff: a path, "A1.ntr,A2.ntr", or a list of paths."""
+    import os
+    if isinstance(side, (str, bytes)) or hasattr(side, "__fspath__"):
+        return [p for p in os.fsdecode(side).split(",") if p]
+    return [os.fsdecode(p) for p in side]
+
+
+def diff(a, b, pairs=None, alpha=0.05, min_change=5.0, resamples=2000,
+         seed=0x6E616E6F74726163):
+    """Which part got slower between runs A and B, by how much and how sure: the dict that
+    `nanotrace diff A B --json` prints (same keys, same values for the same options).
+
+    a, b: a trace file (or segment), "A1.ntr,A2.ntr", or a list of them; or benchmark result
+    JSON files (Google Benchmark, `iograph bench --json`). pairs: "BEGIN,END,KEY" texts
+    (default: the known pairs that occur on both sides). alpha: family-wise level;
+    min_change: smallest change reported, in percent; resamples, seed: of the bootstrap."""
+    import json
+    text = _nanotrace.diff_json(_runs(a), _runs(b), _names(pairs), float(alpha),
+                                float(min_change), int(resamples), int(seed))
+    return json.loads(text)
 
 
 def _names(name):
