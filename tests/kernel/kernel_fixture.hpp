@@ -20,6 +20,7 @@
 
 #include "base/file_format.hpp"
 #include "common/child_process.hpp"
+#include "common/prerequisite.hpp"
 
 namespace nanotrace::kernel_test {
 
@@ -27,14 +28,16 @@ inline const std::string kBin = NANOTRACE_BIN_DIR;
 inline const std::string kCli = kBin + "/nanotrace";
 inline constexpr char kInstances[] = "/sys/kernel/tracing/instances";
 
-#define SKIP_WITHOUT_KERNEL_TRACING()                                                 \
-  do {                                                                                \
-    if (::geteuid() != 0) GTEST_SKIP() << "kernel tracing needs root";                \
-    if (::access("/dev/loop-control", F_OK) != 0) GTEST_SKIP() << "no loop driver";   \
-    if (::access("/sys/kernel/tracing/instances", F_OK) != 0 &&                       \
-        std::system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") != 0) { \
-      GTEST_SKIP() << "no tracefs";                                                   \
-    }                                                                                 \
+// Skipped without root, a loop driver or tracefs; on CI as root, a failure
+// (common/prerequisite.hpp).
+#define SKIP_WITHOUT_KERNEL_TRACING()                                                   \
+  do {                                                                                  \
+    NANOTRACE_REQUIRE(::geteuid() == 0, "kernel tracing needs root");                   \
+    NANOTRACE_REQUIRE(::access("/dev/loop-control", F_OK) == 0, "no loop driver");      \
+    NANOTRACE_REQUIRE(                                                                  \
+        ::access("/sys/kernel/tracing/instances", F_OK) == 0 ||                         \
+            std::system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") == 0, \
+        "no tracefs");                                                                  \
   } while (0)
 
 // Instances a recorder with this pid created (nanotrace-<pid>-<start time>).
