@@ -2,6 +2,7 @@
 // checked against the records of `nanotrace dump` (every record accounted for by the
 // timelines, pairs, log-spaced histogram buckets, legend, hover texts), and a PNG screenshot
 // is kept as a test artifact.
+#include "common/prerequisite.hpp"
 #include "export_fixture.hpp"
 
 namespace nanotrace_export_test {
@@ -110,7 +111,7 @@ TEST_F(ReportTest, RendersEveryRecordInChromium) {
   EXPECT_EQ(page.find("https://"), std::string::npos);
   EXPECT_EQ(page.find(" src="), std::string::npos);
   EXPECT_EQ(page.find("<link"), std::string::npos);
-  if (access(kChromium, X_OK) != 0) GTEST_SKIP() << "chromium is not installed (/usr/bin/chromium)";
+  NANOTRACE_REQUIRE(access(kChromium, X_OK) == 0, "chromium is not installed (/usr/bin/chromium)");
 
   std::string dom = render(html);
   std::vector<json> records = dump_json(sim.path());

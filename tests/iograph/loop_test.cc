@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "common/prerequisite.hpp"
 #include "iograph/executor.hpp"
 #include "iograph/generator.hpp"
 
@@ -17,10 +18,9 @@ namespace {
 
 #define SKIP_WITHOUT_LOOP()                                             \
   do {                                                                  \
-    if (::geteuid() != 0) GTEST_SKIP() << "the loop target needs root"; \
-    if (::access("/dev/loop-control", F_OK) != 0) {                     \
-      GTEST_SKIP() << "/dev/loop-control is missing (no loop driver)";  \
-    }                                                                   \
+    NANOTRACE_REQUIRE(::geteuid() == 0, "the loop target needs root");  \
+    NANOTRACE_REQUIRE(::access("/dev/loop-control", F_OK) == 0,         \
+                      "/dev/loop-control is missing (no loop driver)"); \
   } while (0)
 
 // Loop devices whose backing file path contains `name` (the kernel keeps the path, with

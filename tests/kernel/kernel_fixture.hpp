@@ -5,6 +5,8 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +22,7 @@
 
 #include "base/file_format.hpp"
 #include "common/child_process.hpp"
+#include "common/prerequisite.hpp"
 
 namespace nanotrace::kernel_test {
 
@@ -27,14 +30,16 @@ inline const std::string kBin = NANOTRACE_BIN_DIR;
 inline const std::string kCli = kBin + "/nanotrace";
 inline constexpr char kInstances[] = "/sys/kernel/tracing/instances";
 
-#define SKIP_WITHOUT_KERNEL_TRACING()                                                 \
-  do {                                                                                \
-    if (::geteuid() != 0) GTEST_SKIP() << "kernel tracing needs root";                \
-    if (::access("/dev/loop-control", F_OK) != 0) GTEST_SKIP() << "no loop driver";   \
-    if (::access("/sys/kernel/tracing/instances", F_OK) != 0 &&                       \
-        std::system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") != 0) { \
-      GTEST_SKIP() << "no tracefs";                                                   \
-    }                                                                                 \
+// Skipped without root, a loop driver or tracefs; on CI as root, a failure
+// (common/prerequisite.hpp).
+#define SKIP_WITHOUT_KERNEL_TRACING()                                                   \
+  do {                                                                                  \
+    NANOTRACE_REQUIRE(::geteuid() == 0, "kernel tracing needs root");                   \
+    NANOTRACE_REQUIRE(::access("/dev/loop-control", F_OK) == 0, "no loop driver");      \
+    NANOTRACE_REQUIRE(                                                                  \
+        ::access("/sys/kernel/tracing/instances", F_OK) == 0 ||                         \
+            std::system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") == 0, \
+        "no tracefs");                                                                  \
   } while (0)
 
 // Instances a recorder with this pid created (nanotrace-<pid>-<start time>).
@@ -73,19 +78,53 @@ inline std::string temp_file(const char* name) {
   return "/tmp/nanotrace-kernel-test-" + std::to_string(getpid()) + "-" + name + ".ntr";
 }
 
-// iograph running dependent 4 KiB reads on a loop device, traced, until killed; its rings in
-// block mode (a recording loses nothing) or in another NANOTRACE_MODE.
+// Whether a tracefs instance of the recorder with this pid has events enabled: its capture
+// is on.
+inline bool capture_on(pid_t recorder) {
+  for (const std::string& name : instances_of(recorder)) {
+    std::ifstream e(std::string(kInstances) + "/" + name + "/events/enable");
+    std::string v;
+    if (e >> v && v != "0") return true;
+  }
+  return false;
+}
+
+// Whether the process has exited (a zombie not reaped yet) or is gone.
+inline bool exited(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t end = line.rfind(')');
+  return end == std::string::npos || line.compare(end + 1, 2, " Z") == 0;
+}
+
+// iograph running dependent 4 KiB reads on a loop device, traced, its rings in block mode (a
+// recording loses nothing) or in another NANOTRACE_MODE. Either until killed (graphs 0), or
+// a fixed number of graphs of 128 reads that record() captures whole: the same amount of
+// I/O, and of events to check, whatever the machine's speed.
 class LoopWorkload {
  public:
-  explicit LoopWorkload(const std::string& mode = "block") {
+  explicit LoopWorkload(const std::string& mode = "block", int graphs = 0) {
+    const std::string repeat = std::to_string(graphs > 0 ? graphs : 1000000);
     proc_ = std::make_unique<testing::ChildProcess>(
         std::vector<std::string>{kBin + "/iograph", "bench", "--target", "loop", "--shapes", "rope",
-                                 "--size", "128", "--repeat", "1000000", "--warmup", "0",
-                                 "--backends", "uring-ready", "--trace"},
+                                 "--size", "128", "--repeat", repeat, "--warmup", "0", "--backends",
+                                 "uring-ready", "--trace"},
         std::vector<std::string>{"NANOTRACE_MODE=" + mode, "NANOTRACE_BUFFER=4M"});
     pid_ = proc_->pid();
-    ready_ = wait_for(
-        [&] { return ::access(testing::segment_of(proc_->pid()).c_str(), F_OK) == 0; }, 60);
+    const std::string segment = testing::segment_of(pid_);
+    if (graphs == 0) {
+      ready_ = wait_for([&] { return ::access(segment.c_str(), F_OK) == 0; }, 60);
+      return;
+    }
+    // Stopped as soon as it is traced (a few graphs may have run: they are not all in the
+    // recording), until record() has the kernel's capture on.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!ready_ && std::chrono::steady_clock::now() < deadline) {
+      ready_ = ::access(segment.c_str(), F_OK) == 0;
+      if (!ready_) std::this_thread::yield();
+    }
+    if (ready_) ::kill(pid_, SIGSTOP);
   }
   ~LoopWorkload() {
     proc_.reset();  // SIGKILL; the loop device clears itself on the last close
@@ -93,6 +132,25 @@ class LoopWorkload {
   }
   bool ready() const { return ready_; }
   std::string pid() const { return std::to_string(proc_->pid()); }
+
+  // Records a counted workload to its end: `nanotrace record PID ARGS -o FILE`, the workload
+  // resumed once the recorder's kernel capture is on. Returns what the recorder printed
+  // (stdout and stderr); *code is its exit code (-1 if it did not exit).
+  std::string record(const std::string& args, const std::string& file, int* code) {
+    testing::ChildProcess rec(
+        {"/bin/sh", "-c",
+         "exec " + kCli + " record " + pid() + " " + args + " -o " + file + " 2>&1"},
+        {});
+    wait_for([&] { return capture_on(rec.pid()) || exited(rec.pid()); }, 60);
+    ::kill(pid_, SIGCONT);
+    std::string out;
+    for (std::string line = rec.read_line(); !line.empty(); line = rec.read_line()) {
+      out += line + "\n";
+    }
+    const int status = rec.wait();
+    *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
+  }
 
  private:
   std::unique_ptr<testing::ChildProcess> proc_;

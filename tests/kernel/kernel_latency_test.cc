@@ -75,12 +75,10 @@ TEST(KernelTest, LatencyPairsKernelEventsAcrossCpusAsDumpShowsThem) {
   SKIP_WITHOUT_KERNEL_TRACING();
   const std::string file = temp_file("latency");
   {
-    LoopWorkload w;
+    LoopWorkload w("block", 150);
     ASSERT_TRUE(w.ready());
     int code = 0;
-    std::string out = run_command(
-        kCli + " record " + w.pid() + " --kernel block,io_uring --duration 3 -o " + file + " 2>&1",
-        &code);
+    std::string out = w.record("--kernel block,io_uring", file, &code);
     ASSERT_EQ(code, 0) << out;
     EXPECT_EQ(out.find("warning"), std::string::npos) << out;
   }

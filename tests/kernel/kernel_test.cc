@@ -38,13 +38,11 @@ using namespace kernel_test;  // NOLINT: the shared helpers
 
 TEST(KernelTest, IoStagesOfALoopDeviceAreInOrderOnOneClock) {
   SKIP_WITHOUT_KERNEL_TRACING();
-  LoopWorkload w;
+  LoopWorkload w("block", 150);
   ASSERT_TRUE(w.ready());
   const std::string file = temp_file("order");
   int code = 0;
-  std::string out = run_command(
-      kCli + " record " + w.pid() + " --kernel io_uring,block --duration 3 -o " + file + " 2>&1",
-      &code);
+  std::string out = w.record("--kernel io_uring,block", file, &code);
   ASSERT_EQ(code, 0) << out;
   EXPECT_EQ(out.find("warning"), std::string::npos) << out;
 
@@ -217,15 +215,11 @@ TEST(KernelTest, KernelEventsThatCannotBeCapturedAreAWarningNotAFailure) {
 // per-CPU bundles; each as many as `stats` counts.
 TEST(KernelTest, KernelEventsReachEveryExport) {
   SKIP_WITHOUT_KERNEL_TRACING();
-  LoopWorkload w;
+  LoopWorkload w("block", 100);
   ASSERT_TRUE(w.ready());
   const std::string file = temp_file("exports");
   int code = 0;
-  std::string out =
-      run_command(kCli + " record " + w.pid() +
-                      " --kernel block:block_rq_issue,block:block_rq_complete --duration 0.5 -o " +
-                      file + " 2>&1",
-                  &code);
+  std::string out = w.record("--kernel block:block_rq_issue,block:block_rq_complete", file, &code);
   ASSERT_EQ(code, 0) << out;
   out = run_command(kCli + " stats --json " + file, &code);
   ASSERT_EQ(code, 0) << out;
@@ -334,15 +328,18 @@ TEST(KernelTest, KernelEventsReachEveryExport) {
 
 TEST(KernelTest, InstanceIsRemovedAfterTheRecordingAndAfterSigint) {
   SKIP_WITHOUT_KERNEL_TRACING();
-  LoopWorkload w;
-  ASSERT_TRUE(w.ready());
   for (bool interrupt : {false, true}) {
+    // Ended by the workload's exit, or by SIGINT once it has kernel events to write.
+    LoopWorkload w("block", interrupt ? 0 : 100);
+    ASSERT_TRUE(w.ready());
     const std::string file = temp_file(interrupt ? "sigint" : "end");
-    ChildProcess rec({kCli, "record", w.pid(), "--kernel", "block,sched", "--duration",
-                      interrupt ? "600" : "2", "-o", file},
-                     {});
-    ASSERT_TRUE(wait_for([&] { return !instances_of(rec.pid()).empty(); }, 60));
-    if (interrupt) kill(rec.pid(), SIGINT);
+    ChildProcess rec({kCli, "record", w.pid(), "--kernel", "block,sched", "-o", file}, {});
+    ASSERT_TRUE(wait_for([&] { return capture_on(rec.pid()); }, 60));
+    if (interrupt) {
+      kill(rec.pid(), SIGINT);
+    } else {
+      kill(std::stoi(w.pid()), SIGCONT);
+    }
     int status = rec.wait();
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
     EXPECT_TRUE(instances_of(rec.pid()).empty());
@@ -397,12 +394,10 @@ TEST(KernelTest, DamagedKernelChunksAreWarnedAboutNeverFatal) {
   SKIP_WITHOUT_KERNEL_TRACING();
   const std::string file = temp_file("damage");
   {
-    LoopWorkload w;
+    LoopWorkload w("block", 100);
     ASSERT_TRUE(w.ready());
     int code = 0;
-    std::string out = run_command(
-        kCli + " record " + w.pid() + " --kernel io_uring,block --duration 1 -o " + file + " 2>&1",
-        &code);
+    std::string out = w.record("--kernel io_uring,block", file, &code);
     ASSERT_EQ(code, 0) << out;
   }
   std::ifstream in(file, std::ios::binary);

@@ -213,14 +213,13 @@ TEST(KernelTest, PerfettoExportHoldsEveryKernelEventAsPerfettoFtrace) {
   int code = 0;
   std::string out;
   {
-    LoopWorkload w;
+    LoopWorkload w("block", 100);
     ASSERT_TRUE(w.ready());
-    out = run_command(kCli + " record " + w.pid() +
-                          " --kernel sched:sched_switch,sched:sched_waking,sched:sched_wakeup,"
-                          "block:block_rq_issue,block:block_rq_insert,block:block_rq_complete,"
-                          "io_uring:io_uring_complete --duration 0.5 -o " +
-                          file + " 2>&1",
-                      &code);
+    out = w.record(
+        "--kernel sched:sched_switch,sched:sched_waking,sched:sched_wakeup,"
+        "block:block_rq_issue,block:block_rq_insert,block:block_rq_complete,"
+        "io_uring:io_uring_complete",
+        file, &code);
     ASSERT_EQ(code, 0) << out;
   }
   // What the file holds, per CPU, in order.

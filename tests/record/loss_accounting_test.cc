@@ -215,11 +215,14 @@ TEST(LossAccountingTest, ZombieRecorderStallsNothing) {
     }
     EXPECT_TRUE(progressed) << "the writer made no progress in 10 s with a zombie recorder: "
                             << before << " -> " << written_now(pid);
-    // A new recording is accepted while the zombie is still there.
+    // A new recording is accepted while the zombie is still there; it takes the next 50000
+    // records (a fixed amount, whatever the machine's speed).
     std::string file2 = testing::temp_path("zombie2.ntr");
+    const std::string stop_on = "test:rec seq>=" + std::to_string(written_now(pid) + 50000);
     int code = 0;
-    std::string out = testing::run_command(
-        kCli + " record " + std::to_string(pid) + " -o " + file2 + " --duration 1 2>&1", &code);
+    std::string out = testing::run_command(kCli + " record " + std::to_string(pid) + " -o " +
+                                               file2 + " --stop-on '" + stop_on + "' 2>&1",
+                                           &code);
     EXPECT_EQ(code, 0) << out;
     auto trace = Trace::open(file2);
     EXPECT_TRUE(trace.ok()) << trace.status().message();

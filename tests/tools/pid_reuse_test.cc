@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../common/child_process.hpp"
+#include "../common/prerequisite.hpp"
 #include "base/process.hpp"
 #include "nanotrace/abi.hpp"
 #include "nanotrace/reader.hpp"
@@ -139,7 +140,7 @@ TEST(PidReuseTest, LivenessTellsTheNewProcessWithTheOldPidApart) {
 }
 
 TEST(PidReuseTest, CrashedSegmentIsSetAsideThenListedRecoveredAndCleaned) {
-  if (geteuid() != 0) GTEST_SKIP() << "choosing a child's pid (clone3 set_tid) needs root";
+  NANOTRACE_REQUIRE(geteuid() == 0, "choosing a child's pid (clone3 set_tid) needs root");
   // 1. A traced process is killed and leaves its segment. The new process below may start
   // within the same clock tick as this one (about one run in 60 here), where a start time
   // alone would take the segment for its own earlier image (exec) and remove it.
@@ -189,7 +190,7 @@ TEST(PidReuseTest, CrashedSegmentIsSetAsideThenListedRecoveredAndCleaned) {
 // A file already under the set-aside name is never replaced: the crashed segment goes to
 // another name, and both survive.
 TEST(PidReuseTest, SettingAsideNeverReplacesAFile) {
-  if (geteuid() != 0) GTEST_SKIP() << "choosing a child's pid (clone3 set_tid) needs root";
+  NANOTRACE_REQUIRE(geteuid() == 0, "choosing a child's pid (clone3 set_tid) needs root");
   auto [pid, old_path, aside] = crash_a_producer();
   ASSERT_FALSE(HasFailure());
   {

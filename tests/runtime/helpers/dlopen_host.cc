@@ -1,15 +1,16 @@
 // Test host: a traced program that loads a plugin with tracepoints, fires its events and
 // then either unloads it and keeps tracing (--close) or keeps it loaded.
 //
-//   dlopen_host PLUGIN.so [--close] [--run-ms MS]
+//   dlopen_host PLUGIN.so [--close] [--tick]
 //
 // Prints "pid <pid>", then "loaded" once the plugin's events are written, then (with
-// --close) "closed" after dlclose. It keeps writing its own events for MS milliseconds
-// (default 0), prints "ready" and exits 0 when stdin closes.
+// --close) "closed" after dlclose. With --tick it keeps writing its own events (about one
+// each 100 us) until a line or the end comes on stdin; then it prints "ready" and exits 0
+// when stdin closes.
 #include <dlfcn.h>
+#include <poll.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,12 +20,12 @@
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   bool close = false;
-  long run_ms = 0;
+  bool tick = false;
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--close")) {
       close = true;
-    } else if (!std::strcmp(argv[i], "--run-ms") && i + 1 < argc) {
-      run_ms = std::atol(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--tick")) {
+      tick = true;
     } else {
       return 2;
     }
@@ -50,8 +51,8 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   uint64_t i = 0;
-  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(run_ms);
-  while (std::chrono::steady_clock::now() < end) {
+  pollfd in{0, POLLIN, 0};
+  while (tick && ::poll(&in, 1, 0) == 0) {
     NANOTRACE(host, tick, "i={}", i++);
     usleep(100);
   }
