@@ -154,6 +154,40 @@ class FieldOut {
   std::vector<int32_t> enum_codes_;  // a batch's, before they are narrowed
 };
 
+// Sequence numbers as uint32 while they fit (a thread's first 4 Gi records: 4 bytes a row
+// less), widened to uint64 (a copy of the rows before, once) when one does not.
+class SeqColumn {
+ public:
+  void append(const uint64_t* seq, size_t rows) {
+    if (!wide_) {
+      const size_t at = narrow_values_.size();
+      narrow_values_.resize(at + rows);
+      uint32_t* out = narrow_values_.data() + at;
+      uint64_t high = 0;
+      for (size_t i = 0; i < rows; ++i) {
+        out[i] = static_cast<uint32_t>(seq[i]);
+        high |= seq[i] >> 32;
+      }
+      if (high == 0) return;
+      narrow_values_.resize(at);
+      wide_ = true;
+      wide_values_.resize(at);
+      for (size_t i = 0; i < at; ++i) wide_values_[i] = narrow_values_[i];
+      narrow_values_ = ColumnArray<uint32_t>();
+    }
+    wide_values_.append(seq, rows);
+  }
+  py::array finish() && {
+    return wide_ ? adopt<uint64_t>(std::move(wide_values_))
+                 : adopt<uint32_t>(std::move(narrow_values_));
+  }
+
+ private:
+  bool wide_ = false;
+  ColumnArray<uint32_t> narrow_values_;
+  ColumnArray<uint64_t> wide_values_;
+};
+
 // A read-only column of `rows` times the same value: one element, stride 0 (no memory per
 // row; pandas copies it when it builds a frame).
 template <class T>
@@ -210,7 +244,7 @@ class TableColumns {
     columns["pid"] =
         one_pid ? constant_column<uint32_t>(*one_pid, rows) : adopt<uint32_t>(std::move(pid_));
     columns["tid"] = adopt<uint32_t>(std::move(tid_));
-    columns["seq"] = adopt<uint64_t>(std::move(seq_));
+    columns["seq"] = std::move(seq_).finish();
     fields_.resize(t.fields.size());
     for (size_t j = 0; j < t.fields.size(); ++j) {
       const FieldColumn& c = t.fields[j];
@@ -222,7 +256,8 @@ class TableColumns {
   py::array order() && { return adopt<uint64_t>(std::move(order_)); }
 
  private:
-  ColumnArray<uint64_t> time_ns_, seq_, order_;
+  ColumnArray<uint64_t> time_ns_, order_;
+  SeqColumn seq_;
   ColumnArray<uint32_t> tid_, pid_;
   std::vector<FieldOut> fields_;
 };

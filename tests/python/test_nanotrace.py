@@ -125,6 +125,7 @@ def test_values_equal_dump_json_from_segment_and_file(traced, recovered):
               "f32": (np.float32, 1.5), "f64": (np.float64, -2.25), "ptr": (np.uint64, 0x1234)}
     for field, (dtype, value) in widths.items():
         assert types[field].dtype == dtype and types[field][0] == value, field
+    assert types["seq"].dtype == np.uint32 and types["time_ns"].dtype == np.uint64
     assert types["flag"].dtype == np.bool_ and types["flag"][0]
     assert types["name"][0] == "hello world"
     assert types["fields.event"][0] == 7  # a field named like a fixed column

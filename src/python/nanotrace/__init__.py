@@ -19,7 +19,8 @@ pid, tid, seq and one per field (a field named like one of those, or "event", is
 (to_pandas()) has one. thread names are in trace.threads(). pid holds one value per table
 from one process: a read-only array of that value repeated (no memory per row). Numbers
 keep their field's width: an i32 field is int32, a u8 field uint8, pointers uint64, an f32
-field float32 (NaN and infinities as such), bools bool.
+field float32 (NaN and infinities as such), bools bool. seq is uint32 while every sequence
+number of the read fits (a thread's first 4 Gi records), else uint64.
 
 No table holds a Python object per row. Strings are dictionary-encoded: a Categorical
 (numpy: nanotrace.Categorical, integer codes into an array of the distinct strings, made
