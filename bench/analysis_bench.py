@@ -16,7 +16,12 @@ Each measurement runs in its own process, so that one's memory does not weigh on
 The reader and Python figures time the read alone (after the trace is open and the module
 imported); `latency` is the whole command, as a user runs it. Each figure is given for wall
 time and for CPU time (user + system): on a shared machine the wall time also counts the
-waits for a CPU."""
+waits for a CPU; and for the first round (after the trace was made) and the median of the
+rounds after it. The numpy load also reports the bytes its tables hold and the growth of
+the process's resident memory, per event; numpy_prefaulted first writes as many fresh bytes
+as that load took (the allocation time alone: `alloc_seconds`), frees them, then loads into
+memory the VM has backed already (where fresh memory is the limit, the difference shows it).
+"""
 
 import argparse
 import json
@@ -31,16 +36,45 @@ import time
 
 PY_LOAD = r"""
 import json, resource, sys, time
+import numpy as np
 import nanotrace
-mode, source = sys.argv[1], sys.argv[2]
+mode, source, fresh_bytes = sys.argv[1], sys.argv[2], int(sys.argv[3])
 trace = nanotrace.open(source)
-if mode != "numpy":
+if mode not in ("numpy", "numpy_prefaulted"):
     import pandas
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+def held(tables):
+    # Bytes the tables hold: a column of one repeated value (stride 0) holds one; a
+    # dictionary-encoded column its codes and its distinct strings once (objects included).
+    total, seen = 0, set()
+    for t in tables.values():
+        for c in t.values():
+            for a in ((c.codes, c.categories) if hasattr(c, "categories") else (c,)):
+                if id(a) in seen:
+                    continue
+                seen.add(id(a))
+                total += a.itemsize if a.strides == (0,) else a.nbytes
+                if a.dtype == object and a is not c:
+                    total += sum(sys.getsizeof(v) for v in a.tolist())
+    return total
+out = {}
+if mode == "numpy_prefaulted":
+    # The allocation alone: as many fresh bytes as a load takes, written once (the kernel and
+    # the hypervisor back each new page); then freed, so the load that follows gets memory
+    # this VM has backed already.
+    t0 = time.perf_counter()
+    block = np.empty(fresh_bytes, dtype=np.uint8)
+    block.fill(1)
+    out["alloc_seconds"] = time.perf_counter() - t0
+    del block
+r0 = rss()
 t0, c0 = time.perf_counter(), cpu()
-if mode == "numpy":
+if mode in ("numpy", "numpy_prefaulted"):
     tables = trace.events()
     rows = sum(len(t["time_ns"]) for t in tables.values())
 elif mode == "pandas":
@@ -48,8 +82,11 @@ elif mode == "pandas":
     rows = sum(len(t) for t in tables.values())
 else:
     rows = len(trace.to_pandas())
-print(json.dumps({"records": rows, "seconds": time.perf_counter() - t0,
-                  "cpu_seconds": cpu() - c0}))
+out.update({"records": rows, "seconds": time.perf_counter() - t0, "cpu_seconds": cpu() - c0,
+            "rss_bytes": rss() - r0})
+if mode in ("numpy", "numpy_prefaulted"):
+    out["table_bytes"] = held(tables)
+print(json.dumps(out))
 """
 
 
@@ -117,8 +154,13 @@ def main():
     env = dict(os.environ, PYTHONPATH=args.python_path)
     begin, end, key = args.pair.split(",")
 
-    def timed(out):
+    extra = {}  # name -> per-round figures other than time (bytes, allocation time)
+
+    def timed(out, name=None):
         j = json.loads(out)
+        if name is not None:
+            extra.setdefault(name, []).append(
+                {k: j[k] for k in ("rss_bytes", "table_bytes", "alloc_seconds") if k in j})
         return j["records"], j["seconds"], j["cpu_seconds"]
 
     def reader(mode):
@@ -131,9 +173,14 @@ def main():
                             "--begin", begin, "--end", end, "--key", key, "--json"])
         return json.loads(out)["records"], dt, cpu
 
+    fresh = {"bytes": 0}  # what the last numpy load took (RSS), for numpy_prefaulted
+
     def python(mode):
-        out, _, _ = run([sys.executable, "-c", PY_LOAD, mode, args.source], env)
-        return timed(out)
+        out, _, _ = run([sys.executable, "-c", PY_LOAD, mode, args.source, str(fresh["bytes"])],
+                        env)
+        if mode == "numpy":
+            fresh["bytes"] = max(json.loads(out)["rss_bytes"], 1)
+        return timed(out, "python_" + mode)
 
     def bt2_load():
         out, _, _ = run([sys.executable, "-c", BT2_LOAD, ctf_dir, str(args.bt2_events)])
@@ -145,6 +192,7 @@ def main():
         "reader_columns": lambda: reader("columns"),
         "latency": latency,
         "python_numpy": lambda: python("numpy"),
+        "python_numpy_prefaulted": lambda: python("numpy_prefaulted"),
         "python_pandas": lambda: python("pandas"),
         "python_pandas_one_frame": lambda: python("frame"),
     }
@@ -162,21 +210,24 @@ def main():
     else:
         print("analysis_bench: python3-bt2 not installed: no bt2 figure", file=sys.stderr)
     try:
-        measure_rounds(args, measures)
+        measure_rounds(args, measures, extra)
     finally:
         if ctf_dir is not None:
             shutil.rmtree(os.path.dirname(ctf_dir), ignore_errors=True)
 
 
-def measure_rounds(args, measures):
+def measure_rounds(args, measures, extra):
     runs = {name: [] for name in measures}
     for round_ in range(args.rounds):
         for name, measure in measures.items():
             records, seconds, cpu = measure()
             runs[name].append((records, seconds, cpu))
+            more = extra.get(name, [{}])[-1] if name in extra else {}
+            more = "".join(f", {k} {v / records:.1f}/event" if k.endswith("bytes")
+                           else f", {k} {v:.3f}" for k, v in more.items())
             print(f"round {round_ + 1} {name:24} {records} records {seconds:.3f} s "
                   f"({records / seconds / 1e6:.2f} M/s), CPU {cpu:.3f} s "
-                  f"({records / cpu / 1e6:.2f} M/s)", flush=True)
+                  f"({records / cpu / 1e6:.2f} M/s){more}", flush=True)
     result = {"source": args.source, "rounds": args.rounds, "pair": args.pair,
               "bt2_events": args.bt2_events,
               "load_average": os.getloadavg(), "cpus": os.cpu_count()}
@@ -186,12 +237,26 @@ def measure_rounds(args, measures):
             raise SystemExit(f"analysis_bench: {name} read different record counts: {rs}")
         wall = statistics.median(s for _, s, _ in rs)
         cpu = statistics.median(c for _, _, c in rs)
+        # The first round after the trace was made, and the median of the rounds after it.
+        later = rs[1:] or rs
+        later_wall = statistics.median(s for _, s, _ in later)
+        later_cpu = statistics.median(c for _, _, c in later)
         result[name] = {"records": records, "median_seconds": wall,
+                        "first_events_per_second": records / rs[0][1],
+                        "first_events_per_cpu_second": records / rs[0][2],
+                        "later_events_per_second": records / later_wall,
+                        "later_events_per_cpu_second": records / later_cpu,
                         "events_per_second": records / wall, "median_cpu_seconds": cpu,
                         "events_per_cpu_second": records / cpu,
                         "seconds": [s for _, s, _ in rs], "cpu_seconds": [c for _, _, c in rs]}
+        for r in extra.get(name, []):
+            for k, v in r.items():
+                result[name].setdefault(k, []).append(v)
         print(f"median {name:24} {records / wall / 1e6:7.2f} M events/s wall, "
-              f"{records / cpu / 1e6:7.2f} M events/s CPU")
+              f"{records / cpu / 1e6:7.2f} M events/s CPU; first round "
+              f"{records / rs[0][1] / 1e6:.2f} M wall, {records / rs[0][2] / 1e6:.2f} M CPU; "
+              f"later rounds {records / later_wall / 1e6:.2f} M wall, "
+              f"{records / later_cpu / 1e6:.2f} M CPU")
     with open(args.json, "w") as f:
         json.dump(result, f, indent=2)
 

@@ -39,7 +39,8 @@ def main():
         for name, columns in trace.events().items():
             print(f"{name:20} {len(columns['time_ns']):8} records")
 
-        # One event as numpy columns: integers, floats and str values as dump --json shows.
+        # One event as numpy columns: numbers in their fields' widths, strings as Categoricals
+        # (codes into the distinct strings), values as dump --json shows them.
         submit = trace.events("io:submit")
         print("bytes submitted:", int(submit["len"].sum()))
 

@@ -7,14 +7,22 @@
 // same order (merged by time, ties by thread), with the same loss accounting; `order` can
 // give each row's position in that stream, to interleave tables again.
 //
-// Memory: everything selected is held at once (about 8 bytes per value, strings as their
-// bytes plus an 8-byte offset). Select events to read less. Each column lives in a mapping
+// Strings are dictionary-encoded: a string column holds a code per row into a
+// StringDictionary of the distinct strings, shared by the string columns of one field name
+// in every table of a read, and kept from batch to batch (as Arrow's dictionary arrays,
+// pandas' Categorical and ClickHouse's LowCardinality). Event names have one too
+// (ColumnSet::event_names). So a consumer decodes, converts or ships each distinct string
+// once, not once per row.
+//
+// Memory: everything selected is held at once (about 8 bytes per value, 4 per string plus
+// its distinct strings once). Select events to read less. Each column lives in a mapping
 // of its own that does not move as it grows (address space is reserved, memory is used as
 // written), on huge pages where the kernel has them: on a VM a fresh 4 KiB page can cost more
 // to fault in than the values written to it.
 //
 // Thread safety: read_columns() uses the Trace, which belongs to one thread at a time; a
-// ColumnSet is a plain value.
+// ColumnSet is a plain value (its dictionaries are shared with the reader that made it:
+// read them on the reader's thread while it reads on).
 #pragma once
 
 #include <cstddef>
@@ -103,22 +111,51 @@ class ColumnArray {
   size_t capacity_ = 0;
 };
 
+// The distinct strings of string columns, each with a code: its index, in the order the
+// strings first appeared. Entries are only ever added, so a code keeps its string for the
+// dictionary's life: the batches of a ColumnReader index the same dictionaries (until one
+// outgrows ColumnOptions::max_dictionary_entries), and a consumer that ships or converts
+// them handles only the entries [the size it saw last, size()) with each batch. Strings are
+// the bytes as recorded (not necessarily valid UTF-8); equal bytes are one entry.
+class StringDictionary {
+ public:
+  StringDictionary();
+  size_t size() const { return offsets_.size() - 1; }
+  std::string_view operator[](uint32_t code) const {
+    return std::string_view(text_.data() + offsets_[code], offsets_[code + 1] - offsets_[code]);
+  }
+  // The code of text: its entry's, or a new entry's.
+  uint32_t code_of(std::string_view text);
+  // Entry i is text()[offsets()[i], offsets()[i + 1]) (size() + 1 offsets).
+  const ColumnArray<uint64_t>& offsets() const { return offsets_; }
+  const ColumnArray<char>& text() const { return text_; }
+
+ private:
+  uint64_t hash(std::string_view text) const;
+  uint32_t add(std::string_view text, uint64_t h, size_t slot);
+  void grow_index();
+
+  ColumnArray<uint64_t> offsets_;
+  ColumnArray<char> text_;
+  // Open addressing, linear probing: the hash's high 32 bits << 32 | code + 1; 0: empty.
+  std::vector<uint64_t> index_;
+  uint64_t seed_;
+};
+
 // One field of an EventTable.
 struct FieldColumn {
   FieldInfo info;  // name, type, enum value names
   // Every type but kString: one word per row, as FieldValue::bits (signed integers
   // sign-extended, floats as IEEE double bits, bools 0 or 1).
   ColumnArray<uint64_t> bits;
-  // kString: row i is text[offsets[i], offsets[i + 1]) (rows + 1 offsets), the bytes as
-  // recorded: not necessarily valid UTF-8.
-  ColumnArray<uint64_t> offsets;
-  ColumnArray<char> text;
+  // kString: row i is (*dictionary)[codes[i]]. The dictionary is shared by the columns of
+  // this field name in every table of the read.
+  ColumnArray<uint32_t> codes;
+  std::shared_ptr<const StringDictionary> dictionary;
 
   bool is_string() const { return info.type == abi::FieldType::kString; }
-  std::string_view string_at(size_t row) const {
-    return std::string_view(text.data() + offsets[row], offsets[row + 1] - offsets[row]);
-  }
-  // Row i as a FieldValue (its text, for a string, points into `text`).
+  std::string_view string_at(size_t row) const { return (*dictionary)[codes[row]]; }
+  // Row i as a FieldValue (its text, for a string, points into the dictionary).
   FieldValue value_at(size_t row) const;
 };
 
@@ -126,6 +163,7 @@ struct FieldColumn {
 // and types (a name whose call sites differ gets one table per layout).
 struct EventTable {
   std::string name;           // "group:event"
+  uint32_t name_code = 0;     // its code in ColumnSet::event_names
   std::vector<uint16_t> ids;  // the event ids (call sites) it holds
   ColumnArray<uint64_t> time_ns;
   ColumnArray<uint64_t> seq;     // per-thread record number
@@ -151,6 +189,8 @@ struct SequenceGap {
 
 struct ColumnSet {
   std::vector<EventTable> tables;
+  // The tables' distinct names (EventTable::name_code), in table order.
+  std::shared_ptr<const StringDictionary> event_names;
   // This batch's gaps, in stream order (ColumnReader: the last, empty batch may hold some).
   std::vector<SequenceGap> gaps;
   std::vector<ThreadStats> threads;  // per thread stream, as RecordSource::threads(), so far
@@ -171,6 +211,10 @@ struct ColumnOptions {
   // Fields to read, by name: a table has columns only for its fields named here (in their
   // order in the event); empty: every field.
   std::vector<std::string> fields;
+  // ColumnReader: a string dictionary holding more entries than this when a batch starts is
+  // replaced by a new, empty one (FieldColumn::dictionary then changes), so that a column of
+  // ever new strings does not grow without bound; 0: never (every batch shares them).
+  size_t max_dictionary_entries = size_t{1} << 20;
 };
 
 // Reads a trace's records as columns a batch at a time, in bounded memory: each batch is a

@@ -11,32 +11,20 @@
 // Internal header (src/analysis). Thread safety: none; a map belongs to one thread.
 #pragma once
 
-#include <sys/auxv.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
 
-namespace nanotrace::analysis {
+#include "base/hash_seed.hpp"
 
-// Random, chosen once per process (the kernel's random bytes given to every program).
-inline uint64_t flat_key_seed() {
-  static const uint64_t seed = [] {
-    uint64_t s = 0x9e3779b97f4a7c15ull;
-    if (const auto* random = reinterpret_cast<const uint8_t*>(getauxval(AT_RANDOM))) {
-      std::memcpy(&s, random, sizeof s);
-    }
-    return s;
-  }();
-  return seed;
-}
+namespace nanotrace::analysis {
 
 template <class V>
 class FlatKeyMap {
  public:
-  FlatKeyMap() : seed_(flat_key_seed()) {}
+  FlatKeyMap() : seed_(hash_seed()) {}
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }

@@ -6,9 +6,12 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <memory>
+
 #include "nanotrace/analysis.hpp"
 #include "nanotrace/diff.hpp"
 #include "nanotrace/intervals.hpp"
+#include "python/py_categories.hpp"
 #include "python/py_columns.hpp"
 #include "python/py_common.hpp"
 
@@ -48,6 +51,7 @@ struct Kept {
 // rule has it with one type (and the same enum names), else as its text (format_value).
 struct ValueColumn {
   FieldColumn column;
+  std::shared_ptr<StringDictionary> strings;  // column.dictionary
   bool as_text = false;
 
   // field_of(id): the field's index in event id's record.
@@ -72,7 +76,7 @@ struct ValueColumn {
       column.info.type = abi::FieldType::kString;
       column.info.value_names.clear();
     }
-    if (column.is_string()) column.offsets.push_back(0);
+    if (column.is_string()) column.dictionary = strings = std::make_shared<StringDictionary>();
   }
   Kept keep(const FieldInfo& f, const FieldValue& v) const {
     if (as_text) return {0, format_value(named_value(f, v))};
@@ -81,8 +85,7 @@ struct ValueColumn {
   }
   void put(const Kept& v) {
     if (column.is_string()) {
-      column.text.append(v.text.data(), v.text.size());
-      column.offsets.push_back(column.text.size());
+      column.codes.push_back(strings->code_of(v.text));
     } else {
       column.bits.push_back(v.bits);
     }
@@ -312,17 +315,15 @@ py::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& 
   const auto n = static_cast<py::ssize_t>(out.kind.size());
   py::array_t<bool> lost_adjacent(n);
   for (py::ssize_t i = 0; i < n; ++i) lost_adjacent.mutable_data()[i] = out.lost_adjacent[i] != 0;
-  std::vector<py::object> kinds{py::str("pair"), py::str("unmatched_begin"),
-                                py::str("unmatched_end")};
   py::dict columns;
-  columns["kind"] = repeated_objects(kinds, out.kind);
+  columns["kind"] = fixed_categorical({"pair", "unmatched_begin", "unmatched_end"}, out.kind);
   columns["begin_ns"] = py::array_t<uint64_t>(n, out.begin_ns.data());
   columns["end_ns"] = py::array_t<uint64_t>(n, out.end_ns.data());
   columns["latency_ns"] = py::array_t<uint64_t>(n, out.latency_ns.data());
   columns["begin_tid"] = py::array_t<uint32_t>(n, out.begin_tid.data());
   columns["end_tid"] = py::array_t<uint32_t>(n, out.end_tid.data());
-  columns["key"] = column_array(out.key.column, out.kind.size());
-  if (out.with_by) columns["by"] = column_array(out.by.column, out.kind.size());
+  columns["key"] = column_object(out.key.column, out.kind.size());
+  if (out.with_by) columns["by"] = column_object(out.by.column, out.kind.size());
   columns["lost_adjacent"] = lost_adjacent;
   return columns;
 }

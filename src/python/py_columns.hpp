@@ -12,16 +12,19 @@
 
 namespace nanotrace::python {
 
-// Reads the records of `events` ("group:event" or "group"; empty: all) into
-// ({table name: {column: ndarray}}, {table name: ndarray of each row's position in the merged
-// stream} (with row_order; else empty)). Columns: time_ns, pid, tid, seq, event, then one per
-// field; pid (one process) and event are read-only columns of one repeated value.
+// Reads the records of `events` ("group:event" or "group"; empty: all) into a tuple of
+//   {table name: {column: column}},
+//   {table name: ndarray of each row's position in the merged stream} (with row_order; else
+//   empty),
+//   {table name: its event's code in the event categories},
+//   the event categories (an object ndarray of the events' names).
+// Columns: time_ns, pid, tid, seq, then one per field. A column is an ndarray, or for
+// strings and enums with value names a (codes, categories) tuple (py_categories.hpp): the
+// string columns of one field name share their categories. pid (one process) is a read-only
+// column of one repeated value.
 pybind11::tuple read_tables(Trace& trace, const std::vector<std::string>& events, bool row_order);
 
-// A field's column as an ndarray, as in read_tables (its scalars are moved into the array).
-pybind11::array column_array(FieldColumn& column, size_t rows);
-// values[index[i]] for each row, as an object array.
-pybind11::array repeated_objects(const std::vector<pybind11::object>& values,
-                                 const ColumnArray<uint8_t>& index);
+// A field's column of `rows` rows, as in read_tables.
+pybind11::object column_object(const FieldColumn& column, size_t rows);
 
 }  // namespace nanotrace::python

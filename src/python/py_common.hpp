@@ -1,14 +1,16 @@
 // What the Python bindings share: turning a Status into the module's exception, trace text
-// (untrusted bytes) into Python str, and a field value into the Python object that equals
-// what `nanotrace dump --json` prints for it.
+// (untrusted bytes) into Python str, a field value into the Python object that equals what
+// `nanotrace dump --json` prints for it, and a column's memory into an ndarray.
 #pragma once
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
+#include "nanotrace/columns.hpp"
 #include "nanotrace/reader.hpp"
 #include "nanotrace/status.hpp"
 
@@ -38,5 +40,17 @@ PyObject* new_text(std::string_view bytes);
 // as str, signed integers as int, unsigned integers and pointers as int (dump prints pointers in
 // hex), floats as float (NaN and infinities included), bools as bool.
 py::object value_object(const FieldInfo& field, const FieldValue& value);
+
+// An ndarray of dtype T over v's elements (v's memory as T's: `bytes` may be a ColumnArray of
+// char holding Ts), owning v: no copy, and numpy never reallocates it.
+template <class T, class U>
+py::array adopt(ColumnArray<U>&& v) {
+  static_assert(sizeof(U) == 1 || sizeof(T) == sizeof(U));
+  auto* holder = new ColumnArray<U>(std::move(v));
+  py::capsule owner(holder, [](void* p) { delete static_cast<ColumnArray<U>*>(p); });
+  const auto n = static_cast<py::ssize_t>(holder->size() * sizeof(U) / sizeof(T));
+  return py::array(py::dtype::of<T>(), {n}, {static_cast<py::ssize_t>(sizeof(T))},
+                   reinterpret_cast<const T*>(holder->data()), owner);
+}
 
 }  // namespace nanotrace::python

@@ -106,14 +106,20 @@ struct ColumnReader::Impl {
   };
   struct Table {
     std::string name;
+    uint32_t name_code;
     std::vector<uint16_t> ids;
     const EventInfo* layout;
-    std::vector<Step> steps;  // the layout's first fields, up to the last one read or walked
-    uint32_t tail_bytes;      // the scalars after them
-    int columns = 0;          // fields read
+    std::vector<Step> steps;      // the layout's first fields, up to the last one read or walked
+    uint32_t tail_bytes;          // the scalars after them
+    int columns = 0;              // fields read
+    std::vector<int> dictionary;  // per column read: index into dictionaries, -1: no string
   };
 
-  Impl(Trace& t, ColumnOptions o) : trace(t), sizer(t), options(std::move(o)) {}
+  Impl(Trace& t, ColumnOptions o)
+      : trace(t),
+        sizer(t),
+        options(std::move(o)),
+        event_names(std::make_shared<StringDictionary>()) {}
 
   // Tables for the selected events: one per (full name, field names and types).
   void make_tables() {
@@ -135,6 +141,7 @@ struct ColumnReader::Impl {
       Layout layout(e.full_name(), std::move(names), std::move(types));
       auto [it, inserted] = index.try_emplace(std::move(layout), static_cast<int>(tables.size()));
       if (inserted) tables.push_back(make_table(e));
+      tables[static_cast<size_t>(it->second)].name_code = event_names->code_of(e.full_name());
       tables[static_cast<size_t>(it->second)].ids.push_back(e.id);
       table_of[e.id] = it->second;
     }
@@ -142,19 +149,27 @@ struct ColumnReader::Impl {
 
   // How take() decodes a record of e's layout: the fields up to the last one read or
   // walked (a string: its length moves what follows), then scalars stepped over at once.
-  Table make_table(const EventInfo& e) const {
-    Table t{e.full_name(), {}, &e, {}, 0};
+  Table make_table(const EventInfo& e) {
+    Table t{e.full_name(), 0, {}, &e, {}, 0};
     size_t walked = 0;
     for (size_t i = 0; i < e.fields.size(); ++i) {
       const FieldInfo& f = e.fields[i];
       const bool string = f.type == abi::FieldType::kString;
       const bool read = wanted(f.name);
       t.steps.push_back({string, read ? t.columns++ : -1});
+      if (read) t.dictionary.push_back(string ? dictionary_index(f.name) : -1);
       if (read || string) walked = i + 1;
     }
     t.tail_bytes = static_cast<uint32_t>(8 * (t.steps.size() - walked));
     t.steps.resize(walked);
     return t;
+  }
+
+  // The dictionary of the string columns named `field`.
+  int dictionary_index(const std::string& field) {
+    auto [it, inserted] = dictionary_of.try_emplace(field, static_cast<int>(dictionaries.size()));
+    if (inserted) dictionaries.push_back(std::make_shared<StringDictionary>());
+    return it->second;
   }
 
   bool wanted(const std::string& field) const {
@@ -181,6 +196,7 @@ struct ColumnReader::Impl {
       for (const Table& t : tables) {
         EventTable out;
         out.name = t.name;
+        out.name_code = t.name_code;
         out.ids = t.ids;
         for (const FieldInfo& f : t.layout->fields) {
           if (!wanted(f.name)) continue;
@@ -191,17 +207,26 @@ struct ColumnReader::Impl {
         batch->tables.push_back(std::move(out));
       }
     }
+    // A dictionary past its bound starts again, as a new one: the batches before keep theirs.
+    const size_t bound = options.max_dictionary_entries;
+    for (std::shared_ptr<StringDictionary>& d : dictionaries) {
+      if (bound != 0 && d->size() > bound) d = std::make_shared<StringDictionary>();
+    }
+    batch->event_names = event_names;
     for (EventTable& t : batch->tables) {
       t.time_ns.clear();
       t.seq.clear();
       t.thread.clear();
       t.event.clear();
       t.order.clear();
-      for (FieldColumn& f : t.fields) {
-        f.bits.clear();
-        f.offsets.clear();
-        f.text.clear();
-        if (f.is_string()) f.offsets.push_back(0);
+    }
+    for (size_t k = 0; k < tables.size(); ++k) {
+      std::vector<FieldColumn>& fields = batch->tables[k].fields;
+      for (size_t j = 0; j < fields.size(); ++j) {
+        fields[j].bits.clear();
+        fields[j].codes.clear();
+        const int d = tables[k].dictionary[j];
+        if (d >= 0) fields[j].dictionary = dictionaries[static_cast<size_t>(d)];
       }
     }
     batch->gaps.clear();
@@ -217,10 +242,11 @@ struct ColumnReader::Impl {
     uint32_t* thread = nullptr;
     uint16_t* event = nullptr;  // null: the table holds one id
     uint64_t* order = nullptr;  // null: no row order
-    // Per column: its bits, or a string's offsets after the 0 and its text. Arrays, not
-    // vectors: take() reaches a column's memory with one load.
+    // Per column: its bits, or a string's codes and dictionary. Arrays, not vectors: take()
+    // reaches a column's memory with one load.
     std::array<uint64_t*, abi::kMaxFields> words{};
-    std::array<ColumnArray<char>*, abi::kMaxFields> text{};
+    std::array<uint32_t*, abi::kMaxFields> codes{};
+    std::array<StringDictionary*, abi::kMaxFields> dictionary{};
     size_t rows = 0;  // in this batch
     size_t room = 0;  // rows the columns hold without growing
   };
@@ -245,10 +271,10 @@ struct ColumnReader::Impl {
     for (size_t j = 0; j < t.fields.size(); ++j) {
       FieldColumn& f = t.fields[j];
       if (f.is_string()) {
-        f.offsets.reserve(rows + 1);
-        room = std::min(room, f.offsets.capacity() - 1);
-        s.words[j] = f.offsets.data() + 1;
-        s.text[j] = &f.text;
+        f.codes.reserve(rows);
+        room = std::min(room, f.codes.capacity());
+        s.codes[j] = f.codes.data();
+        s.dictionary[j] = dictionaries[static_cast<size_t>(tables[k].dictionary[j])].get();
       } else {
         f.bits.reserve(rows);
         room = std::min(room, f.bits.capacity());
@@ -270,7 +296,7 @@ struct ColumnReader::Impl {
       if (options.row_order) t.order.resize(rows);
       for (FieldColumn& f : t.fields) {
         if (f.is_string()) {
-          f.offsets.resize(rows + 1);
+          f.codes.resize(rows);
         } else {
           f.bits.resize(rows);
         }
@@ -416,9 +442,9 @@ struct ColumnReader::Impl {
       if (step.string) {
         const uint32_t n = p[0];
         if (step.column >= 0) {
-          ColumnArray<char>& text = *s->text[static_cast<size_t>(step.column)];
-          text.append(reinterpret_cast<const char*>(p + 1), n);
-          s->words[static_cast<size_t>(step.column)][r] = text.size();
+          const auto c = static_cast<size_t>(step.column);
+          s->codes[c][r] =
+              s->dictionary[c]->code_of(std::string_view(reinterpret_cast<const char*>(p + 1), n));
         }
         p += abi::string_slot_bytes(n);
       } else {
@@ -433,7 +459,11 @@ struct ColumnReader::Impl {
   ColumnOptions options;
   std::vector<Table> tables;
   std::vector<int> table_of;  // by event id: index into tables, -1 if not read
-  std::vector<Sink> sinks;    // per table
+  std::shared_ptr<StringDictionary> event_names;
+  // Of the string columns, one per field name.
+  std::vector<std::shared_ptr<StringDictionary>> dictionaries;
+  std::map<std::string, int> dictionary_of;
+  std::vector<Sink> sinks;  // per table
   std::vector<Cursor> cursors;
   std::vector<uint32_t> live;  // cursors with a record left, in index order
   uint64_t position = 0;       // rows handed out so far

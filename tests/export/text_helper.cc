@@ -3,12 +3,15 @@
 // bytes, overlong forms, surrogates, code points above U+10FFFF and control characters; a
 // thread named with invalid bytes (and the process too, when the test runs it through a link
 // with such a name); doubles JSON must keep apart (NaN, +inf, -inf, -0.0, 2.0); and a
-// begin/end pair whose key and --by field are invalid text.
+// begin/end pair whose key and --by field are invalid text. With --dictionary, also strings
+// for dictionary-encoded columns: a field whose values differ only in their ill-formed bytes
+// (alike once made valid UTF-8), named like text:begin's, and one of 300 distinct values.
 //
-//   text_helper            (prints "text_helper pid N segment PATH")
+//   text_helper [--dictionary]   (prints "text_helper pid N segment PATH")
 #include <pthread.h>
 
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <nanotrace/control.hpp>
 #include <nanotrace/nanotrace.hpp>
@@ -30,10 +33,18 @@ void hostile_strings() {
 
 }  // namespace
 
-int main() {
+void dictionary_strings() {
+  const char* const alike[] = {"d\xff", "d\xfe", "d\xef\xbf\xbd", "d\xc3", "d", ""};
+  for (int i = 0; i < 600; ++i) {
+    NANOTRACE(text, dict, "dev={} many={} n={}", alike[i % 6], "s" + std::to_string(i % 300), i);
+  }
+}
+
+int main(int argc, char** argv) {
   std::printf("text_helper pid %d segment %s\n", getpid(), nanotrace::segment_path().c_str());
   std::fflush(stdout);
   hostile_strings();
+  if (argc > 1 && std::strcmp(argv[1], "--dictionary") == 0) dictionary_strings();
   NANOTRACE(text, numbers, "nan={} inf={} ninf={} negzero={} two={} f32={} big={}",
             std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
             -std::numeric_limits<double>::infinity(), -0.0, 2.0, 2.0f, 1e300);

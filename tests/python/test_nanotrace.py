@@ -1,7 +1,8 @@
 """The Python module against the real CLI on real traces: every value equals `nanotrace dump
---json`'s (every field type, hostile strings, NaN and infinities), stats and latency equal
-the CLI's JSON, pairs agree with a brute-force match of dump's records, losses are reported,
-bad input raises nanotrace.Error, and a live process is controlled."""
+--json`'s (every field type, hostile strings, NaN and infinities), in numpy tables and in
+pandas frames, with no Python object per row (strings dictionary-encoded); stats and latency
+equal the CLI's JSON, pairs agree with a brute-force match of dump's records, losses are
+reported, bad input raises nanotrace.Error, and a live process is controlled."""
 
 import math
 import os
@@ -14,7 +15,7 @@ import pytest
 import nanotrace
 from conftest import BIN, cli, cli_json, dump_json
 
-FIXED = ("time_ns", "pid", "tid", "seq", "event")
+FIXED = ("time_ns", "pid", "tid", "seq")
 
 
 def json_equal(value, expected, ftype):
@@ -33,9 +34,24 @@ def json_equal(value, expected, ftype):
     return type(expected) is int and int(value) == expected
 
 
+def check_encoding(column):
+    """A column holds no Python object per row: an ndarray of numbers, or a Categorical whose
+    codes are the narrowest integers pandas would choose and whose categories are distinct."""
+    if isinstance(column, nanotrace.Categorical):
+        n = len(column.categories)
+        assert column.categories.dtype == object and not column.categories.flags.writeable
+        assert len(set(column.categories.tolist())) == n  # distinct
+        width = np.int8 if n < 127 else np.int16 if n < 32767 else np.int32
+        assert column.codes.dtype == width
+        assert len(column.codes) == 0 or 0 <= column.codes.min() <= column.codes.max() < n
+    else:
+        assert isinstance(column, np.ndarray) and column.dtype != object, column.dtype
+
+
 def check_against_dump(trace, source):
     """Every row of every table equals the dump line of the same record, and every dump line
-    has a row: tables rows are keyed by (tid, seq)."""
+    has a row: tables rows are keyed by (tid, seq). A string field's tables share one
+    categories array."""
     lines = dump_json(source)
     pid = trace.process["pid"]
     # Without kernel events, times count from the process's start.
@@ -45,22 +61,53 @@ def check_against_dump(trace, source):
     types = {e["name"]: [(f[0], f[1]) for f in e["fields"]] for e in trace.event_info()}
     names = {t["tid"]: t["name"] for t in trace.threads()}
     seen = 0
+    shared = {}  # a string field's categories, by name
     for name, table in trace.events().items():
         fields = types[name]
         assert list(table)[: len(FIXED)] == list(FIXED)
-        assert len(table) == len(FIXED) + len(fields)
+        assert len(table) == len(FIXED) + len(fields)  # no event column
+        for column, (fname, ftype) in zip(list(table)[len(FIXED):], fields):
+            check_encoding(table[column])
+            if ftype == "string":
+                assert shared.setdefault(fname, table[column].categories) is \
+                    table[column].categories
+        values = {c: list(table[c]) for c in table}  # decoded, once per column
         for i in range(len(table["time_ns"])):
             j = by_key[(int(table["tid"][i]), int(table["seq"][i]))]
-            assert j["event"] == name == table["event"][i]
+            assert j["event"] == name
             assert j["time_ns"] == int(table["time_ns"][i])
             assert j["thread"] == names[j["tid"]]
             assert int(table["pid"][i]) == pid
             assert list(j["fields"]) == [f for f, _ in fields]
             for (fname, ftype), column in zip(fields, list(table)[len(FIXED):]):
-                value = table[column][i]
+                value = values[column][i]
                 assert json_equal(value, j["fields"][fname], ftype), (name, fname, value, j)
             seen += 1
     assert seen == len(lines)
+    check_frame_against_dump(trace, lines, types)
+
+
+def check_frame_against_dump(trace, lines, types):
+    """to_pandas() of every event: the dump lines in order, with the event and every string
+    column a pandas Categorical (NaN where an event lacks the field)."""
+    import pandas as pd
+
+    frame = trace.to_pandas()
+    assert len(frame) == len(lines)
+    assert list(frame.columns)[:5] == list(FIXED) + ["event"]
+    assert frame["event"].dtype == "category"
+    assert list(frame["event"]) == [j["event"] for j in lines]
+    assert frame["seq"].tolist() == [j["seq"] for j in lines]
+    assert frame["time_ns"].tolist() == [j["time_ns"] for j in lines]
+    for fname in {f for fields in types.values() for f, t in fields if t == "string"}:
+        column = "fields." + fname if fname in FIXED + ("event",) else fname
+        assert frame[column].dtype == "category", column
+        got = frame[column].tolist()
+        for value, j in zip(got, lines):
+            if fname in j["fields"]:
+                assert value == j["fields"][fname], (fname, value, j)
+            else:
+                assert pd.isna(value), (fname, value, j)
 
 
 def test_values_equal_dump_json_from_segment_and_file(traced, recovered):
@@ -78,6 +125,7 @@ def test_values_equal_dump_json_from_segment_and_file(traced, recovered):
               "f32": (np.float32, 1.5), "f64": (np.float64, -2.25), "ptr": (np.uint64, 0x1234)}
     for field, (dtype, value) in widths.items():
         assert types[field].dtype == dtype and types[field][0] == value, field
+    assert types["seq"].dtype == np.uint32 and types["time_ns"].dtype == np.uint64
     assert types["flag"].dtype == np.bool_ and types["flag"][0]
     assert types["name"][0] == "hello world"
     assert types["fields.event"][0] == 7  # a field named like a fixed column
@@ -104,8 +152,38 @@ def test_hostile_strings_and_non_finite_numbers(traced, recovered):
         pairs = trace.pairs("text:begin", "text:end", "key", by="dev")
         assert list(pairs["kind"]) == ["pair"]
         assert pairs["key"][0] == "k\ufffd" and pairs["by"][0] == "d\ufffd"
+        for column in pairs.values():
+            check_encoding(column)
         threads = {t["name"] for t in trace.threads()}
         assert any("\ufffd" in name for name in threads)
+
+
+def test_dictionaries_of_strings_that_read_alike(traced, recovered):
+    # Strings whose bytes differ only where they are ill-formed are one category (as dump
+    # prints them alike); 300 distinct strings need 16-bit codes; text:begin shares dev's.
+    segment = traced("text_helper", "--dictionary")
+    for source in (segment, recovered(segment)):
+        trace = nanotrace.open(source)
+        check_against_dump(trace, source)
+        tables = trace.events(["text:dict", "text:begin"])
+        table = tables["text:dict"]
+        dev, many = table["dev"], table["many"]
+        assert sorted(dev.categories.tolist()) == ["", "d", "d\ufffd"]
+        assert dev.codes.dtype == np.int8 and many.codes.dtype == np.int16
+        assert len(many.categories) == 300 and list(many[:3]) == ["s0", "s1", "s2"]
+        assert tables["text:begin"]["dev"].categories is dev.categories  # one read
+        assert (dev == "d\ufffd").sum() == 400 and (dev != "d").sum() == 500
+        assert (dev == "absent").sum() == 0
+        assert dev.decode().tolist() == list(dev) and len(dev.decode()) == 600
+        frame = trace.events("text:dict", pandas=True)
+        assert frame["dev"].dtype == "category" and frame["many"].cat.codes.dtype == np.int16
+        assert frame["dev"].tolist() == list(dev)
+        # pandas adopts the codes as they are.
+        as_pandas = dev.to_pandas()
+        assert np.shares_memory(as_pandas.codes, dev.codes)
+        structured = trace.events("text:dict", structured=True)
+        assert (structured["dev"] == dev.codes).all()
+        assert structured.dtype["dev"].metadata["categories"].tolist() == dev.categories.tolist()
 
 
 def test_stats_equal_cli_and_report_losses(traced):
@@ -166,6 +244,13 @@ def test_latency_equals_cli_and_pairs_match_brute_force(traced):
     assert mine == latencies
     frame = trace.pairs("test:begin", "test:end", "id", pandas=True)
     assert len(frame) == 309 and "by" not in frame
+    assert frame["kind"].dtype == "category"
+    # An unmatched end has no by value.
+    unmatched_end = pairs["kind"] == "unmatched_end"
+    assert [pairs["by"][i] for i in np.flatnonzero(unmatched_end)] == [None] * 4
+    for column in pairs.values():
+        if column is not pairs["by"]:
+            check_encoding(column)
 
 
 def test_pandas_and_structured(traced):
@@ -194,6 +279,7 @@ def test_pandas_and_structured(traced):
     assert len(ends["id"]) == 50 + 3 and again._trace is None  # the arrays outlive the trace
     structured = trace.events("test:end", structured=True)
     assert structured.dtype.names == FIXED + ("id", "status")
+    assert "event" not in trace.events("test:end") and "event" not in begin
     assert list(structured["id"]) == list(trace.events("test:end")["id"])
 
 

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -213,6 +215,73 @@ TEST(ColumnsTest, SelectedFieldsHoldTheValuesOfAFullRead) {
     EXPECT_EQ(next, s.fields.size()) << a.name;
   }
   EXPECT_GT(compared, 600u);
+  std::filesystem::remove(segment);
+}
+
+// Strings are codes into one dictionary per field name: the same for every table with that
+// field and every batch of a reader, each distinct string once; past its bound a dictionary
+// starts again as a new one, and the batches before keep theirs.
+TEST(ColumnsTest, StringDictionariesSharedByFieldNameAndKeptAcrossBatches) {
+  std::string segment = testing::run_keeping_segment(kBin + "/export_helper --pairs 300");
+  ASSERT_FALSE(segment.empty());
+  auto trace = Trace::open(segment);
+  ASSERT_TRUE(trace.ok());
+  auto all = read_columns(**trace, {{"test"}, true});
+  ASSERT_TRUE(all.ok());
+  const std::vector<Row> expected = rows_of(*all);
+  for (size_t bound : {size_t{0}, size_t{2}}) {
+    ColumnOptions options{{"test"}, true};
+    options.max_dictionary_entries = bound;
+    auto reader = ColumnReader::open(**trace, options);
+    ASSERT_TRUE(reader.ok());
+    ColumnSet batch;
+    std::vector<std::shared_ptr<const StringDictionary>> kept;  // every batch's, alive
+    std::set<const StringDictionary*> dev_dictionaries;
+    size_t at = 0;
+    while ((*reader)->next(&batch, 50)) {
+      ASSERT_NE(batch.event_names, nullptr);
+      for (const EventTable& t : batch.tables) {
+        EXPECT_EQ((*batch.event_names)[t.name_code], t.name);
+        for (const FieldColumn& f : t.fields) {
+          if (!f.is_string()) continue;
+          ASSERT_NE(f.dictionary, nullptr);
+          kept.push_back(f.dictionary);
+          if (f.info.name == "dev") dev_dictionaries.insert(f.dictionary.get());
+          std::set<std::string_view> distinct;
+          for (uint32_t c = 0; c < f.dictionary->size(); ++c) distinct.insert((*f.dictionary)[c]);
+          EXPECT_EQ(distinct.size(), f.dictionary->size()) << "an entry twice";
+          for (size_t i = 0; i < t.rows(); ++i) ASSERT_LT(f.codes[i], f.dictionary->size());
+        }
+      }
+      // Every row against the full read's, strings included.
+      for (const EventTable& t : batch.tables) {
+        for (size_t i = 0; i < t.rows(); ++i) {
+          ASSERT_LT(t.order[i], expected.size());
+          const Row& want = expected[t.order[i]];
+          ASSERT_EQ(t.time_ns[i], want.time_ns);
+          ASSERT_EQ(t.seq[i], want.seq);
+          for (size_t j = 0; j < t.fields.size(); ++j) {
+            const FieldColumn& f = t.fields[j];
+            if (f.is_string()) {
+              ASSERT_EQ(f.string_at(i), want.text[j]);
+            } else {
+              ASSERT_EQ(f.bits[i], want.bits[j]);
+            }
+          }
+        }
+      }
+      at += batch.rows;
+    }
+    EXPECT_EQ(at, expected.size());
+    if (bound == 0) {
+      // test:begin's dev: sda, sdb, nvme0n1, in one dictionary for the whole read.
+      ASSERT_EQ(dev_dictionaries.size(), 1u);
+      EXPECT_EQ((*dev_dictionaries.begin())->size(), 3u);
+    } else {
+      EXPECT_GT(dev_dictionaries.size(), 1u);  // started again past 2 entries
+      for (const StringDictionary* d : dev_dictionaries) EXPECT_LE(d->size(), 3u);
+    }
+  }
   std::filesystem::remove(segment);
 }
 
