@@ -205,6 +205,10 @@ Status Trace::load_tables() {
       info.fields.push_back(
           reader::field_info(str(e.field_names[f]), static_cast<abi::FieldType>(e.field_types[f])));
     }
+    if (!info.is_guard) {
+      info.layout =
+          abi::RecordLayout(reinterpret_cast<const abi::FieldType*>(e.field_types), e.field_count);
+    }
     events_.push_back(std::move(info));
   }
   if (!file_) processes_ = {process_};
