@@ -104,6 +104,15 @@ class RecordLayout {
                   String&& string) const {
     if (kind_ == Kind::kInvalid) return 0;
     uint32_t at = offset + kWord0Bytes;
+    if (kind_ == Kind::kFixed) {  // one bound check for the whole record
+      if (bytes_ > limit - offset) return 0;
+      for (uint32_t f = 0; f < field_count_; ++f, at += kScalarSlotBytes) {
+        uint64_t bits;
+        std::memcpy(&bits, buf + at, 8);
+        scalar(f, bits);
+      }
+      return bytes_;
+    }
     for (uint32_t f = 0; f < field_count_; ++f) {
       if (string_mask_ >> f & 1) {
         if (at >= limit) return 0;
