@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "nanotrace/abi.hpp"
+#include "nanotrace/detail/record_layout.hpp"
 #include "nanotrace/status.hpp"
 
 namespace nanotrace {
@@ -51,6 +52,8 @@ struct EventInfo {
   // its index in Trace::kernel_events() (not a user-space event id).
   bool is_kernel = false;
   std::vector<FieldInfo> fields;
+  // How its records are sized and decoded (invalid for a guard and a kernel event).
+  abi::RecordLayout layout;
   std::string full_name() const { return group + ":" + name; }
 };
 

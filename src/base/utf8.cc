@@ -5,7 +5,7 @@
 
 namespace nanotrace::utf8 {
 
-bool is_valid(std::string_view s) {
+bool is_valid_beyond_ascii(std::string_view s) {
   auto* p = reinterpret_cast<const unsigned char*>(s.data());
   size_t n = s.size(), i = 0;
   while (i < n) {

@@ -36,6 +36,7 @@
 #include "export/ctf.hpp"
 #include "export/output.hpp"
 #include "export/writers.hpp"
+#include "reader/record_walk.hpp"
 
 namespace nanotrace::exporter {
 namespace {
@@ -44,15 +45,16 @@ using ctf::kPacketPrefix;
 // A packet without events ends with its context, before the padding that aligns events.
 constexpr uint32_t kPrefixPad = kPacketPrefix - ctf::kPacketHeaderBytes - ctf::kPacketContextBytes;
 
-// What the exporter needs of one event id's records: their size (fixed, or walked through
-// the string slots), and the padding after the last field, which the packet's content_size
+// What the exporter needs of one event id's records: their layout (the reader's sizing rule,
+// abi::RecordLayout), and the padding after the last field, which the packet's content_size
 // must leave out when the record ends a packet.
 struct EventPlan {
-  bool valid = false;
-  uint32_t size = 0;              // fixed size, 0 if it has string fields
-  std::vector<uint8_t> last_pad;  // per field: 8 - declared bytes; kString for strings
+  abi::RecordLayout layout;  // invalid: not an event
+  bool strings = false;
+  bool ends_in_string = false;  // the tail is then the last string's slot padding
+  uint32_t tail = 0;            // the last field a scalar: 8 - its declared bytes
+  std::vector<uint8_t> pad;     // per field: 8 - declared bytes (scalars)
 };
-constexpr uint8_t kString = 0xff;
 // Threads exporting streams side by side (at most one per CPU).
 constexpr size_t kMaxWorkers = 8;
 
@@ -201,11 +203,19 @@ class StreamWriter {
   StreamWriter(const StreamWriter&) = delete;
   StreamWriter& operator=(const StreamWriter&) = delete;
 
-  // Exports the thread at index. A thread without records writes nothing.
+  // Exports the thread at index. A thread without records writes nothing. A trace file's
+  // streams hand out their blocks unwalked (UncheckedSpanSource): each record is then checked
+  // as it is rewritten, by the walk's rules (the same layouts), so its bytes are read once.
   Status export_thread(uint32_t index, SpanSource& source) {
+    auto* unchecked = dynamic_cast<reader::UncheckedSpanSource*>(&source);
+    if (unchecked != nullptr && unchecked->unchecked_sizer() == nullptr) unchecked = nullptr;
     RecordSpan span;
     bool open = false;
-    while (source.next(&span)) {
+    while (unchecked ? unchecked->next_unchecked(&span) : source.next(&span)) {
+      if (!open && !starts_with_record(span)) {  // an unchecked block without records
+        if (unchecked) unchecked->finish_unchecked(0, false);
+        continue;
+      }
       if (!open) {
         Status st = open_stream(index, source.stats().info);
         if (!st.ok()) return st;
@@ -218,20 +228,20 @@ class StreamWriter {
       if (len_ == 0) len_ = kPacketPrefix;
       uint8_t* at = buf_.get() + len_;
       std::memcpy(at, span.data, span.bytes);
-      int64_t clean = rewrite(at, span.bytes, span.base_ticks);
-      if (clean >= 0) len_ += static_cast<size_t>(clean);
-      if (clean >= 0 && clean < span.bytes) {
+      Rewritten done = rewrite(at, span.bytes, span.base_ticks);
+      len_ += done.bytes;
+      if (done.stop == Stop::kText) {
         // From the first record whose text is not valid UTF-8 on, records are repaired one
         // by one (they grow: each ill-formed subsequence becomes a 3-byte U+FFFD).
-        Status st = add_repaired(span.data + clean, span.bytes - static_cast<uint32_t>(clean),
-                                 span.base_ticks);
+        Status st = add_repaired(span.data, span.bytes, span.base_ticks, &done);
         if (!st.ok()) return st;
       }
-      if (clean < 0) {
-        return Status::Corrupt(fmt::format("thread {}: a record changed layout while exported",
-                                           source.stats().info.tid));
+      records_ += done.records;
+      if (unchecked) {
+        unchecked->finish_unchecked(done.records, done.stop == Stop::kMalformed);
+      } else if (done.stop == Stop::kMalformed) {
+        return layout_error();  // cannot happen: the walk checked it with the same layouts
       }
-      records_ += span.records;
       lost_at_span_ = source.stats().lost();
     }
     if (!open) return Status::Ok();
@@ -251,34 +261,73 @@ class StreamWriter {
   bool has_buffer() const { return buf_ != nullptr; }
 
  private:
-  // Rewrites the records of one span in place, up to the first record with a string that is
-  // not valid UTF-8. Returns the bytes rewritten, or -1 if a record does not fit its event's
-  // layout (cannot happen for a span the reader walked with the same tables).
-  int64_t rewrite(uint8_t* p, uint32_t bytes, uint64_t base_ticks) {
+  // Where rewriting a span's records stopped.
+  enum class Stop : uint8_t {
+    kEnd,        // the span's end, or an end marker or fewer than 8 bytes left: the block's end
+    kText,       // a record with a string that is not valid UTF-8 (the rest is repaired)
+    kMalformed,  // a record that does not fit its event's layout: the rest is unusable
+  };
+  struct Rewritten {
+    uint32_t bytes = 0;  // of the span, rewritten in place
+    uint32_t records = 0;
+    Stop stop = Stop::kEnd;
+  };
+
+  static bool starts_with_record(const RecordSpan& span) {
+    uint64_t word0 = 0;
+    if (span.bytes >= 8) std::memcpy(&word0, span.data, 8);
+    return word0 != 0;
+  }
+
+  // Rewrites the records of one span in place, by the walk's rules (record_walk.hpp): records
+  // end at the span's end, at an end marker (a zero first word) or where fewer than 8 bytes
+  // are left; a record whose event has no layout or that does not fit it is malformed.
+  Rewritten rewrite(uint8_t* p, uint32_t bytes, uint64_t base_ticks) {
     const std::vector<EventPlan>& plans = shared_.plans;
-    uint8_t* start = p;
-    uint8_t* end = p + bytes;
-    while (p < end) {
+    Rewritten out;
+    uint32_t at = 0;
+    while (at + 8 <= bytes) {
       uint64_t word0;
-      std::memcpy(&word0, p, 8);
+      std::memcpy(&word0, p + at, 8);
+      if (word0 == 0) break;
       auto id = static_cast<uint16_t>(word0 & 0xffff);
-      if (id >= plans.size() || !plans[id].valid) return -1;
-      const EventPlan& plan = plans[id];
-      uint32_t size = plan.size;
-      uint32_t tail = 0;
-      bool text_ok = true;
-      if (size != 0) {
-        tail = plan.last_pad.empty() ? 0 : plan.last_pad.back();
-      } else {
-        size = string_record_size(p, end, plan, &tail, &text_ok);
+      const EventPlan* plan = id < plans.size() ? &plans[id] : &plans[0];
+      uint32_t size = plan->layout.fixed_size();
+      uint32_t tail = plan->tail;
+      if (size == 0) {
+        bool text_ok = true;
+        size = text_record_size(*plan, p, at, bytes, &tail, &text_ok);
+        if (size != 0 && !text_ok) {
+          out.stop = Stop::kText;
+          break;
+        }
+      } else if (size > bytes - at) {
+        size = 0;
       }
-      if (size == 0 || size > static_cast<size_t>(end - p)) return -1;
-      if (!text_ok) break;
-      stamp(p, word0, base_ticks);
+      if (size == 0) {
+        out.stop = Stop::kMalformed;
+        break;
+      }
+      stamp(p + at, word0, base_ticks);
       tail_pad_ = tail;
-      p += size;
+      at += size;
+      ++out.records;
     }
-    return p - start;
+    out.bytes = at;
+    return out;
+  }
+
+  // Size of a record with strings (0 if malformed); *tail: the padding after its last field;
+  // *text_ok: false if a string is not valid UTF-8.
+  static uint32_t text_record_size(const EventPlan& plan, const uint8_t* p, uint32_t at,
+                                   uint32_t bytes, uint32_t* tail, bool* text_ok) {
+    uint32_t last = 0;
+    const uint32_t size = plan.layout.strings(p, at, bytes, [&](std::string_view text) {
+      *text_ok = *text_ok && utf8::is_valid(text);
+      last = static_cast<uint32_t>(text.size());
+    });
+    if (plan.ends_in_string) *tail = abi::string_slot_bytes(last) - 1 - last;
+    return size;
   }
 
   // Rewrites a record's clock stamp into ns since the segment start.
@@ -295,47 +344,45 @@ class StreamWriter {
     std::memcpy(p, &word0, 8);
   }
 
-  // Appends records to the packet with every string made valid UTF-8 (utf8::valid): its
-  // length byte grows with it (at most 3 * kMaxStringBytes, within the u8 CTF declares).
-  Status add_repaired(const uint8_t* p, uint32_t bytes, uint64_t base_ticks) {
+  // Appends the records of span bytes p[done->bytes, bytes) to the packet with every string
+  // made valid UTF-8 (utf8::valid): its length byte grows with it (at most 3 *
+  // kMaxStringBytes, within the u8 CTF declares). Stops where rewrite() would, and adds to
+  // *done the records it appends and how it stopped.
+  Status add_repaired(const uint8_t* p, uint32_t bytes, uint64_t base_ticks, Rewritten* done) {
     const std::vector<EventPlan>& plans = shared_.plans;
-    const uint8_t* end = p + bytes;
     uint8_t record[ctf::kMaxRepairedRecordBytes];
     std::string text;
-    while (p < end) {
+    done->stop = Stop::kEnd;
+    for (uint32_t at = done->bytes; at + 8 <= bytes;) {
       uint64_t word0;
-      std::memcpy(&word0, p, 8);
+      std::memcpy(&word0, p + at, 8);
+      if (word0 == 0) break;
       auto id = static_cast<uint16_t>(word0 & 0xffff);
-      if (id >= plans.size() || !plans[id].valid) return layout_error();
-      const EventPlan& plan = plans[id];
-      bool text_ok = true;
-      uint32_t tail = 0;
-      uint32_t size = plan.size;
-      if (size == 0) size = string_record_size(p, end, plan, &tail, &text_ok);
-      if (size == 0 || size > static_cast<size_t>(end - p)) return layout_error();
+      const EventPlan& plan = id < plans.size() ? plans[id] : plans[0];
       // The repaired copy: word0, then each slot as it is or its string repaired.
-      std::memcpy(record, p, 8);
-      const uint8_t* in = p + 8;
+      std::memcpy(record, p + at, 8);
       uint8_t* out = record + 8;
-      tail = 0;
-      for (uint8_t pad : plan.last_pad) {
-        if (pad != kString) {
-          std::memcpy(out, in, 8);
-          in += 8;
-          out += 8;
-          tail = pad;
-          continue;
-        }
-        uint32_t n = *in;
-        text.clear();
-        utf8::append_valid(text, std::string_view(reinterpret_cast<const char*>(in + 1), n));
-        in += abi::string_slot_bytes(n);
-        uint32_t slot = abi::string_slot_bytes(static_cast<uint32_t>(text.size()));
-        std::memset(out, 0, slot);
-        *out = static_cast<uint8_t>(text.size());
-        std::memcpy(out + 1, text.data(), text.size());
-        out += slot;
-        tail = slot - 1 - static_cast<uint32_t>(text.size());
+      uint32_t tail = 0;
+      const uint32_t size = plan.layout.decode(
+          p, at, bytes,
+          [&](uint32_t f, uint64_t bits) {
+            std::memcpy(out, &bits, 8);
+            out += 8;
+            tail = plan.pad[f];
+          },
+          [&](uint32_t, std::string_view in) {
+            text.clear();
+            utf8::append_valid(text, in);
+            uint32_t slot = abi::string_slot_bytes(static_cast<uint32_t>(text.size()));
+            std::memset(out, 0, slot);
+            *out = static_cast<uint8_t>(text.size());
+            std::memcpy(out + 1, text.data(), text.size());
+            out += slot;
+            tail = slot - 1 - static_cast<uint32_t>(text.size());
+          });
+      if (size == 0) {
+        done->stop = Stop::kMalformed;
+        break;
       }
       auto repaired = static_cast<size_t>(out - record);
       if (len_ + repaired > shared_.packet_bytes) {
@@ -343,42 +390,19 @@ class StreamWriter {
         if (!st.ok()) return st;
       }
       if (len_ == 0) len_ = kPacketPrefix;
-      uint8_t* at = buf_.get() + len_;
-      std::memcpy(at, record, repaired);
-      stamp(at, word0, base_ticks);
+      uint8_t* dst = buf_.get() + len_;
+      std::memcpy(dst, record, repaired);
+      stamp(dst, word0, base_ticks);
       tail_pad_ = tail;
       len_ += repaired;
-      p += size;
+      at += size;
+      ++done->records;
     }
     return Status::Ok();
   }
 
   Status layout_error() const {
     return Status::Corrupt(fmt::format("thread {}: a record changed layout while exported", tid_));
-  }
-
-  // Size of a record with string slots (`len, bytes, padding`); *tail: padding after its
-  // last field; *text_ok: false if a string is not valid UTF-8. 0 if it does not fit.
-  static uint32_t string_record_size(const uint8_t* record, const uint8_t* end,
-                                     const EventPlan& plan, uint32_t* tail, bool* text_ok) {
-    const uint8_t* at = record + 8;
-    *tail = 0;
-    for (uint8_t pad : plan.last_pad) {
-      if (at >= end) return 0;
-      if (pad != kString) {
-        at += 8;
-        *tail = pad;
-        continue;
-      }
-      uint32_t n = *at;
-      uint32_t slot = abi::string_slot_bytes(n);
-      if (n > abi::kMaxStringBytes || slot > static_cast<size_t>(end - at)) return 0;
-      *text_ok =
-          *text_ok && utf8::is_valid(std::string_view(reinterpret_cast<const char*>(at + 1), n));
-      at += slot;
-      *tail = slot - 1 - n;
-    }
-    return static_cast<uint32_t>(at - record);
   }
 
   Status open_stream(uint32_t index, const ThreadInfo& thread) {
@@ -484,14 +508,14 @@ std::vector<EventPlan> build_plans(const Trace& trace) {
   for (const EventInfo& e : events) {
     if (e.is_guard || e.id == 0 || e.id > events.size()) continue;
     EventPlan& plan = plans[e.id];
-    plan.valid = true;
-    bool strings = false;
+    plan.layout = e.layout;
     for (const FieldInfo& f : e.fields) {
       bool is_string = f.type == abi::FieldType::kString;
-      plan.last_pad.push_back(is_string ? kString : 8 - ctf::declared_bytes(f.type));
-      strings |= is_string;
+      plan.pad.push_back(is_string ? 0 : 8 - ctf::declared_bytes(f.type));
+      plan.strings |= is_string;
+      plan.ends_in_string = is_string;
+      plan.tail = plan.pad.back();
     }
-    plan.size = strings ? 0 : 8 + 8 * static_cast<uint32_t>(e.fields.size());
   }
   return plans;
 }

@@ -13,6 +13,10 @@
 //   with it closes it (END), so overlapping requests never break nesting; an end without a
 //   begin is an instant. Memory: one map entry per open interval.
 // - A thread with lost records gets a "nanotrace:lost" instant with the count at its end.
+// - Names are interned (Perfetto's InternedData): the packet of an event's first record
+//   carries its category, name and new field names with their interning ids (iid), and every
+//   TrackEvent refers to them by iid (category_iids, name_iid, DebugAnnotation.name_iid), with
+//   SEQ_NEEDS_INCREMENTAL_STATE; the first packet of the sequence clears the state.
 // - Kernel events (a file recorded with --kernel) are Perfetto's own ftrace packets
 //   (perfetto_ftrace.hpp): the UI draws CPU tracks and thread states from them. A ProcessTree
 //   names the traced threads and processes, a SystemInfo the recording kernel's uname
@@ -27,6 +31,7 @@
 // The encoder is protobuf_writer.hpp.
 #include <algorithm>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 #include "export/node_groups.hpp"
@@ -40,14 +45,27 @@ namespace nanotrace::exporter {
 namespace {
 
 constexpr uint32_t kSequenceId = 1;
-constexpr uint64_t kProcessUuid = 0x6e616e6f00000001ull;
-constexpr uint64_t kThreadUuidBase = 0x6e616e6f10000000ull;
+// Track uuids. Every record names its thread's track: thread uuids are small (a varint of 3
+// bytes for the first million threads), above the process uuids (at most 65536 processes).
+constexpr uint64_t kProcessUuid = 1;
+constexpr uint64_t kThreadUuidBase = 1u << 17;
 constexpr uint64_t kLaneUuidBase = 0x6e616e6f20000000ull;
 constexpr uint64_t kKernelUuid = 0x6e616e6f30000000ull;
 enum EventType : uint64_t { kBegin = 1, kEnd = 2, kInstant = 3 };
 // BuiltinClock values (perfetto/common/builtin_clock.proto).
 constexpr uint64_t kClockRealtime = 1;
 constexpr uint64_t kClockMonotonic = 3;
+
+// TracePacket.sequence_flags: the packet refers to interned data (SEQ_NEEDS_INCREMENTAL_STATE).
+constexpr uint64_t kSeqNeedsIncrementalState = 2;
+
+// The interning ids (iid) of one event's names in the sequence's tables: its category (the
+// group), its name ("group:event") and its fields' debug annotation names. 0: not yet.
+struct InternedEvent {
+  uint64_t category = 0;
+  uint64_t name = 0;
+  std::vector<uint64_t> field_names;  // by field
+};
 
 // The lanes of one slice rule: an open interval's tag is its lane.
 struct Lanes {
@@ -275,55 +293,96 @@ class PerfettoWriter : public RecordWriter {
     w.end(pkt);
   }
 
+  // The interning ids of event id's names (its group as category, "group:event", its field
+  // names); on the event's first record, its new entries go into that record's packet.
+  const InternedEvent& intern(const EventInfo& e, Proto& w) {
+    if (e.id >= interned_.size()) interned_.resize(e.id + 1);
+    InternedEvent& in = interned_[e.id];
+    if (in.name != 0) return in;
+    size_t data = w.begin(12);  // interned_data
+    auto add = [&](uint32_t table, std::unordered_map<std::string, uint64_t>& ids,
+                   const std::string& text) {
+      auto [it, added] = ids.emplace(text, ids.size() + 1);
+      if (added) {
+        size_t entry = w.begin(table);
+        w.uint(1, it->second);  // iid
+        w.bytes(2, text);       // name
+        w.end(entry);
+      }
+      return it->second;
+    };
+    in.category = add(1, category_iids_, e.group);  // event_categories
+    in.name = add(2, name_iids_, e.full_name());    // event_names
+    for (const FieldInfo& f : e.fields) {
+      in.field_names.push_back(add(3, annotation_name_iids_, f.name));  // debug_annotation_names
+    }
+    w.end(data);
+    return in;
+  }
+
+  // One record's TracePacket. The hot path: its TrackEvent is written through a raw pointer
+  // into room reserved for its largest encoding.
   void event(const Record& r, uint64_t ts, EventType type, uint64_t track, bool with_fields) {
     Proto w(&out_.buf());
     size_t pkt = w.begin(1);
     w.uint(8, ts);
     w.uint(10, kSequenceId);
-    size_t te = w.begin(11);
-    w.uint(9, type);
-    w.uint(11, track);
+    w.uint(13, kSeqNeedsIncrementalState);
+    const InternedEvent& names = intern(*r.event, w);
+    const uint32_t fields = with_fields ? r.field_count : 0;
+    FieldValue values[abi::kMaxFields];
+    size_t room = 64;
+    for (uint32_t i = 0; i < fields; ++i) {
+      values[i] = display_value(r, i);
+      // An annotation: its tag and length, name_iid and value (a string: 3 bytes per byte of
+      // text at most once repaired, plus its length).
+      room += 32 + 3 * values[i].text.size();
+    }
+    ProtoRaw raw(w.room(room));
+    char* te = raw.begin(11);
+    raw.uint(9, type);
+    raw.uint(11, track);
     if (type != kEnd) {
-      w.bytes(22, r.event->group);
-      name_.clear();
-      name_ += r.event->group;
-      name_ += ':';
-      name_ += r.event->name;
-      w.bytes(23, name_);
+      raw.uint(3, names.category);  // category_iids
+      raw.uint(10, names.name);     // name_iid
     }
-    if (with_fields) {
-      for (uint32_t i = 0; i < r.field_count; ++i) {
-        const FieldValue v = display_value(r, i);
-        size_t da = w.begin(4);
-        w.bytes(10, r.event->fields[i].name);
-        switch (v.type) {
-          case abi::FieldType::kI8:
-          case abi::FieldType::kI16:
-          case abi::FieldType::kI32:
-          case abi::FieldType::kI64:
-            w.uint(4, v.bits);  // int64 as two's complement varint
-            break;
-          case abi::FieldType::kF32:
-          case abi::FieldType::kF64:
-            w.fixed64(5, v.bits);
-            break;
-          case abi::FieldType::kBool:
-            w.uint(2, v.bits != 0);
-            break;
-          case abi::FieldType::kString:
-            w.bytes(6, v.text);
-            break;
-          case abi::FieldType::kPointer:
-            w.uint(7, v.bits);
-            break;
-          default:
-            w.uint(3, v.bits);
-            break;
-        }
-        w.end(da);
+    for (uint32_t i = 0; i < fields; ++i) {
+      const FieldValue& v = values[i];
+      char* da = raw.begin(4);
+      raw.uint(1, names.field_names[i]);  // name_iid
+      switch (v.type) {
+        case abi::FieldType::kI8:
+        case abi::FieldType::kI16:
+        case abi::FieldType::kI32:
+        case abi::FieldType::kI64:
+          raw.uint(4, v.bits);  // int64 as two's complement varint
+          break;
+        case abi::FieldType::kF32:
+        case abi::FieldType::kF64:
+          raw.fixed64(5, v.bits);
+          break;
+        case abi::FieldType::kBool:
+          raw.uint(2, v.bits != 0);
+          break;
+        case abi::FieldType::kString:
+          // Protobuf strings must be valid UTF-8.
+          if (utf8::is_valid(v.text)) {
+            raw.raw_bytes(6, v.text);
+          } else {
+            raw.raw_bytes(6, utf8::valid(v.text));
+          }
+          break;
+        case abi::FieldType::kPointer:
+          raw.uint(7, v.bits);
+          break;
+        default:
+          raw.uint(3, v.bits);
+          break;
       }
+      raw.end(da);
     }
-    w.end(te);
+    raw.end(te);
+    w.commit(raw.pos());
     w.end(pkt);
     out_.maybe_flush();
   }
@@ -338,7 +397,9 @@ class PerfettoWriter : public RecordWriter {
   uint64_t base_ns_ = 0;
   std::vector<int> slice_of_;
   std::vector<uint64_t> last_ts_;
-  std::string name_;
+  // Interning (one sequence): ids by event id, and each table's ids by text.
+  std::vector<InternedEvent> interned_;
+  std::unordered_map<std::string, uint64_t> category_iids_, name_iids_, annotation_name_iids_;
   std::unique_ptr<FtraceBundleWriter> ftrace_;  // set when the trace has kernel events
 };
 

@@ -20,50 +20,11 @@ uint64_t load_u64(const uint8_t* p) {
 RecordSizer::RecordSizer(const std::vector<EventInfo>& events) {
   uint32_t max_id = 0;
   for (const EventInfo& e : events) max_id = e.id > max_id ? e.id : max_id;
-  shapes_.assign(max_id + 1, Shape{});
-  variable_.resize(max_id + 1);
+  layouts_.assign(max_id + 1, abi::RecordLayout());
   for (const EventInfo& e : events) {
     if (e.is_guard || e.id == 0 || e.id > events.size() || &events[e.id - 1] != &e) continue;
-    Variable v;
-    uint32_t strings = 0, first_string_at = 0;
-    for (const FieldInfo& f : e.fields) {
-      if (f.type == abi::FieldType::kString) {
-        // Before the first string, scalars_after counts the scalars since word0.
-        if (strings++ == 0) first_string_at = 8 + 8 * v.scalars_after;
-        v.scalars_before.push_back(static_cast<uint8_t>(v.scalars_after));
-        v.scalars_after = 0;
-      } else {
-        ++v.scalars_after;
-      }
-    }
-    const auto scalars = static_cast<uint32_t>(e.fields.size()) - strings;
-    Shape& s = shapes_[e.id];
-    s.bytes = 8 + 8 * scalars;
-    if (strings == 0) {
-      s.kind = Kind::kFixed;
-    } else if (strings == 1) {
-      s.kind = Kind::kOneString;
-      s.string_at = static_cast<uint16_t>(first_string_at);
-    } else {
-      s.kind = Kind::kStrings;
-      variable_[e.id] = std::move(v);
-    }
+    layouts_[e.id] = e.layout;
   }
-}
-
-uint32_t RecordSizer::variable_size(uint16_t id, const uint8_t* buf, uint32_t offset,
-                                    uint32_t limit) const {
-  const Variable& v = variable_[id];
-  uint32_t at = offset + 8;  // at most limit + 8 * kMaxFields: no overflow
-  for (uint8_t scalars : v.scalars_before) {
-    at += 8u * scalars;
-    if (at >= limit) return 0;
-    uint32_t n = buf[at];
-    if (n > abi::kMaxStringBytes) return 0;
-    at += abi::string_slot_bytes(n);
-  }
-  at += 8u * v.scalars_after;
-  return at <= limit ? at - offset : 0;
 }
 
 WalkEnd walk_block(const RecordSizer& sizer, const uint8_t* buf, uint32_t len, uint64_t block_pos,
@@ -155,30 +116,23 @@ uint32_t decode_record(const Trace& trace, const uint8_t* buf, uint32_t offset, 
   uint64_t word0 = load_u64(buf + offset);
   const EventInfo* ev = trace.event_by_id(static_cast<uint16_t>(word0 & 0xffff));
   if (ev == nullptr || ev->is_guard) return 0;
-  uint32_t at = offset + 8;
+  const abi::RecordLayout& layout = ev->layout;
   r->event = ev;
   r->ticks = abi::expand_ticks(base_ticks, word0 >> 16);
-  r->field_count = static_cast<uint32_t>(ev->fields.size());
-  for (uint32_t f = 0; f < r->field_count; ++f) {
-    FieldValue& v = r->values[f];
-    v.type = ev->fields[f].type;
-    v.text = std::string_view();
-    if (v.type == abi::FieldType::kString) {
-      if (at + 1 > limit) return 0;
-      uint32_t n = buf[at];
-      if (n > abi::kMaxStringBytes) return 0;
-      uint32_t slot = abi::string_slot_bytes(n);
-      if (at + slot > limit) return 0;
-      v.text = std::string_view(reinterpret_cast<const char*>(buf + at + 1), n);
-      v.bits = n;
-      at += slot;
-    } else {
-      if (at + 8 > limit) return 0;
-      v.bits = load_u64(buf + at);
-      at += 8;
-    }
-  }
-  return at - offset;
+  r->field_count = layout.field_count();
+  FieldValue* values = r->values;
+  return layout.decode(
+      buf, offset, limit,
+      [&](uint32_t f, uint64_t bits) {
+        values[f].type = layout.type(f);
+        values[f].bits = bits;
+        values[f].text = std::string_view();
+      },
+      [&](uint32_t f, std::string_view text) {
+        values[f].type = abi::FieldType::kString;
+        values[f].bits = text.size();
+        values[f].text = text;
+      });
 }
 
 bool SpanRecords::next(const Trace& trace, uint32_t thread, Record* r) {

@@ -11,11 +11,13 @@
 
 namespace nanotrace::reader {
 
-// Record sizes by event id, from a trace's event table. A record is valid when its id names
-// an event (not a guard), its string lengths are at most kMaxStringBytes and it fits in the
-// bytes given: the same rules as decode_record.
+// Record sizes by event id, from a trace's event table: each event's abi::RecordLayout (the
+// one sizing rule, nanotrace/detail/record_layout.hpp) in a table by id. A record is valid
+// when its id names an event (not a guard), its string lengths are at most kMaxStringBytes
+// and it fits in the bytes given: the same rules as decode_record.
 class RecordSizer {
  public:
+  RecordSizer() = default;  // no events: every record is malformed
   explicit RecordSizer(const Trace& trace) : RecordSizer(trace.events()) {}
   // From one process's own event table (a file of several processes).
   explicit RecordSizer(const std::vector<EventInfo>& events);
@@ -24,40 +26,17 @@ class RecordSizer {
     if (offset + 8 > limit) return 0;
     uint16_t id;
     __builtin_memcpy(&id, buf + offset, 2);
-    if (id >= shapes_.size()) return 0;
-    const Shape s = shapes_[id];
-    if (s.kind == Kind::kFixed) return offset + s.bytes <= limit ? s.bytes : 0;
-    if (s.kind == Kind::kOneString) {
-      // The most common variable layout, without a loop: one length byte moves the end.
-      const uint32_t at = offset + s.string_at;  // below limit + 8 * kMaxFields: no overflow
-      if (at >= limit) return 0;
-      const uint32_t n = buf[at];
-      if (n > abi::kMaxStringBytes) return 0;
-      const uint32_t size = s.bytes + abi::string_slot_bytes(n);
-      return offset + size <= limit ? size : 0;
-    }
-    if (s.kind == Kind::kStrings) return variable_size(id, buf, offset, limit);
-    return 0;
+    if (id >= layouts_.size()) return 0;
+    return layouts_[id].size(buf, offset, limit);
+  }
+  // The layout of event id's records (invalid if id names no event).
+  const abi::RecordLayout& layout(uint16_t id) const {
+    static constexpr abi::RecordLayout kNone;
+    return id < layouts_.size() ? layouts_[id] : kNone;
   }
 
  private:
-  enum class Kind : uint8_t { kInvalid, kFixed, kOneString, kStrings };
-  // How an event's size is found: kFixed: bytes; kOneString: bytes (word0 and the scalars)
-  // plus the slot of the string whose length byte is at string_at; kStrings: variable_.
-  struct Shape {
-    uint32_t bytes = 0;
-    uint16_t string_at = 0;
-    Kind kind = Kind::kInvalid;
-  };
-  uint32_t variable_size(uint16_t id, const uint8_t* buf, uint32_t offset, uint32_t limit) const;
-
-  // The layout of an event with strings: scalar slots before each string, then after the last.
-  struct Variable {
-    std::vector<uint8_t> scalars_before;
-    uint32_t scalars_after = 0;
-  };
-  std::vector<Shape> shapes_;       // by id
-  std::vector<Variable> variable_;  // by id, for kStrings events
+  std::vector<abi::RecordLayout> layouts_;  // by id
 };
 
 // How a walk over a block ended.

@@ -210,6 +210,10 @@ Status read_event_table(const uint8_t* base, const abi::SegmentHeader& h,
       info.fields.push_back(
           reader::field_info(str(e.field_names[f]), static_cast<abi::FieldType>(e.field_types[f])));
     }
+    if (!info.is_guard) {
+      info.layout =
+          abi::RecordLayout(reinterpret_cast<const abi::FieldType*>(e.field_types), e.field_count);
+    }
     events->push_back(std::move(info));
   }
   return Status::Ok();

@@ -11,6 +11,7 @@
 
 #include "base/file_format.hpp"
 #include "nanotrace/reader.hpp"
+#include "reader/record_walk.hpp"
 #include "record/file_writer.hpp"
 
 namespace nanotrace::rec {
@@ -128,10 +129,8 @@ class Drainer {
   uint64_t account(StreamState& st, const RingView& view, uint64_t stop, const RecordHook& hook,
                    bool tail, bool* stopped);
   void publish(StreamState& st);
-  // Size of the record at p[0] (limit: bytes valid from p), 0 if unknown or malformed.
-  uint32_t record_size(const uint8_t* p, uint32_t limit) const;
+  // Reads the record sizes of the trace's current event table (the reader's RecordSizer).
   void build_sizes();
-  static constexpr uint32_t kVariableSize = ~uint32_t{0};
 
   Trace& trace_;
   FileWriter& out_;
@@ -150,7 +149,7 @@ class Drainer {
   std::vector<StreamState> live_;      // by slot
   std::vector<StreamState> finished_;  // streams whose slot was reused
   std::vector<uint8_t> buf_;
-  std::vector<uint32_t> sizes_;  // by event id: record bytes, kVariableSize, 0 = not an event
+  reader::RecordSizer sizer_;  // record sizes by event id
   uint64_t meta_sig_ = ~uint64_t{0};
   uint32_t meta_events_ = 0;  // events_count in the last META chunk
   uint64_t records_ = 0;

@@ -31,41 +31,7 @@ uint64_t load_u64(const uint8_t* p) {
 
 }  // namespace
 
-void Drainer::build_sizes() {
-  sizes_.assign(trace_.events().size() + 1, 0);
-  for (const EventInfo& e : trace_.events()) {
-    if (e.is_guard) continue;
-    uint32_t size = 8;
-    for (const FieldInfo& f : e.fields) {
-      if (f.type == abi::FieldType::kString) {
-        size = kVariableSize;
-        break;
-      }
-      size += 8;
-    }
-    sizes_[e.id] = size;
-  }
-}
-
-uint32_t Drainer::record_size(const uint8_t* p, uint32_t limit) const {
-  if (limit < 8) return 0;
-  auto id = static_cast<uint16_t>(load_u64(p) & 0xffff);
-  if (id >= sizes_.size() || sizes_[id] == 0) return 0;
-  uint32_t size = sizes_[id];
-  if (size != kVariableSize) return size <= limit ? size : 0;
-  const EventInfo* e = trace_.event_by_id(id);
-  uint32_t at = 8;
-  for (const FieldInfo& f : e->fields) {
-    if (f.type == abi::FieldType::kString) {
-      if (at + 1 > limit || p[at] > abi::kMaxStringBytes) return 0;
-      at += abi::string_slot_bytes(p[at]);
-    } else {
-      at += 8;
-    }
-    if (at > limit) return 0;
-  }
-  return at;
-}
+void Drainer::build_sizes() { sizer_ = reader::RecordSizer(trace_); }
 
 uint64_t Drainer::account(StreamState& st, const RingView& view, uint64_t stop,
                           const RecordHook& hook, bool tail, bool* stopped) {
@@ -147,7 +113,7 @@ uint64_t Drainer::account(StreamState& st, const RingView& view, uint64_t stop,
     auto limit = static_cast<uint32_t>(end - pos);
     // Without a hook only the record's size is needed (no decoding).
     uint32_t size = hook ? reader::decode_record(trace_, p, 0, limit, st.base_ticks, &r)
-                         : record_size(p, limit);
+                         : sizer_.size(p, 0, limit);
     if (size == 0 && !refreshed) {
       // An event registered after the tables were last read: reload them once.
       refreshed = true;

@@ -20,6 +20,7 @@
 
 #include "base/process.hpp"
 #include "nanotrace/control.hpp"
+#include "nanotrace/detail/record_layout.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/runtime.hpp"
 
@@ -295,20 +296,21 @@ bool special_event(const Site& site, uint64_t* record) noexcept {
   // After the trigger fired, the slow path accounts for every record; this one was
   // reserved (inside the window, or just before the switch) and is published.
   if (phase != abi::TriggerState::kArmed) return true;
-  // Decode the record just written (it is not published yet) and test the expression.
+  // Decode the record just written (it is not published yet) and test the expression. It is
+  // this thread's own record, of the site's layout: its bytes are trusted.
   FieldValue values[abi::kMaxFields];
-  const auto* bytes = reinterpret_cast<const uint8_t*>(record + 1);
-  for (uint32_t f = 0; f < site.field_count; ++f) {
-    values[f].type = site.types[f];
-    if (site.types[f] == abi::FieldType::kString) {
-      uint32_t n = bytes[0];
-      values[f].text = std::string_view(reinterpret_cast<const char*>(bytes + 1), n);
-      bytes += abi::string_slot_bytes(n);
-    } else {
-      std::memcpy(&values[f].bits, bytes, 8);
-      bytes += 8;
-    }
-  }
+  const abi::RecordLayout layout(site.types, site.field_count);
+  layout.decode(
+      reinterpret_cast<const uint8_t*>(record), 0, abi::kMaxRecordBytes,
+      [&](uint32_t f, uint64_t bits) {
+        values[f].type = layout.type(f);
+        values[f].bits = bits;
+      },
+      [&](uint32_t f, std::string_view text) {
+        values[f].type = abi::FieldType::kString;
+        values[f].bits = text.size();
+        values[f].text = text;
+      });
   const Runtime::ArmedTrigger* armed = runtime::g_armed.load(std::memory_order_acquire);
   if (armed == nullptr) return true;
   auto it = armed->fields.find(&site);

@@ -97,10 +97,14 @@ TEST_F(ExportTest, PerfettoProtobufDecodes) {
   std::map<uint64_t, int> depth;  // per track: open slices
   int begins = 0, ends = 0, instants = 0;
   bool types_checked = false;
+  // Names are interned: resolved through the sequence's tables as Perfetto reads them.
+  InternTables names;
+  std::map<std::string, int> named;  // TrackEvents by resolved name
   for (const Field& p : packets) {
     ASSERT_EQ(p.number, 1u);
     std::vector<Field> pf;
     ASSERT_TRUE(decode(p.bytes, &pf));
+    names.add_packet(pf);
     const Field* seq = find(pf, 10);
     ASSERT_TRUE(seq && seq->varint == 1);
     if (const Field* td = find(pf, 60)) {
@@ -120,9 +124,15 @@ TEST_F(ExportTest, PerfettoProtobufDecodes) {
     ASSERT_TRUE(decode(te->bytes, &ev));
     uint64_t type = find(ev, 9)->varint;
     uint64_t track = find(ev, 11)->varint;
+    if (type != 2) {
+      const std::string name = names.event_name(ev);
+      ++named[name];
+      EXPECT_EQ(names.category(ev), name.substr(0, name.find(':'))) << name;
+      EXPECT_EQ(find(ev, 23), nullptr) << "names are interned";
+    }
     if (type == 1) {
       ++begins;
-      EXPECT_EQ(find(ev, 23)->bytes, "test:begin");
+      EXPECT_EQ(names.event_name(ev), "test:begin");
       EXPECT_EQ(++depth[track], 1) << "slices on one lane must not overlap";
     } else if (type == 2) {
       ++ends;
@@ -130,13 +140,13 @@ TEST_F(ExportTest, PerfettoProtobufDecodes) {
     } else {
       ASSERT_EQ(type, 3u);
       ++instants;
-      if (find(ev, 23)->bytes == "test:types") {
+      if (names.event_name(ev) == "test:types") {
         std::map<std::string, Field> ann;
         for (const Field& f : ev) {
           if (f.number != 4) continue;
           std::vector<Field> a;
           ASSERT_TRUE(decode(f.bytes, &a));
-          ann[find(a, 10)->bytes] = a.size() > 1 ? a[1] : Field{};
+          ann[names.annotation_name(a)] = a.size() > 1 ? a[1] : Field{};
         }
         EXPECT_EQ(static_cast<int64_t>(ann["i64"].varint), -5000000000);
         EXPECT_EQ(ann["i64"].number, 4u);
@@ -152,6 +162,13 @@ TEST_F(ExportTest, PerfettoProtobufDecodes) {
       }
     }
   }
+  EXPECT_EQ(names.error, "");
+  // Every record's event under its own name: the begins and instants by name, plus the ends
+  // of matched slices (END events carry no name).
+  std::map<std::string, int> want_named;
+  for (const json& r : records) ++want_named[r["event"].get<std::string>()];
+  want_named["test:end"] -= ends;
+  EXPECT_EQ(named, want_named);
   std::set<uint64_t> want_tids;
   for (const json& r : records) want_tids.insert(r["tid"].get<uint64_t>());
   for (uint64_t t : want_tids) EXPECT_TRUE(tids.count(t)) << t;

@@ -1,9 +1,12 @@
 // A small protobuf wire-format decoder for the tests of the Perfetto export: one message's
-// fields, with varints, fixed64 values and length-delimited bytes.
+// fields, with varints, fixed64 values and length-delimited bytes; and Perfetto's interning
+// as its trace processor applies it (InternTables), written from Perfetto's protos
+// (trace_packet.proto, interned_data.proto, track_event.proto, debug_annotation.proto).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -69,5 +72,81 @@ inline std::vector<const Field*> find_all(const std::vector<Field>& fs, uint32_t
 
 // A varint field as protobuf's int32/int64 (two's complement).
 inline int64_t as_signed(const Field& f) { return static_cast<int64_t>(f.varint); }
+
+// The interning tables of one packet sequence, as Perfetto's trace processor builds them:
+// each TracePacket's interned_data (12) adds entries, SEQ_INCREMENTAL_STATE_CLEARED (sequence
+// flag 1) empties them, and a packet that refers to them must say so
+// (SEQ_NEEDS_INCREMENTAL_STATE, flag 2). Names resolve through them: a TrackEvent's category
+// (22, or category_iids 3 in EventCategory entries, interned_data 1), its name (23, or
+// name_iid 10 in EventName entries, interned_data 2), a DebugAnnotation's name (10, or
+// name_iid 1 in DebugAnnotationName entries, interned_data 3). Each entry: iid 1, name 2.
+struct InternTables {
+  std::map<uint64_t, std::string> categories, names, annotation_names;
+  bool valid = false;  // the state was cleared once
+  std::string error;   // the first fault found, "" if none
+
+  // Takes one TracePacket's decoded fields, in sequence order.
+  void add_packet(const std::vector<Field>& packet) {
+    const Field* flags = find(packet, 13);
+    if (flags && (flags->varint & 1)) {
+      categories.clear();
+      names.clear();
+      annotation_names.clear();
+      valid = true;
+    }
+    const Field* data = find(packet, 12);
+    if (data && !valid) fail("interned data before the state was cleared");
+    if (data && !(flags && (flags->varint & 2))) {
+      fail("interned data in a packet without SEQ_NEEDS_INCREMENTAL_STATE");
+    }
+    if (data) {
+      std::vector<Field> tables;
+      if (!decode(data->bytes, &tables)) return fail("interned_data does not decode");
+      for (const Field& t : tables) {
+        std::map<uint64_t, std::string>* table = t.number == 1   ? &categories
+                                                 : t.number == 2 ? &names
+                                                 : t.number == 3 ? &annotation_names
+                                                                 : nullptr;
+        if (!table) continue;
+        std::vector<Field> entry;
+        if (!decode(t.bytes, &entry)) return fail("an interned entry does not decode");
+        const Field* iid = find(entry, 1);
+        const Field* name = find(entry, 2);
+        if (!iid || !name || iid->varint == 0) return fail("an interned entry without iid or name");
+        auto [it, added] = table->emplace(iid->varint, name->bytes);
+        if (!added && it->second != name->bytes) fail("an iid given twice with different names");
+      }
+    }
+    if (const Field* te = find(packet, 11)) {
+      std::vector<Field> ev;
+      if (decode(te->bytes, &ev) && (find(ev, 3) || find(ev, 10)) &&
+          !(flags && (flags->varint & 2))) {
+        fail("a TrackEvent uses interned names without SEQ_NEEDS_INCREMENTAL_STATE");
+      }
+    }
+  }
+  // A TrackEvent's name: inline, or through its name_iid; "?" for an unknown iid.
+  std::string event_name(const std::vector<Field>& ev) const { return resolve(ev, 23, 10, names); }
+  std::string category(const std::vector<Field>& ev) const {
+    return resolve(ev, 22, 3, categories);
+  }
+  // A DebugAnnotation's name.
+  std::string annotation_name(const std::vector<Field>& annotation) const {
+    return resolve(annotation, 10, 1, annotation_names);
+  }
+
+ private:
+  void fail(const std::string& why) {
+    if (error.empty()) error = why;
+  }
+  static std::string resolve(const std::vector<Field>& msg, uint32_t inline_field,
+                             uint32_t iid_field, const std::map<uint64_t, std::string>& table) {
+    if (const Field* f = find(msg, inline_field)) return f->bytes;
+    const Field* iid = find(msg, iid_field);
+    if (!iid) return "";
+    auto it = table.find(iid->varint);
+    return it == table.end() ? "?" : it->second;
+  }
+};
 
 }  // namespace nanotrace_export_test

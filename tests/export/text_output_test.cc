@@ -244,8 +244,15 @@ TEST_F(TextOutputTest, PerfettoStringsAreValidUtf8) {
     EXPECT_TRUE(decode(bytes, &f));
     return f;
   };
+  InternTables names;
   for (const Field& p : packets) {
     std::vector<Field> pf = message(p.bytes);
+    names.add_packet(pf);
+    if (const Field* data = find(pf, 12)) {  // interned names: every table's entries
+      for (const Field& table : message(data->bytes)) {
+        if (const Field* text = find(message(table.bytes), 2)) strings.push_back(text->bytes);
+      }
+    }
     if (const Field* td = find(pf, 60)) {
       for (const Field& f : message(td->bytes)) {
         if (f.number == 2) strings.push_back(f.bytes);  // track name
@@ -263,17 +270,19 @@ TEST_F(TextOutputTest, PerfettoStringsAreValidUtf8) {
         if (f.number == 22 || f.number == 23) strings.push_back(f.bytes);
         if (f.number != 4) continue;
         std::vector<Field> a = message(f.bytes);
-        const Field* name = find(a, 10);
+        const std::string name = names.annotation_name(a);
         const Field* text = find(a, 6);
-        ASSERT_TRUE(name);
-        strings.push_back(name->bytes);
+        ASSERT_NE(name, "");
+        ASSERT_NE(name, "?");
+        strings.push_back(name);
         if (text) {
           strings.push_back(text->bytes);
-          values[name->bytes] = text->bytes;
+          values[name] = text->bytes;
         }
       }
     }
   }
+  EXPECT_EQ(names.error, "");
   EXPECT_TRUE(std::count(strings.begin(), strings.end(), kThreadName) >= 1);
   for (const auto& [key, value] : expected_fields()) EXPECT_EQ(values[key], value) << key;
   // Python decodes each one strictly.

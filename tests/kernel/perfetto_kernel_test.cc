@@ -283,9 +283,11 @@ TEST(KernelTest, PerfettoExportHoldsEveryKernelEventAsPerfettoFtrace) {
   std::map<uint64_t, std::string> thread_names;
   std::set<uint64_t> tree_processes;
   std::vector<std::map<uint32_t, std::string>> utsnames;  // SystemInfo.utsname fields
+  pb::InternTables interned;                              // user-space event names are interned
   for (const pb::Field& p : packets) {
     std::vector<pb::Field> pf;
     ASSERT_TRUE(pb::decode(p.bytes, &pf));
+    interned.add_packet(pf);
     const pb::Field* sequence = pb::find(pf, 10);
     if (const pb::Field* snapshot = pb::find(pf, 6)) {
       std::vector<pb::Field> s;
@@ -356,12 +358,12 @@ TEST(KernelTest, PerfettoExportHoldsEveryKernelEventAsPerfettoFtrace) {
     if (const pb::Field* te = pb::find(pf, 11)) {  // no kernel event is a TrackEvent too
       std::vector<pb::Field> e;
       ASSERT_TRUE(pb::decode(te->bytes, &e));
-      const pb::Field* name = pb::find(e, 23);
-      if (name) {
-        EXPECT_FALSE(per_event.count(name->bytes)) << name->bytes;
-      }
+      const std::string name = interned.event_name(e);
+      EXPECT_NE(name, "?");
+      EXPECT_FALSE(per_event.count(name)) << name;
     }
   }
+  EXPECT_EQ(interned.error, "");
   EXPECT_EQ(ftrace_clock_start, monotonic_start) << "the ftrace clock is CLOCK_MONOTONIC";
   // One SystemInfo, with Utsname's sysname (1), version (2), release (3), machine (4).
   ASSERT_EQ(utsnames.size(), 1u);
