@@ -13,6 +13,7 @@
 // one record each thread had reserved before the switch. The first record past the window
 // freezes the rings: the slow path drops every record and never starts a block until
 // `resume`.
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -42,8 +43,13 @@ std::atomic<abi::ThreadSlot*> g_fire_slot{nullptr};
 std::atomic<const Runtime::ArmedTrigger*> g_fire_armed{nullptr};
 std::atomic<uint16_t> g_fire_id{0};
 
+// A fired or frozen state also wakes whoever waits on the word (a fleet agent): once per
+// firing, never on the path of an ordinary record.
 void set_state(abi::SegmentHeader* h, TriggerState s) {
   __atomic_store_n(&h->trigger_state, static_cast<uint32_t>(s), __ATOMIC_RELEASE);
+  if (s == TriggerState::kFired || s == TriggerState::kFrozen) {
+    sys::futex_wake_all(&h->trigger_state);
+  }
 }
 
 // The facts a firing publishes in the header. Firings of successive rounds may run on
@@ -53,6 +59,11 @@ template <typename T, typename V>
 void store_fact(T* fact, V value) {
   static_assert(sizeof(V) <= sizeof(T));
   __atomic_store_n(fact, static_cast<T>(value), __ATOMIC_RELAXED);
+}
+
+bool is_idle_phase(uint32_t phase) {
+  return phase == static_cast<uint32_t>(TriggerState::kArmed) ||
+         phase == static_cast<uint32_t>(TriggerState::kNone);
 }
 
 // REQUIRES: mu held. Every site's enable byte from its group and the trigger phase.
@@ -256,6 +267,45 @@ Status Runtime::resume_locked() {
   return Status::Ok();
 }
 
+Status Runtime::freeze_locked() {
+  if (!started) return Status::NotFound("tracing is not running");
+  auto phase = g_phase.load(std::memory_order_acquire);
+  if (phase == static_cast<uint32_t>(TriggerState::kFrozen)) return Status::Ok();
+  // A match firing now (or its window running) wins: its facts stay, its window ends here.
+  if (phase == kFiring || phase == static_cast<uint32_t>(TriggerState::kFired) ||
+      g_firing.exchange(true, std::memory_order_acq_rel)) {
+    // A matching thread that took g_firing announces kFiring a few stores later.
+    for (int i = 0; i < 20000 && is_idle_phase(g_phase.load(std::memory_order_acquire)); ++i) {
+      if (i < 64) {
+        __builtin_ia32_pause();
+      } else {
+        sched_yield();
+      }
+    }
+    if (g_phase.load(std::memory_order_acquire) == kFiring) complete_fire(*this);
+    freeze(*this);
+    if (g_phase.load(std::memory_order_acquire) != static_cast<uint32_t>(TriggerState::kFrozen)) {
+      return Status::IoError("a firing in progress did not complete");
+    }
+    return Status::Ok();
+  }
+  // No match can fire from here on (g_firing is taken): freeze as of now. The phase first,
+  // then every check: a writer between its own check store and its fence sees one of them.
+  abi::SegmentHeader* h = segment.header();
+  const uint64_t ticks = detail::now_ticks();
+  store_fact(&h->trigger_event, 0);
+  store_fact(&h->trigger_ticks, ticks);
+  store_fact(&h->trigger_tid, 0);
+  store_fact(&h->trigger_slot, 0);
+  store_fact(&h->trigger_seq, 0);
+  store_fact(&h->frozen_ticks, ticks);
+  g_phase.store(static_cast<uint32_t>(TriggerState::kFrozen), std::memory_order_seq_cst);
+  zero_every_check(*this);
+  set_state(h, TriggerState::kFrozen);
+  reapply(*this);
+  return Status::Ok();
+}
+
 void Runtime::process_trigger_request_locked() {
   abi::SegmentHeader* h = segment.header();
   uint32_t seq = __atomic_load_n(&h->trigger_request_seq, __ATOMIC_ACQUIRE);
@@ -271,6 +321,8 @@ void Runtime::process_trigger_request_locked() {
     disarm_locked();
   } else if (text == "resume") {
     s = resume_locked();
+  } else if (text == "freeze") {
+    s = freeze_locked();
   } else {
     s = Status::Invalid("unknown request '" + text + "'");
   }
