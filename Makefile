@@ -6,7 +6,7 @@ PACKAGES := build-essential cmake pkg-config clang clang-format liburing-dev lib
             libbenchmark-dev babeltrace2 util-linux procps chromium python3 \
             python3-dev pybind11-dev python3-numpy python3-pandas python3-pytest \
             libtracefs-dev libtraceevent-dev trace-cmd fio sqlite3 strace python3-bt2 \
-            liblttng-ust-dev lttng-tools
+            liblttng-ust-dev lttng-tools libnats-dev nats-server libmicrohttpd-dev prometheus
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 

@@ -6,6 +6,7 @@
 
 #include "analysis_commands.hpp"
 #include "commands.hpp"
+#include "fleet_commands.hpp"   // agent, fleet
 #include "record_commands.hpp"  // record, snapshot, recover, clean
 #include "run_commands.hpp"     // run, summary
 
@@ -69,6 +70,8 @@ int main(int argc, char** argv) {
   register_record_commands(app, &record_commands);
   RunCommand run_command;  // run, summary
   register_run_command(app, &run_command);
+  FleetCommands fleet_commands;  // agent, fleet
+  register_fleet_commands(app, &fleet_commands);
 
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
   if (status->parsed()) return cmd_status(source);
   if (int status = 1; run_analysis_commands(*analysis, &status)) return status;
   if (int status = 1; run_record_commands(record_commands, &status)) return status;
+  if (int status = 1; run_fleet_commands(fleet_commands, &status)) return status;
   if (int status = 1; run_run_command(run_command, &status)) return status;
   return 1;
 }
