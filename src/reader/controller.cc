@@ -115,7 +115,30 @@ Status Controller::send(std::string_view request, const RemoteTriggerWindow& win
 
 Status Controller::freeze() { return send("freeze", {}); }
 
-Result<uint32_t> Controller::post_freeze() { return post("freeze", {}); }
+Result<uint32_t> Controller::post_freeze() {
+  // The writers freeze at their next record (docs/format.md, "Triggers"): bump freeze_seq,
+  // then send every writer through its slow path. The control thread gets the request too,
+  // for a process that writes nothing, and answers it.
+  auto* base = reader::TraceInternals::writable_base(*trace_);
+  if (base == nullptr) return Status::Invalid("segment opened read-only");
+  auto* h = reinterpret_cast<abi::SegmentHeader*>(base);
+  __atomic_add_fetch(&h->freeze_seq, 1, __ATOMIC_SEQ_CST);
+  const uint64_t threads_offset = __atomic_load_n(&h->threads_offset, __ATOMIC_RELAXED);
+  const uint64_t slots = __atomic_load_n(&h->max_threads, __ATOMIC_RELAXED);
+  if (threads_offset < trace_->size() &&
+      slots <= (trace_->size() - threads_offset) / sizeof(abi::ThreadSlot)) {
+    for (uint64_t i = 0; i < slots; ++i) {
+      auto* slot =
+          reinterpret_cast<abi::ThreadSlot*>(base + threads_offset + i * sizeof(abi::ThreadSlot));
+      if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) ==
+          static_cast<uint32_t>(abi::SlotState::kActive)) {
+        __atomic_store_n(&slot->check, 0, __ATOMIC_RELAXED);
+      }
+    }
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  }
+  return post("freeze", {});
+}
 
 const uint32_t* Controller::trigger_state_word() const {
   const auto* h =

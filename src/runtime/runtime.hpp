@@ -180,6 +180,8 @@ class Runtime {
   Status resume_locked();
   // Freezes the rings now, as a trigger's end of window does, on a controller's request.
   Status freeze_locked();
+  // Takes the segment's freeze_seq as answered (a new segment).
+  void forget_freeze_requests();
   // Handles a request a controller wrote into the segment (arm/disarm/resume).
   void process_trigger_request_locked();
   // Value of a site's enable byte: 0 off, 1 on, 2 on and watched by the trigger.
