@@ -18,6 +18,8 @@ Needs root (mount namespaces)."""
 import argparse, json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "bin")
+if "--bin" in sys.argv:  # a copy of the programs, while the build tree is being rebuilt
+    BIN = sys.argv[sys.argv.index("--bin") + 1]
 NT = os.path.join(BIN, "nanotrace")
 
 
@@ -153,6 +155,9 @@ def freeze_latency(fleet, n, triggers, floor=True):
                 break
             time.sleep(0.002)
         else:
+            for (nm, _, sp, _), m in zip(fleet.nodes, ms):
+                print(nm, sorted(m), file=sys.stderr)
+                os.system(f"tail -4 {fleet.tmp}/agent-{nm}.log >&2")
             raise RuntimeError(f"trigger {t}: not every node froze")
         docs = []
         for m in ms:
@@ -253,6 +258,7 @@ def main():
     ap.add_argument("--scaling-triggers", type=int, default=30)
     ap.add_argument("--scaling-ring-mib", type=int, default=4)
     ap.add_argument("--only", default="latency,idle,collect,cost")
+    ap.add_argument("--bin", default=BIN, help="where the programs are (default build/bin)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("fleet_bench: needs root (mount namespaces)")

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "fleet/agent_state.hpp"
 #include "nanotrace/trigger.hpp"
@@ -259,6 +260,9 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
                            "' ([A-Za-z0-9_-], 64 at most)");
   }
   if (!valid_name(impl->options.fleet)) return Status::Invalid("bad fleet name");
+  // The snapshots this agent writes name its node (the trace file's node identity), unless the
+  // operator named it otherwise.
+  setenv("NANOTRACE_NODE_NAME", impl->options.node.c_str(), /*overwrite=*/0);
   auto spool = Spool::open(options.spool);
   if (!spool.ok()) return spool.status();
   impl->spool.emplace(std::move(*spool));

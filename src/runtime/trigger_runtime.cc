@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 
 #include "base/process.hpp"
 #include "nanotrace/control.hpp"
@@ -162,20 +163,19 @@ void freeze_unmatched(Runtime& rt) {
   set_state(h, TriggerState::kFrozen);
 }
 
-// A writer's slow path found freeze_seq changed: it freezes the rings itself, without a lock
-// and without waiting for the control thread (which also gets the request, for a process
-// whose threads write nothing). A firing under way is left to finish: the control thread
-// ends its window.
+// A writer's slow path found freeze_seq changed: it freezes the rings itself, without waiting
+// for the control thread to be scheduled, if it can take the runtime's lock at once (never
+// waiting: the control thread, or whoever holds it, then handles the request, and until then
+// this thread's records keep coming here). Under the lock a resume cannot slip in between:
+// a request a resume already answered is not taken again.
 void freeze_on_request(Runtime& rt, uint32_t wanted) {
-  uint32_t seen = g_freeze_seen.load(std::memory_order_relaxed);
-  if (seen == wanted || !g_freeze_seen.compare_exchange_strong(seen, wanted)) return;
-  uint32_t phase = g_phase.load(std::memory_order_acquire);
-  if (phase == static_cast<uint32_t>(TriggerState::kFired)) {
-    freeze(rt);
+  std::unique_lock lock(rt.mu, std::try_to_lock);
+  if (!lock.owns_lock() || !rt.started.load(std::memory_order_acquire)) return;
+  if (__atomic_load_n(&rt.segment.header()->freeze_seq, __ATOMIC_ACQUIRE) != wanted ||
+      g_freeze_seen.load(std::memory_order_relaxed) == wanted) {
     return;
   }
-  if (!is_idle_phase(phase) || g_firing.exchange(true, std::memory_order_acq_rel)) return;
-  freeze_unmatched(rt);
+  (void)rt.freeze_locked();
 }
 
 // Fires the trigger for `record` (written, not yet published) of the calling thread.
