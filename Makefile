@@ -20,10 +20,10 @@
 BUILD_PACKAGES := build-essential cmake pkg-config liburing-dev libcli11-dev libfmt-dev \
                   nlohmann-json3-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev \
                   libtracefs-dev libtraceevent-dev python3-dev pybind11-dev \
-                  libcurl4-openssl-dev
+                  libcurl4-openssl-dev libnats-dev libmicrohttpd-dev
 TEST_PACKAGES := clang clang-format zstd babeltrace2 util-linux procps chromium python3 \
                  python3-numpy python3-pandas python3-pytest fio sqlite3 chrony \
-                 clickhouse-server clickhouse-client
+                 clickhouse-server clickhouse-client nats-server prometheus
 BENCH_PACKAGES := trace-cmd strace python3-bt2 liblttng-ust-dev lttng-tools
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=

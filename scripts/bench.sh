@@ -31,4 +31,10 @@ for extra in scripts/record-bench.sh scripts/iograph-bench.sh scripts/export-ben
 done
 echo "== scripts/run-bench.sh: fio under nanotrace run, plain and under strace =="
 ./scripts/run-bench.sh 7 2 >build/bench/run.json && cat build/bench/run.json
+echo "== scripts/fleet_bench.py: fleet freeze latency vs the broker's floor, idle CPU, collection =="
+if [ "$(id -u)" = 0 ] && command -v nats-server >/dev/null; then
+  /usr/bin/python3 scripts/fleet_bench.py --out build/bench/fleet.json
+else
+  echo "fleet_bench: not measured (needs root and nats-server)"
+fi
 echo "results: $(ls build/bench/*.json | tr '\n' ' ')"

@@ -164,7 +164,9 @@ struct SegmentHeader {
   // inside the traced process, and only while the writer lock is held.
   uint64_t runtime_api;
   uint32_t trigger_done_seq;  // = trigger_request_seq once the process handled that request
-  uint32_t reserved1;
+  // Bumped by a controller asking for a freeze now (with a `freeze` request for the control
+  // thread): a writer seeing it changed in its slow path freezes the rings itself.
+  uint32_t freeze_seq;
   // `nanotrace run`: the session that started this process or an ancestor
   // (NANOTRACE_RUN_ID), so the recorder finds every process of the session; 0 if none.
   uint64_t run_id;

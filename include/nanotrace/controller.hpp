@@ -61,6 +61,22 @@ class Controller {
   // Errors: kInvalidArgument if the trigger has not fired; kIoError as arm().
   Status resume();
 
+  // Freezes the rings now (docs/format.md, "Triggers"): a fired trigger's window ends here; an
+  // armed or idle one freezes with no matching record (TriggerInfo::event 0). resume() undoes
+  // it. Errors: kIoError as arm().
+  Status freeze();
+  // freeze() in two halves, so that one thread freezes many processes at once: post_freeze()
+  // writes the request and wakes the process; await_answer() waits (at most 3 s) for its
+  // answer. REQUIRES: no other request of this controller in between.
+  Result<uint32_t> post_freeze();
+  Status await_answer(uint32_t request);
+
+  // The trigger's state as the segment says now: one load, no re-read of the tables (for a
+  // watcher polling many processes). trigger_state_word() is that word, on which the process
+  // does a FUTEX_WAKE when it becomes fired or frozen.
+  abi::TriggerState trigger_state() const;
+  const uint32_t* trigger_state_word() const;
+
   // The trigger's current state and, once fired, what matched (re-read from the process).
   // Errors: kCorrupt if the segment no longer validates.
   Result<TriggerInfo> trigger();
@@ -68,6 +84,7 @@ class Controller {
  private:
   explicit Controller(std::unique_ptr<Trace> trace);
   Status send(std::string_view request, const RemoteTriggerWindow& window);
+  Result<uint32_t> post(std::string_view request, const RemoteTriggerWindow& window);
 
   std::unique_ptr<Trace> trace_;
 };

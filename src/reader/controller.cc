@@ -3,6 +3,7 @@
 // side (src/runtime/control_thread.cc, trigger_runtime.cc).
 #include "nanotrace/controller.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -72,7 +73,7 @@ Result<TriggerInfo> Controller::trigger() {
   return trace_->process().trigger;
 }
 
-Status Controller::send(std::string_view request, const RemoteTriggerWindow& window) {
+Result<uint32_t> Controller::post(std::string_view request, const RemoteTriggerWindow& window) {
   auto* h = reinterpret_cast<abi::SegmentHeader*>(reader::TraceInternals::writable_base(*trace_));
   if (h == nullptr) return Status::Invalid("segment opened read-only");
   if (request.size() >= sizeof(h->trigger_request)) return Status::Invalid("expression too long");
@@ -83,7 +84,14 @@ Status Controller::send(std::string_view request, const RemoteTriggerWindow& win
   uint32_t seq = __atomic_add_fetch(&h->trigger_request_seq, 1, __ATOMIC_ACQ_REL);
   __atomic_fetch_add(&h->control_seq, 1, __ATOMIC_RELEASE);
   sys::futex_wake_all(&h->control_seq);
+  return seq;
+}
+
+Status Controller::await_answer(uint32_t seq) {
+  auto* h = reinterpret_cast<abi::SegmentHeader*>(reader::TraceInternals::writable_base(*trace_));
+  if (h == nullptr) return Status::Invalid("segment opened read-only");
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  auto pause = std::chrono::microseconds(50);
   while (std::chrono::steady_clock::now() < deadline) {
     // Handled? (The state does not tell: an armed trigger may fire before anyone sees it.)
     // The process writes trigger_error_seq before trigger_done_seq.
@@ -92,10 +100,57 @@ Status Controller::send(std::string_view request, const RemoteTriggerWindow& win
       return Status::Invalid(
           std::string(h->trigger_error, ::strnlen(h->trigger_error, sizeof(h->trigger_error))));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
   }
   return Status::IoError("process " + std::to_string(trace_->process().pid) +
                          " did not answer within 3 s (is its control thread running?)");
+}
+
+Status Controller::send(std::string_view request, const RemoteTriggerWindow& window) {
+  auto seq = post(request, window);
+  if (!seq.ok()) return seq.status();
+  return await_answer(*seq);
+}
+
+Status Controller::freeze() { return send("freeze", {}); }
+
+Result<uint32_t> Controller::post_freeze() {
+  // The writers freeze at their next record (docs/format.md, "Triggers"): bump freeze_seq,
+  // then send every writer through its slow path. The control thread gets the request too,
+  // for a process that writes nothing, and answers it.
+  auto* base = reader::TraceInternals::writable_base(*trace_);
+  if (base == nullptr) return Status::Invalid("segment opened read-only");
+  auto* h = reinterpret_cast<abi::SegmentHeader*>(base);
+  __atomic_add_fetch(&h->freeze_seq, 1, __ATOMIC_SEQ_CST);
+  const uint64_t threads_offset = __atomic_load_n(&h->threads_offset, __ATOMIC_RELAXED);
+  const uint64_t slots = __atomic_load_n(&h->max_threads, __ATOMIC_RELAXED);
+  if (threads_offset < trace_->size() &&
+      slots <= (trace_->size() - threads_offset) / sizeof(abi::ThreadSlot)) {
+    for (uint64_t i = 0; i < slots; ++i) {
+      auto* slot =
+          reinterpret_cast<abi::ThreadSlot*>(base + threads_offset + i * sizeof(abi::ThreadSlot));
+      if (__atomic_load_n(&slot->state, __ATOMIC_ACQUIRE) ==
+          static_cast<uint32_t>(abi::SlotState::kActive)) {
+        __atomic_store_n(&slot->check, 0, __ATOMIC_RELAXED);
+      }
+    }
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  }
+  return post("freeze", {});
+}
+
+const uint32_t* Controller::trigger_state_word() const {
+  const auto* h =
+      reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(*trace_));
+  return &h->trigger_state;
+}
+
+abi::TriggerState Controller::trigger_state() const {
+  uint32_t state = __atomic_load_n(trigger_state_word(), __ATOMIC_ACQUIRE);
+  return state <= static_cast<uint32_t>(abi::TriggerState::kFrozen)
+             ? static_cast<abi::TriggerState>(state)
+             : abi::TriggerState::kNone;
 }
 
 Status Controller::arm(std::string_view expression, const RemoteTriggerWindow& window) {

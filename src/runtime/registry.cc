@@ -113,6 +113,7 @@ Status Runtime::start_locked() {
     return seg.status();
   }
   segment = std::move(seg.value());
+  forget_freeze_requests();  // a new segment's freeze_seq starts at 0
   rings_claimed.store(0, std::memory_order_relaxed);
   slots_used_bound.store(0, std::memory_order_relaxed);
   ready_free_slots.store(0, std::memory_order_relaxed);

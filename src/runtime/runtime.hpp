@@ -178,6 +178,10 @@ class Runtime {
   Status arm_locked(const std::string& expression, uint64_t after_events, uint64_t after_ns);
   void disarm_locked();
   Status resume_locked();
+  // Freezes the rings now, as a trigger's end of window does, on a controller's request.
+  Status freeze_locked();
+  // Takes the segment's freeze_seq as answered (a new segment).
+  void forget_freeze_requests();
   // Handles a request a controller wrote into the segment (arm/disarm/resume).
   void process_trigger_request_locked();
   // Value of a site's enable byte: 0 off, 1 on, 2 on and watched by the trigger.

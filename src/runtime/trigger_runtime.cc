@@ -13,10 +13,12 @@
 // one record each thread had reserved before the switch. The first record past the window
 // freezes the rings: the slow path drops every record and never starts a block until
 // `resume`.
+#include <sched.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 
 #include "base/process.hpp"
 #include "nanotrace/control.hpp"
@@ -42,9 +44,17 @@ std::atomic<uint64_t*> g_fire_record{nullptr};
 std::atomic<abi::ThreadSlot*> g_fire_slot{nullptr};
 std::atomic<const Runtime::ArmedTrigger*> g_fire_armed{nullptr};
 std::atomic<uint16_t> g_fire_id{0};
+// The header's freeze_seq as of the last freeze on request (or resume): a writer that finds
+// it changed freezes the rings.
+std::atomic<uint32_t> g_freeze_seen{0};
 
+// A fired or frozen state also wakes whoever waits on the word (a fleet agent): once per
+// firing, never on the path of an ordinary record.
 void set_state(abi::SegmentHeader* h, TriggerState s) {
   __atomic_store_n(&h->trigger_state, static_cast<uint32_t>(s), __ATOMIC_RELEASE);
+  if (s == TriggerState::kFired || s == TriggerState::kFrozen) {
+    sys::futex_wake_all(&h->trigger_state);
+  }
 }
 
 // The facts a firing publishes in the header. Firings of successive rounds may run on
@@ -54,6 +64,11 @@ template <typename T, typename V>
 void store_fact(T* fact, V value) {
   static_assert(sizeof(V) <= sizeof(T));
   __atomic_store_n(fact, static_cast<T>(value), __ATOMIC_RELAXED);
+}
+
+bool is_idle_phase(uint32_t phase) {
+  return phase == static_cast<uint32_t>(TriggerState::kArmed) ||
+         phase == static_cast<uint32_t>(TriggerState::kNone);
 }
 
 // REQUIRES: mu held. Every site's enable byte from its group and the trigger phase.
@@ -132,6 +147,38 @@ void complete_fire(Runtime& rt) {
   sys::futex_wake_all(reinterpret_cast<uint32_t*>(&g_phase));
 }
 
+// Freezes as of now with no matching record (a controller's request). REQUIRES: g_firing
+// taken by the caller, so that no match fires meanwhile. The phase first, then every check:
+// a writer between its own check store and its fence sees one of them.
+void freeze_unmatched(Runtime& rt) {
+  abi::SegmentHeader* h = rt.segment.header();
+  const uint64_t ticks = detail::now_ticks();
+  store_fact(&h->trigger_event, 0);
+  store_fact(&h->trigger_ticks, ticks);
+  store_fact(&h->trigger_tid, 0);
+  store_fact(&h->trigger_slot, 0);
+  store_fact(&h->trigger_seq, 0);
+  store_fact(&h->frozen_ticks, ticks);
+  g_phase.store(static_cast<uint32_t>(TriggerState::kFrozen), std::memory_order_seq_cst);
+  zero_every_check(rt);
+  set_state(h, TriggerState::kFrozen);
+}
+
+// A writer's slow path found freeze_seq changed: it freezes the rings itself, without waiting
+// for the control thread to be scheduled, if it can take the runtime's lock at once (never
+// waiting: the control thread, or whoever holds it, then handles the request, and until then
+// this thread's records keep coming here). Under the lock a resume cannot slip in between:
+// a request a resume already answered is not taken again.
+void freeze_on_request(Runtime& rt, uint32_t wanted) {
+  std::unique_lock lock(rt.mu, std::try_to_lock);
+  if (!lock.owns_lock() || !rt.started.load(std::memory_order_acquire)) return;
+  if (__atomic_load_n(&rt.segment.header()->freeze_seq, __ATOMIC_ACQUIRE) != wanted ||
+      g_freeze_seen.load(std::memory_order_relaxed) == wanted) {
+    return;
+  }
+  (void)rt.freeze_locked();
+}
+
 // Fires the trigger for `record` (written, not yet published) of the calling thread.
 void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& site,
           uint64_t* record) {
@@ -146,6 +193,9 @@ void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& s
 }  // namespace
 
 TriggerGate trigger_gate() noexcept {
+  Runtime& rt = Runtime::instance();
+  const uint32_t wanted = __atomic_load_n(&rt.segment.header()->freeze_seq, __ATOMIC_ACQUIRE);
+  if (wanted != g_freeze_seen.load(std::memory_order_relaxed)) freeze_on_request(rt, wanted);
   uint32_t phase = g_phase.load(std::memory_order_acquire);
   if (phase == kFiring) {
     complete_fire(Runtime::instance());  // help a firing thread that may be descheduled
@@ -166,8 +216,14 @@ TriggerGate trigger_gate() noexcept {
 
 bool trigger_active() noexcept {
   uint32_t phase = g_phase.load(std::memory_order_seq_cst);
-  return phase != static_cast<uint32_t>(TriggerState::kArmed) &&
-         phase != static_cast<uint32_t>(TriggerState::kNone);
+  if (phase != static_cast<uint32_t>(TriggerState::kArmed) &&
+      phase != static_cast<uint32_t>(TriggerState::kNone)) {
+    return true;
+  }
+  // A freeze asked for meanwhile (the controller bumps freeze_seq, then zeroes every check).
+  const uint32_t wanted =
+      __atomic_load_n(&Runtime::instance().segment.header()->freeze_seq, __ATOMIC_SEQ_CST);
+  return wanted != g_freeze_seen.load(std::memory_order_relaxed);
 }
 
 void Runtime::reset_trigger_after_fork() {
@@ -178,6 +234,7 @@ void Runtime::reset_trigger_after_fork() {
   g_phase.store(static_cast<uint32_t>(TriggerState::kNone), std::memory_order_relaxed);
   g_firing.store(false, std::memory_order_relaxed);
   g_completing.store(false, std::memory_order_relaxed);
+  g_freeze_seen.store(0, std::memory_order_relaxed);  // the child's new segment starts at 0
 }
 
 uint8_t Runtime::site_state_locked(const detail::Site* site, bool group_enabled) const {
@@ -247,13 +304,50 @@ Status Runtime::resume_locked() {
   if (phase != TriggerState::kFrozen && phase != TriggerState::kFired) {
     return Status::Invalid("the trigger has not fired");
   }
-  // Unfreeze, keeping the same trigger armed for the next occurrence.
+  // Unfreeze, keeping the same trigger armed for the next occurrence; the freeze requests
+  // made so far are answered.
+  g_freeze_seen.store(__atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE),
+                      std::memory_order_relaxed);
   auto next = armed ? TriggerState::kArmed : TriggerState::kNone;
   g_firing.store(false, std::memory_order_release);
   g_completing.store(false, std::memory_order_release);
   g_phase.store(static_cast<uint32_t>(next), std::memory_order_release);
   set_state(segment.header(), next);
   reapply(*this);
+  return Status::Ok();
+}
+
+void Runtime::forget_freeze_requests() {
+  g_freeze_seen.store(__atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE),
+                      std::memory_order_relaxed);
+}
+
+Status Runtime::freeze_locked() {
+  if (!started) return Status::NotFound("tracing is not running");
+  abi::SegmentHeader* h = segment.header();
+  g_freeze_seen.store(__atomic_load_n(&h->freeze_seq, __ATOMIC_ACQUIRE), std::memory_order_relaxed);
+  auto phase = g_phase.load(std::memory_order_acquire);
+  if (phase == static_cast<uint32_t>(TriggerState::kFrozen)) return Status::Ok();
+  // A match firing now (or its window running) wins: its facts stay, its window ends here.
+  if (phase == kFiring || phase == static_cast<uint32_t>(TriggerState::kFired) ||
+      g_firing.exchange(true, std::memory_order_acq_rel)) {
+    // A matching thread (or a writer freezing on request) that took g_firing changes the
+    // phase a few stores later.
+    for (int i = 0; i < 20000 && is_idle_phase(g_phase.load(std::memory_order_acquire)); ++i) {
+      if (i < 64) {
+        __builtin_ia32_pause();
+      } else {
+        sched_yield();
+      }
+    }
+    if (g_phase.load(std::memory_order_acquire) == kFiring) complete_fire(*this);
+    freeze(*this);
+    if (g_phase.load(std::memory_order_acquire) != static_cast<uint32_t>(TriggerState::kFrozen)) {
+      return Status::IoError("a firing in progress did not complete");
+    }
+    return Status::Ok();
+  }
+  freeze_unmatched(*this);
   return Status::Ok();
 }
 
@@ -272,6 +366,8 @@ void Runtime::process_trigger_request_locked() {
     disarm_locked();
   } else if (text == "resume") {
     s = resume_locked();
+  } else if (text == "freeze") {
+    s = freeze_locked();
   } else {
     s = Status::Invalid("unknown request '" + text + "'");
   }

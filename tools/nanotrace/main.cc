@@ -7,6 +7,7 @@
 #include "analysis_commands.hpp"
 #include "commands.hpp"
 #include "diff_command.hpp"
+#include "fleet_commands.hpp"   // agent, fleet
 #include "record_commands.hpp"  // record, snapshot, recover, clean
 #include "run_commands.hpp"     // run, summary
 #include "ship_command.hpp"     // ship
@@ -86,6 +87,8 @@ int main(int argc, char** argv) {
   register_run_command(app, &run_command);
   ShipCommand ship_command;
   register_ship_command(app, &ship_command);
+  FleetCommands fleet_commands;  // agent, fleet
+  register_fleet_commands(app, &fleet_commands);
 
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
@@ -104,6 +107,7 @@ int main(int argc, char** argv) {
   if (int status = 1; run_analysis_commands(*analysis, &status)) return status;
   if (int status = 1; run_diff_command(*diff, &status)) return status;
   if (int status = 1; run_record_commands(record_commands, &status)) return status;
+  if (int status = 1; run_fleet_commands(fleet_commands, &status)) return status;
   if (int status = 1; run_run_command(run_command, &status)) return status;
   if (int status = 1; run_ship_command(ship_command, &status)) return status;
   return 1;

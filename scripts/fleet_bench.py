@@ -1,0 +1,312 @@
+#!/usr/bin/python3
+"""The fleet's figures (`make bench` -> build/bench/fleet.json), on this machine, with a real
+nats-server on 127.0.0.1 and agents each in its own mount namespace (its own /dev/shm: it sees
+only its node's producer):
+
+  - freeze latency: from the matching record's CLOCK_REALTIME to the last node's freeze, over
+    --triggers triggers with --nodes nodes (the origin node turns), interleaved trigger by
+    trigger with the broker's own floor: a bare publish fanned out to as many subscriber
+    processes (bench/fleet_broker_floor.cc), time to the last subscriber;
+  - agent idle CPU with --idle-processes traced processes (100 events/s each), over 10 s;
+  - time to collect --nodes nodes x --ring-mib MiB of rings (fleet snapshot, then collect);
+  - the event cost (tracepoint_bench --summary, ratio to its floor) without and with an agent
+    watching the process, alternated 3 times each;
+  - with --scaling 8,16,32,64: freeze latency and collection time against the number of agents.
+
+Usage: scripts/fleet_bench.py [--out build/bench/fleet.json] [--nodes 8] [--triggers 200] ...
+Needs root (mount namespaces)."""
+import argparse, json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
+
+BIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "bin")
+if "--bin" in sys.argv:  # a copy of the programs, while the build tree is being rebuilt
+    BIN = sys.argv[sys.argv.index("--bin") + 1]
+NT = os.path.join(BIN, "nanotrace")
+
+
+def pct(values, p):
+    values = sorted(values)
+    if not values:
+        return None
+    k = (len(values) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+class Fleet:
+    def __init__(self, tmp, port):
+        self.tmp, self.port = tmp, port
+        self.url = f"nats://127.0.0.1:{port}"
+        self.creds = os.path.join(tmp, "creds")
+        with open(self.creds, "w") as f:
+            f.write("token = bench-token\n")
+        os.chmod(self.creds, 0o600)
+        self.nats = subprocess.Popen(["nats-server", "-a", "127.0.0.1", "-p", str(port), "--auth",
+                                      "bench-token"], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        self.nodes = []
+        time.sleep(0.5)
+
+    def fleet_args(self):
+        return ["--broker", self.url, "--credentials", self.creds, "--fleet", "bench"]
+
+    def start_node(self, name, producers=1, env=None, producer_args=(), rate="0"):
+        """An agent and its producers in their own mount namespace (private /dev/shm)."""
+        spool = os.path.join(self.tmp, "spool-" + name)
+        slow = os.path.join(self.tmp, "slow-" + name)
+        env_s = " ".join(f"{k}={v}" for k, v in (env or {}).items())
+        prod = " ".join(producer_args)
+        script = (f"mount -t tmpfs -o mode=1777 tmpfs /dev/shm && "
+                  f"for i in $(seq {producers}); do env {env_s} NANOTRACE_NAME=p{name} "
+                  f"{BIN}/nanotrace_fleet_producer --slow {slow} {prod} >/dev/null & done; "
+                  f"exec {NT} agent --node {name} --spool {spool} --scan-ms 200 --rate {rate} "
+                  + " ".join(self.fleet_args()))
+        log = open(os.path.join(self.tmp, f"agent-{name}.log"), "w")
+        p = subprocess.Popen(["unshare", "--mount", "--fork", "sh", "-c", script],
+                             stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        self.nodes.append((name, p, spool, slow))
+        return p
+
+    def agent_pid(self, unshare_pid):
+        with open(f"/proc/{unshare_pid}/task/{unshare_pid}/children") as f:
+            return int(f.read().split()[0])
+
+    def wait_processes(self, expected, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            r = subprocess.run([NT, "fleet", "status", "--json", "--nodes", str(len(self.nodes)),
+                                "--timeout-ms", "2000"] + self.fleet_args(),
+                               capture_output=True, text=True)
+            if r.returncode == 0:
+                nodes = json.loads(r.stdout)
+                if sum(len(n["processes"]) for n in nodes) >= expected:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError(f"the agents did not report {expected} processes")
+
+    def fleet(self, *args, check=True):
+        r = subprocess.run([NT, "fleet"] + list(args) + self.fleet_args(), capture_output=True,
+                           text=True)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"fleet {args}: {r.stderr}")
+        return r
+
+    def stop_nodes(self):
+        for _, p, _, _ in self.nodes:
+            os.killpg(p.pid, signal.SIGTERM)
+        for _, p, _, _ in self.nodes:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.nodes = []
+
+    def close(self):
+        self.stop_nodes()
+        self.nats.terminate()
+        self.nats.wait()
+
+
+def manifests(spool):
+    out = {}
+    try:
+        names = os.listdir(spool)
+    except FileNotFoundError:
+        return out
+    for n in names:
+        if n.endswith(".json") and not n.startswith("tmp-"):
+            out[n] = os.path.join(spool, n)
+    return out
+
+
+def clear_spool(spool):
+    for n in os.listdir(spool):
+        os.unlink(os.path.join(spool, n))
+
+
+def freeze_latency(fleet, n, triggers, floor=True):
+    """Triggers in turn on each node; returns (fleet latencies ms, floor latencies ms)."""
+    for i in range(n):
+        fleet.start_node(f"n{i}", env={"NANOTRACE_BUFFER": "256K"})
+    fleet.wait_processes(n)
+    fleet.fleet("arm", "test:io lat_us>10000", "--nodes", str(n))
+    subs, pub = [], None
+    if floor:
+        for _ in range(n):
+            s = subprocess.Popen([os.path.join(BIN, "fleet_broker_floor"), "sub", fleet.url,
+                                  "bench-token", "bench.floor"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+            assert s.stdout.readline().strip() == "ready"
+            subs.append(s)
+        pub = subprocess.Popen([os.path.join(BIN, "fleet_broker_floor"), "pub", fleet.url,
+                                "bench-token", "bench.floor"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    lat, base = [], []
+    for t in range(triggers):
+        name, _, spool, slow = fleet.nodes[t % n]
+        for _, _, sp, _ in fleet.nodes:
+            clear_spool(sp)
+        open(slow, "w").close()
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            ms = [manifests(sp) for _, _, sp, _ in fleet.nodes]
+            if all(len(m) == 1 for m in ms):
+                break
+            time.sleep(0.002)
+        else:
+            for (nm, _, sp, _), m in zip(fleet.nodes, ms):
+                print(nm, sorted(m), file=sys.stderr)
+                os.system(f"tail -4 {fleet.tmp}/agent-{nm}.log >&2")
+            raise RuntimeError(f"trigger {t}: not every node froze")
+        docs = []
+        for m in ms:
+            for path in m.values():
+                for _ in range(100):  # written by rename: complete once it is there
+                    try:
+                        docs.append(json.load(open(path)))
+                        break
+                    except (ValueError, FileNotFoundError):
+                        time.sleep(0.001)
+        match = docs[0]["origins"][0]["match_realtime_ns"]
+        assert all(d["origins"][0]["match_realtime_ns"] == match for d in docs)
+        lat.append((max(d["freeze_realtime_ns"] for d in docs) - match) / 1e6)
+        if floor:
+            pub.stdin.write("go\n")
+            pub.stdin.flush()
+            pub.stdout.readline()
+            received = []
+            for s in subs:
+                seq, sent, recv = map(int, s.stdout.readline().split())
+                received.append(recv)
+            base.append((max(received) - sent) / 1e6)
+    for p in subs + ([pub] if pub else []):
+        p.stdin.close()
+        p.wait()
+    fleet.stop_nodes()
+    return lat, base
+
+
+def idle_cpu(fleet, processes, seconds=10):
+    p = fleet.start_node("idle", producers=processes, producer_args=["--period-us", "10000"])
+    fleet.wait_processes(processes)
+    fleet.fleet("arm", "test:io lat_us>10000", "--nodes", "1")
+    agent = fleet.agent_pid(p.pid)
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu():
+        with open(f"/proc/{agent}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    c0, t0 = cpu(), time.time()
+    time.sleep(seconds)
+    c1, t1 = cpu(), time.time()
+    fleet.stop_nodes()
+    return 100.0 * (c1 - c0) / (t1 - t0)
+
+
+def collect_time(fleet, n, ring_mib):
+    records = ring_mib * 1024 * 1024 // 24
+    for i in range(n):
+        fleet.start_node(f"c{i}", env={"NANOTRACE_BUFFER": f"{ring_mib}M"},
+                         producer_args=["--burst", str(records), "--period-us", "100000"])
+    fleet.wait_processes(n)
+    time.sleep(1.0)  # the bursts are written
+    out = os.path.join(fleet.tmp, f"collected-{n}")
+    t0 = time.time()
+    r = fleet.fleet("snapshot", "--nodes", str(n), "--dir", out, "--wait", "60s",
+                    "--timeout-ms", "60000")
+    total = time.time() - t0
+    size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+    copied = float(r.stdout.strip().splitlines()[-1].split(" in ")[1].split(" s ")[0])
+    shutil.rmtree(out)
+    fleet.stop_nodes()
+    return {"nodes": n, "ring_mib": ring_mib, "bytes": size, "snapshot_and_collect_s": total,
+            "collect_s": copied}
+
+
+def event_cost(fleet, reps=3):
+    """tracepoint_bench --summary in a private /dev/shm, alternately alone and with an agent."""
+    ratios = {"alone": [], "agent": []}
+    for rep in range(reps):
+        for mode in ("alone", "agent"):
+            summary = os.path.join(fleet.tmp, f"summary-{mode}-{rep}.json")
+            agent = ""
+            if mode == "agent":
+                agent = (f"{NT} agent --node cost --spool {fleet.tmp}/spool-cost --scan-ms 200 "
+                         + " ".join(fleet.fleet_args()) + " 2>/dev/null & agent=$!; ")
+            stop = 'kill $agent; wait $agent' if mode == "agent" else "true"
+            script = (f"mount -t tmpfs -o mode=1777 tmpfs /dev/shm && {agent}"
+                      f"{BIN}/tracepoint_bench --summary={summary} --rounds=200 >/dev/null; "
+                      f"{stop}")
+            subprocess.run(["unshare", "--mount", "--fork", "sh", "-c", script], check=True)
+            ratios[mode].append(json.load(open(summary))["ratio_event2_to_floor"])
+    return {"ratio_event2_to_floor_alone": statistics.median(ratios["alone"]),
+            "ratio_event2_to_floor_with_agent": statistics.median(ratios["agent"]),
+            "runs": ratios}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="build/bench/fleet.json")
+    ap.add_argument("--nodes", type=int, default=8)
+    ap.add_argument("--triggers", type=int, default=200)
+    ap.add_argument("--idle-processes", type=int, default=50)
+    ap.add_argument("--ring-mib", type=int, default=64)
+    ap.add_argument("--scaling", default="", help="e.g. 8,16,32,64 agents")
+    ap.add_argument("--scaling-triggers", type=int, default=30)
+    ap.add_argument("--scaling-ring-mib", type=int, default=4)
+    ap.add_argument("--only", default="latency,idle,collect,cost")
+    ap.add_argument("--bin", default=BIN, help="where the programs are (default build/bin)")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("fleet_bench: needs root (mount namespaces)")
+    only = set(a.only.split(","))
+    tmp = tempfile.mkdtemp(prefix="nanotrace-fleet-bench.")
+    fleet = Fleet(tmp, 30000 + os.getpid() % 20000)
+    result = {"machine_cpus": os.cpu_count(), "command": " ".join(sys.argv)}
+    try:
+        if "latency" in only:
+            lat, base = freeze_latency(fleet, a.nodes, a.triggers)
+            result["freeze_latency"] = {
+                "nodes": a.nodes, "triggers": a.triggers,
+                "what": "matching record's CLOCK_REALTIME to the last node's freeze (ms)",
+                "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "max_ms": max(lat),
+                "broker_floor": {
+                    "what": "bare NATS publish to as many subscriber processes, to the last (ms)",
+                    "p50_ms": pct(base, 50), "p99_ms": pct(base, 99), "max_ms": max(base)},
+                "p99_vs_floor_p99": pct(lat, 99) / pct(base, 99)}
+            print(json.dumps(result["freeze_latency"]))
+        if "idle" in only:
+            result["agent_idle_cpu_percent"] = {"processes": a.idle_processes,
+                                                "percent_of_a_core": idle_cpu(fleet, a.idle_processes)}
+            print(json.dumps(result["agent_idle_cpu_percent"]))
+        if "collect" in only:
+            result["collect"] = collect_time(fleet, a.nodes, a.ring_mib)
+            print(json.dumps(result["collect"]))
+        if "cost" in only:
+            result["event_cost"] = event_cost(fleet)
+            print(json.dumps(result["event_cost"]))
+        if a.scaling:
+            rows = []
+            for n in map(int, a.scaling.split(",")):
+                lat, _ = freeze_latency(fleet, n, a.scaling_triggers, floor=False)
+                c = collect_time(fleet, n, a.scaling_ring_mib)
+                rows.append({"agents": n, "freeze_p50_ms": pct(lat, 50), "freeze_p99_ms": pct(lat, 99),
+                             "freeze_max_ms": max(lat), "collect_s": c["collect_s"],
+                             "collect_bytes": c["bytes"]})
+                print(json.dumps(rows[-1]))
+            result["scaling"] = {"triggers": a.scaling_triggers, "ring_mib": a.scaling_ring_mib,
+                                 "rows": rows}
+    finally:
+        fleet.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=2)
+    print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,335 @@
+// The fleet agent (agent.hpp): the watcher loop, the broker's handlers and the commands.
+// Freezing and snapshotting are in rounds.cc, /metrics in agent_metrics.cc.
+#include "fleet/agent.hpp"
+
+#include <fmt/format.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "fleet/agent_state.hpp"
+#include "nanotrace/trigger.hpp"
+
+namespace nanotrace::fleet {
+
+using nlohmann::json;
+
+uint64_t realtime_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void Agent::Impl::log(const std::string& line) const {
+  uint64_t now = realtime_ns();
+  std::string stamp = new_round_id(now, "");
+  stamp.pop_back();  // the id's '-' before the (empty) node
+  std::fprintf(stderr, "%s agent %s: %s\n", stamp.c_str(), options.node.c_str(), line.c_str());
+  std::fflush(stderr);
+}
+
+void Agent::Impl::post(std::function<void()> task) {
+  {
+    std::lock_guard lock(tasks_mu);
+    tasks.push_back(std::move(task));
+  }
+  locals.kick();
+}
+
+bool Agent::Impl::in_interval() const {
+  return last_round && monotonic_ns() - last_round->started_mono_ns < options.rate_ns;
+}
+
+void Agent::Impl::answer(const std::string& reply, const json& body) {
+  if (reply.empty()) return;
+  Status s = broker->publish(reply, body.dump());
+  if (!s.ok()) log("cannot answer: " + s.message());
+}
+
+void Agent::Impl::answer_raw(const std::string& reply, const std::string& bytes) {
+  Status s = broker->publish(reply, bytes);
+  if (!s.ok()) log("cannot answer: " + s.message());
+}
+
+void Agent::Impl::on_command(BrokerMessage&& m) {
+  auto command = Command::parse(m.data);
+  if (!command.ok()) {
+    ++counters.refused;
+    log("refused a command: " + command.status().message());
+    answer(m.reply, {{"node", options.node}, {"error", command.status().message()}});
+    return;
+  }
+  std::string reply = m.reply;
+  Command c = *command;
+  post([this, c, reply] {
+    json body;
+    switch (c.op) {
+      case Command::Op::kArm: {
+        ArmSpec spec{c.expression, c.after, {}, c.before_ns};
+        if (!c.after.empty() &&
+            !Trigger::parse_window(c.after, &spec.window.after_events, &spec.window.after_ns)) {
+          body = {{"error", "bad --after '" + c.after + "'"}};
+          break;
+        }
+        if (c.rate_ns != 0) options.rate_ns = c.rate_ns;
+        body = arm(spec);
+        break;
+      }
+      case Command::Op::kDisarm:
+        body = disarm();
+        break;
+      case Command::Op::kSnapshot: {
+        Freeze f;
+        f.round = c.round;
+        f.node = options.node;
+        f.match_realtime_ns = realtime_ns();
+        f.event = "";  // on request
+        known_rounds.insert(f.round);
+        body = take_round(f, nullptr);
+        break;
+      }
+      case Command::Op::kStatus:
+        body = status_json();
+        break;
+      case Command::Op::kRounds:
+        body = rounds_json();
+        break;
+      case Command::Op::kResume: {
+        std::vector<std::string> errors;
+        locals.resume_all(&errors);
+        body = {{"errors", errors}};
+        break;
+      }
+    }
+    body["node"] = options.node;
+    answer(reply, body);
+  });
+}
+
+void Agent::Impl::on_freeze(BrokerMessage&& m) {
+  auto f = Freeze::parse(m.data);
+  if (!f.ok()) {
+    ++counters.refused;
+    log("refused a freeze message: " + f.status().message());
+    return;
+  }
+  if (f->node == options.node) return;  // our own announcement, echoed
+  Freeze freeze = *f;
+  post([this, freeze] { on_remote_freeze(freeze); });
+}
+
+void Agent::Impl::on_fetch(BrokerMessage&& m) {
+  auto request = FetchRequest::parse(m.data);
+  std::string out;
+  if (!request.ok()) {
+    out = "E" + request.status().message();
+  } else {
+    auto bytes = spool->read(request->file, request->offset, request->length);
+    out = bytes.ok() ? "D" + *bytes : "E" + bytes.status().message();
+  }
+  if (out[0] == 'E') {
+    ++counters.refused;
+    log("fetch refused: " + out.substr(1));
+  }
+  if (!m.reply.empty()) answer_raw(m.reply, out);
+}
+
+json Agent::Impl::arm(const ArmSpec& spec) {
+  armed = spec;
+  json processes = json::array();
+  for (auto& p : locals.all()) {
+    Status s = p->control->arm(spec.expression, spec.window);
+    json one = {{"pid", p->pid}, {"name", p->name}};
+    if (s.ok()) {
+      ++p->arms;
+      p->seen = p->control->trigger_state();
+    } else {
+      one["error"] = s.message();
+    }
+    processes.push_back(one);
+  }
+  log(fmt::format("armed '{}' in {} processes", spec.expression, processes.size()));
+  return {{"processes", processes}};
+}
+
+json Agent::Impl::disarm() {
+  armed.reset();
+  json processes = json::array();
+  for (auto& p : locals.all()) {
+    Status s = p->control->disarm();
+    json one = {{"pid", p->pid}};
+    if (!s.ok()) one["error"] = s.message();
+    p->seen = p->control->trigger_state();
+    processes.push_back(one);
+  }
+  return {{"processes", processes}};
+}
+
+void Agent::Impl::scan() {
+  std::vector<uint32_t> added = locals.scan();
+  for (auto& p : locals.all()) {
+    if (std::find(added.begin(), added.end(), p->pid) == added.end()) continue;
+    log(fmt::format("watching process {} ({})", p->pid, p->name));
+    // A restarted agent finds the trigger where it lives, in the process: it adopts it for
+    // the processes that start later.
+    if (!armed && p->seen == abi::TriggerState::kArmed) {
+      const TriggerInfo& t = p->control->process().trigger;
+      ArmSpec spec{t.expression, "", {t.after_events, t.after_ns}, 0};
+      armed = spec;
+      log("adopted the armed trigger '" + t.expression + "'");
+    }
+    if (armed && p->seen == abi::TriggerState::kNone) {
+      Status s = p->control->arm(armed->expression, armed->window);
+      if (s.ok()) {
+        ++p->arms;
+        p->seen = p->control->trigger_state();
+      }
+    }
+  }
+}
+
+void Agent::Impl::check_local_fires() {
+  for (auto& p : locals.all()) {
+    abi::TriggerState state = p->control->trigger_state();
+    if (state == p->seen) continue;
+    p->seen = state;
+    bool fired = state == abi::TriggerState::kFired || state == abi::TriggerState::kFrozen;
+    if (!fired || p->frozen_by_agent) continue;
+    auto info = p->control->trigger();
+    if (!info.ok() || info->event == 0) continue;  // frozen on someone's request
+    if (std::find(deferred.begin(), deferred.end(), p->pid) != deferred.end()) continue;
+    on_local_fire(*p, *info);
+  }
+}
+
+json Agent::Impl::status_json() {
+  json processes = json::array();
+  for (auto& p : locals.all()) {
+    RingHealth h = ring_health(*p->control);
+    const TriggerInfo& t = p->control->process().trigger;
+    processes.push_back({{"pid", p->pid},
+                         {"name", p->name},
+                         {"trigger", trigger_state_name(p->control->trigger_state())},
+                         {"expression", t.expression},
+                         {"threads", h.threads},
+                         {"records", h.records},
+                         {"history_seconds", h.history_seconds},
+                         {"overwritten_bytes", h.overwritten_bytes},
+                         {"lost", h.dropped + h.lost_no_slot + h.lost_reclaimed}});
+  }
+  json j = {{"connected", counters.connected.load()},
+            {"processes", processes},
+            {"armed", armed ? armed->expression : ""},
+            {"before_ns", armed ? armed->before_ns : 0},
+            {"rate_ns", options.rate_ns},
+            {"rounds", counters.rounds.load()},
+            {"coalesced", counters.coalesced.load()},
+            {"rate_limited", counters.rate_limited.load()},
+            {"local_only", counters.local_only.load()},
+            {"last_latency_ns", counters.last_latency_ns.load()}};
+  return j;
+}
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Agent::~Agent() {
+  if (impl_) {
+    impl_->metrics.reset();
+    impl_->broker.reset();
+  }
+}
+
+Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  if (impl->options.node.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    impl->options.node = spool_safe(host);
+  }
+  if (!valid_name(impl->options.node)) {
+    return Status::Invalid("bad node name '" + impl->options.node +
+                           "' ([A-Za-z0-9_-], 64 at most)");
+  }
+  if (!valid_name(impl->options.fleet)) return Status::Invalid("bad fleet name");
+  // The snapshots this agent writes name its node (the trace file's node identity), unless the
+  // operator named it otherwise.
+  setenv("NANOTRACE_NODE_NAME", impl->options.node.c_str(), /*overwrite=*/0);
+  auto spool = Spool::open(options.spool);
+  if (!spool.ok()) return spool.status();
+  impl->spool.emplace(std::move(*spool));
+  Impl* self = impl.get();
+  if (!options.metrics_address.empty()) {
+    auto m =
+        MetricsServer::start(options.metrics_address, [self] { return self->render_metrics(); });
+    if (!m.ok()) return m.status();
+    impl->metrics = std::move(*m);
+  }
+  BrokerOptions b;
+  b.url = options.broker_url;
+  b.credentials = options.credentials;
+  b.name = "nanotrace-agent-" + impl->options.node;
+  b.retry = true;
+  b.on_link = [self](bool up, const std::string& why) {
+    bool was = self->counters.connected.exchange(up);
+    if (was != up) ++self->counters.link_changes;
+    self->log(std::string(up ? "broker up: " : "broker down: ") + why);
+  };
+  auto broker = Broker::connect(b);
+  if (!broker.ok()) return broker.status();
+  impl->broker = std::move(*broker);
+  const std::string& fleet = impl->options.fleet;
+  Status s = impl->broker->subscribe(ctl_subject(fleet),
+                                     [self](BrokerMessage&& m) { self->on_command(std::move(m)); });
+  if (s.ok()) {
+    s = impl->broker->subscribe(freeze_subject(fleet),
+                                [self](BrokerMessage&& m) { self->on_freeze(std::move(m)); });
+  }
+  if (s.ok()) {
+    s = impl->broker->subscribe(fetch_subject(fleet, impl->options.node),
+                                [self](BrokerMessage&& m) { self->on_fetch(std::move(m)); });
+  }
+  if (!s.ok()) return s;
+  impl->log("started: spool " + options.spool + ", broker " + options.broker_url);
+  return std::unique_ptr<Agent>(new Agent(std::move(impl)));
+}
+
+void Agent::run(const std::atomic<bool>& stop) {
+  Impl& a = *impl_;
+  uint64_t next_scan = 0;
+  while (!stop.load(std::memory_order_acquire)) {
+    uint64_t now = monotonic_ns();
+    if (now >= next_scan) {
+      a.scan();
+      next_scan = now + static_cast<uint64_t>(a.options.scan_ms) * 1000000ull;
+    }
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::lock_guard lock(a.tasks_mu);
+        if (a.tasks.empty()) break;
+        task = std::move(a.tasks.front());
+        a.tasks.pop_front();
+      }
+      task();
+    }
+    a.check_local_fires();
+    a.flush_deferred(false);
+    now = monotonic_ns();
+    int wait_ms = next_scan > now ? static_cast<int>((next_scan - now) / 1000000) + 1 : 0;
+    if (!a.deferred.empty()) wait_ms = std::min(wait_ms, 100);
+    a.locals.wait(std::min(wait_ms, 1000));
+  }
+  a.flush_deferred(true);
+  a.log("stopped");
+}
+
+}  // namespace nanotrace::fleet

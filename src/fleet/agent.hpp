@@ -1,0 +1,62 @@
+// The fleet agent (`nanotrace agent`), one per node. It keeps every traced process of its node
+// as a flight recorder (it reads nothing from the rings while nothing happens) and links the
+// node to the fleet through the broker:
+//   - `fleet arm` arms the in-process trigger of every traced process, those that start later
+//     included. The process where a record matches freezes itself, exactly, in-process; the
+//     agent, woken by the runtime, announces the freeze on the broker and freezes the node's
+//     other processes; every other agent freezes its processes on the announcement (after the
+//     window asked past the match, if that moment is still to come). Each node then copies
+//     its frozen rings into its spool (one snapshot file per process, and a manifest saying
+//     which node, process, thread and record fired it and when every process froze), and
+//     resumes them: the trigger stays armed.
+//   - Rate policy: at most one fleet freeze per interval. A trigger that fires within the
+//     interval freezes its own process as always and is counted; its snapshot is written
+//     when the interval ends (so it is not lost), without freezing the fleet again. A freeze
+//     announced by another node within the interval is counted and named in the manifest.
+//   - Broker down: triggers still freeze their process; the agent snapshots its node alone
+//     (counted as a local-only freeze) and reconnects on its own.
+//   - It acts on commands from the broker alone, over a connection opened with the fleet's
+//     credentials; commands are a fixed set (no command runs anything), and every file name
+//     a message brings is checked to be inside the spool.
+//
+// Thread safety: run() on one thread; stop from any (the flag).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fleet/credentials.hpp"
+#include "nanotrace/status.hpp"
+
+namespace nanotrace::fleet {
+
+struct AgentOptions {
+  std::string node;  // this node's name (default: the host name)
+  std::string fleet = "default";
+  std::string spool = "/var/spool/nanotrace";
+  std::string broker_url = "nats://127.0.0.1:4222";
+  Credentials credentials;
+  std::string metrics_address;           // "HOST:PORT" to serve /metrics on; empty: none
+  uint64_t rate_ns = 10'000'000'000ull;  // at most one fleet freeze per interval
+  int scan_ms = 1000;                    // how often /dev/shm is scanned for new processes
+};
+
+class Agent {
+ public:
+  // Opens the spool, starts the metrics server and connects (a broker that cannot be reached
+  // yet is retried in the background). Errors: kInvalidArgument (a bad name), kIoError.
+  static Result<std::unique_ptr<Agent>> start(const AgentOptions& options);
+  ~Agent();
+  // Watches the node until *stop.
+  void run(const std::atomic<bool>& stop);
+
+  struct Impl;
+
+ private:
+  explicit Agent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nanotrace::fleet

@@ -1,0 +1,121 @@
+// The agent's /metrics (OpenMetrics text format): per traced process, the history its rings
+// hold, the bytes written over, records lost by cause, trigger arms, fires and freezes; per
+// node, fleet freezes (taken, coalesced, rate-limited, local-only), the last freeze's latency,
+// snapshots written and the broker link.
+#include <fmt/format.h>
+
+#include "fleet/agent_state.hpp"
+
+namespace nanotrace::fleet {
+namespace {
+
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+struct Family {
+  std::string name, type, help;
+  std::vector<std::string> samples;
+};
+
+void add(Family& f, const std::string& labels, double value) {
+  std::string sample = f.type == "counter" ? f.name + "_total" : f.name;
+  f.samples.push_back(fmt::format("{}{{{}}} {}", sample, labels, value));
+}
+
+}  // namespace
+
+std::string Agent::Impl::render_metrics() {
+  Family history{"nanotrace_process_history_seconds", "gauge",
+                 "Seconds of history the process's rings hold (newest thread)"};
+  Family overwritten{"nanotrace_process_overwritten_bytes", "counter",
+                     "Ring bytes written over since the process started"};
+  Family records{"nanotrace_process_records", "counter", "Records written"};
+  Family lost{"nanotrace_process_records_lost", "counter", "Records lost, by cause"};
+  Family arms{"nanotrace_process_trigger_arms", "counter", "Triggers armed by this agent"};
+  Family fires{"nanotrace_process_trigger_fires", "counter", "Triggers that fired"};
+  Family freezes{"nanotrace_process_freezes", "counter", "Freezes this agent requested"};
+  Family armed{"nanotrace_process_trigger_armed", "gauge", "1 while the trigger is armed"};
+  const std::string node = "node=\"" + escape_label(options.node) + "\"";
+  {
+    std::lock_guard lock(locals.mu());
+    for (auto& p : locals.all()) {
+      RingHealth h = ring_health(*p->control);
+      std::string l =
+          fmt::format("{},pid=\"{}\",process=\"{}\"", node, p->pid, escape_label(p->name));
+      add(history, l, h.history_seconds);
+      add(overwritten, l, static_cast<double>(h.overwritten_bytes));
+      add(records, l, static_cast<double>(h.records));
+      add(lost, l + ",cause=\"dropped\"", static_cast<double>(h.dropped));
+      add(lost, l + ",cause=\"no_slot\"", static_cast<double>(h.lost_no_slot));
+      add(lost, l + ",cause=\"reclaimed\"", static_cast<double>(h.lost_reclaimed));
+      add(arms, l, static_cast<double>(p->arms.load()));
+      add(fires, l, static_cast<double>(p->fires.load()));
+      add(freezes, l, static_cast<double>(p->freezes.load()));
+      add(armed, l, p->control->trigger_state() == abi::TriggerState::kArmed ? 1 : 0);
+    }
+  }
+  auto one = [&](const char* name, const char* type, const char* help, double value) {
+    Family f{name, type, help};
+    add(f, node, value);
+    return f;
+  };
+  const AgentCounters& c = counters;
+  std::vector<Family> families = {
+      history,
+      overwritten,
+      records,
+      lost,
+      arms,
+      fires,
+      freezes,
+      armed,
+      one("nanotrace_fleet_rounds", "counter", "Fleet freezes this node took part in",
+          static_cast<double>(c.rounds.load())),
+      one("nanotrace_fleet_origins", "counter", "Fleet freezes this node's processes fired",
+          static_cast<double>(c.origins.load())),
+      one("nanotrace_fleet_coalesced", "counter",
+          "Freezes announced by other nodes within the rate interval (counted, not repeated)",
+          static_cast<double>(c.coalesced.load())),
+      one("nanotrace_fleet_rate_limited", "counter",
+          "Local fires within the rate interval (copied when it ends, not fanned out)",
+          static_cast<double>(c.rate_limited.load())),
+      one("nanotrace_fleet_local_only", "counter",
+          "Local fires that could not be announced (broker down)",
+          static_cast<double>(c.local_only.load())),
+      one("nanotrace_fleet_last_freeze_latency_seconds", "gauge",
+          "Last round: from the matching record to this node's last process frozen",
+          static_cast<double>(c.last_latency_ns.load()) / 1e9),
+      one("nanotrace_fleet_snapshots", "counter", "Snapshot files written to the spool",
+          static_cast<double>(c.snapshots.load())),
+      one("nanotrace_fleet_snapshot_bytes", "counter", "Bytes of snapshot files written",
+          static_cast<double>(c.snapshot_bytes.load())),
+      one("nanotrace_fleet_snapshot_errors", "counter", "Snapshots that could not be written",
+          static_cast<double>(c.snapshot_errors.load())),
+      one("nanotrace_fleet_refused_messages", "counter",
+          "Broker messages refused (malformed, or naming a path outside the spool)",
+          static_cast<double>(c.refused.load())),
+      one("nanotrace_broker_connected", "gauge", "1 while the broker link is up",
+          c.connected.load() ? 1 : 0),
+      one("nanotrace_broker_link_changes", "counter", "Broker disconnections and reconnections",
+          static_cast<double>(c.link_changes.load())),
+  };
+  std::string out;
+  for (const Family& f : families) {
+    out += fmt::format("# TYPE {} {}\n# HELP {} {}\n", f.name, f.type, f.name, f.help);
+    for (const std::string& s : f.samples) out += s + "\n";
+  }
+  out += "# EOF\n";
+  return out;
+}
+
+}  // namespace nanotrace::fleet

@@ -1,0 +1,111 @@
+// The fleet agent's state shared by its parts (agent.cc: the watcher and the broker's
+// handlers; rounds.cc: freezing and snapshotting the node; agent_metrics.cc: /metrics).
+// Internal header.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fleet/agent.hpp"
+#include "fleet/broker.hpp"
+#include "fleet/local_processes.hpp"
+#include "fleet/metrics_server.hpp"
+#include "fleet/protocol.hpp"
+#include "fleet/spool.hpp"
+#include "nanotrace/controller.hpp"
+
+namespace nanotrace::fleet {
+
+// What `fleet arm` asked, applied to processes that start later too.
+struct ArmSpec {
+  std::string expression;
+  std::string after;
+  RemoteTriggerWindow window;
+  uint64_t before_ns = 0;
+};
+
+// The last fleet freeze this node took part in.
+struct Round {
+  std::string id;
+  std::vector<Freeze> origins;  // the first, then freezes coalesced into it
+  uint64_t started_mono_ns = 0;
+  nlohmann::json manifest;  // as written to the spool
+};
+
+struct AgentCounters {
+  std::atomic<uint64_t> rounds{0};        // fleet freezes this node took part in
+  std::atomic<uint64_t> origins{0};       // of which it fired
+  std::atomic<uint64_t> coalesced{0};     // freezes announced within the interval
+  std::atomic<uint64_t> rate_limited{0};  // local fires within the interval
+  std::atomic<uint64_t> local_only{0};    // fires announced to nobody (broker down)
+  std::atomic<uint64_t> snapshots{0};     // snapshot files written
+  std::atomic<uint64_t> snapshot_bytes{0};
+  std::atomic<uint64_t> snapshot_errors{0};
+  std::atomic<uint64_t> refused{0};          // malformed or refused messages
+  std::atomic<uint64_t> link_changes{0};     // disconnections and reconnections
+  std::atomic<uint64_t> last_latency_ns{0};  // match to this node's freeze, last round
+  std::atomic<uint64_t> last_fleet_ns{0};    // origin: match to the announcement's publish
+  std::atomic<bool> connected{false};
+};
+
+struct Agent::Impl {
+  AgentOptions options;
+  std::optional<Spool> spool;
+  std::unique_ptr<Broker> broker;
+  std::unique_ptr<MetricsServer> metrics;
+  LocalProcesses locals;
+  AgentCounters counters;
+
+  // Work for the watcher thread, queued by the broker's handlers.
+  std::mutex tasks_mu;
+  std::deque<std::function<void()>> tasks;
+  void post(std::function<void()> task);
+
+  // The watcher thread's own state.
+  std::optional<ArmSpec> armed;
+  std::optional<Round> last_round;
+  std::set<std::string> known_rounds;
+  std::vector<uint32_t> deferred;  // pids fired within the interval, frozen, not yet copied
+
+  void log(const std::string& line) const;
+  uint64_t rate_ns() const { return options.rate_ns; }
+  bool in_interval() const;
+
+  // agent.cc
+  void on_command(BrokerMessage&& m);
+  void on_freeze(BrokerMessage&& m);
+  void on_fetch(BrokerMessage&& m);
+  void answer(const std::string& reply, const nlohmann::json& body);
+  void answer_raw(const std::string& reply, const std::string& bytes);
+  void scan();
+  void check_local_fires();
+  nlohmann::json status_json();
+  nlohmann::json arm(const ArmSpec& spec);
+  nlohmann::json disarm();
+
+  // rounds.cc
+  void on_local_fire(LocalProcess& p, const TriggerInfo& info);
+  void on_remote_freeze(const Freeze& f);
+  nlohmann::json take_round(const Freeze& f, LocalProcess* origin);
+  nlohmann::json write_snapshots(const std::string& round, const std::vector<Freeze>& origins,
+                                 const std::vector<LocalProcess*>& which);
+  void flush_deferred(bool force);
+  nlohmann::json rounds_json();
+
+  // agent_metrics.cc
+  std::string render_metrics();
+};
+
+uint64_t realtime_ns();
+uint64_t monotonic_ns();
+
+}  // namespace nanotrace::fleet

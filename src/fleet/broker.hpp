@@ -1,0 +1,70 @@
+// The fleet's link to its message broker: one NATS connection (Debian's libnats, the C client
+// of nats-server), authenticated with the fleet's credentials, that reconnects on its own for
+// as long as the process lives, so that an agent started while the broker is down, or that
+// loses it, comes back without anyone's help. Messages are opaque bytes here; protocol.hpp
+// says what they hold.
+//
+// Thread safety: publish, request and subscribe may be called from any thread; handlers run
+// on the client library's delivery threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fleet/credentials.hpp"
+#include "nanotrace/status.hpp"
+
+namespace nanotrace::fleet {
+
+struct BrokerMessage {
+  std::string subject;
+  std::string reply;  // where an answer goes ("" if none asked)
+  std::string data;
+};
+
+struct BrokerOptions {
+  std::string url = "nats://127.0.0.1:4222";
+  Credentials credentials;
+  std::string name;  // the connection's name, as the server lists it
+  // Keep trying to connect for ever (the agent); false: fail at once (a command).
+  bool retry = false;
+  int timeout_ms = 2000;  // a connection attempt's
+  // Called (on a library thread) when the link goes down or comes back, with a reason.
+  std::function<void(bool up, const std::string& why)> on_link;
+};
+
+class Broker {
+ public:
+  using Handler = std::function<void(BrokerMessage&& message)>;
+
+  // Connects. With retry, returns even if the broker cannot be reached now (the link comes
+  // up later: on_link). Errors: kIoError (unreachable, or credentials refused: the message
+  // says which).
+  static Result<std::unique_ptr<Broker>> connect(const BrokerOptions& options);
+  ~Broker();
+
+  bool connected() const;
+  Status publish(const std::string& subject, const std::string& data,
+                 const std::string& reply = "");
+  // Subscribes for the broker's lifetime.
+  Status subscribe(const std::string& subject, Handler handler);
+  // One answer. Errors: kIoError (no answer within timeout_ms, or the link is down).
+  Result<std::string> request(const std::string& subject, const std::string& data, int timeout_ms);
+  // Publishes data with a private reply subject and gathers answers until `expect` arrived
+  // (0: any number) or timeout_ms passed since the publish.
+  Result<std::vector<std::string>> gather(const std::string& subject, const std::string& data,
+                                          size_t expect, int timeout_ms);
+  // Waits until what was published has reached the server.
+  Status flush(int timeout_ms);
+
+  struct Impl;
+
+ private:
+  explicit Broker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nanotrace::fleet

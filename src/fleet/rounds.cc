@@ -1,0 +1,221 @@
+// A fleet freeze on one node (agent.hpp): announcing a local match, freezing the node's
+// processes, copying the frozen rings into the spool with a manifest, resuming; and the rate
+// policy (at most one fleet freeze per interval; what comes within it is counted, not lost).
+#include <fmt/format.h>
+#include <time.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "fleet/agent_state.hpp"
+#include "nanotrace/record.hpp"
+
+namespace nanotrace::fleet {
+
+using nlohmann::json;
+
+namespace {
+
+json freeze_json(const Freeze& f) { return json::parse(f.to_json()); }
+
+// Waits (at most limit_ns) for a process's own trigger window to end.
+bool wait_frozen(LocalProcess& p, uint64_t limit_ns) {
+  uint64_t deadline = monotonic_ns() + limit_ns;
+  while (p.control->trigger_state() != abi::TriggerState::kFrozen) {
+    if (monotonic_ns() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+}  // namespace
+
+void Agent::Impl::on_local_fire(LocalProcess& p, const TriggerInfo& info) {
+  ++p.fires;
+  Trace& t = p.control->trace();
+  Freeze f;
+  f.node = options.node;
+  f.pid = p.pid;
+  f.tid = info.tid;
+  f.seq = info.seq;
+  const EventInfo* e = t.event_by_id(info.event);
+  f.event = e != nullptr ? e->full_name() : "?";
+  f.expression = info.expression;
+  f.match_realtime_ns = t.ticks_to_realtime_ns(info.ticks);
+  f.after_ns = info.after_ns;
+  if (in_interval()) {
+    // Counted, not lost: the process stays frozen and is copied when the interval ends.
+    ++counters.rate_limited;
+    deferred.push_back(p.pid);
+    last_round->origins.push_back(f);
+    log(fmt::format("process {} fired {} within the rate interval: counted, copied when it ends",
+                    p.pid, f.event));
+    return;
+  }
+  f.round = new_round_id(f.match_realtime_ns, options.node);
+  known_rounds.insert(f.round);
+  ++counters.origins;
+  if (counters.connected.load()) {
+    Status s = broker->publish(freeze_subject(options.fleet), f.to_json());
+    if (s.ok()) s = broker->flush(1000);
+    if (!s.ok()) {
+      ++counters.local_only;
+      log("cannot announce the freeze (" + s.message() + "): this node freezes alone");
+    }
+  } else {
+    ++counters.local_only;
+    log("broker down: this node freezes alone");
+  }
+  uint64_t published = realtime_ns();
+  counters.last_fleet_ns = published > f.match_realtime_ns ? published - f.match_realtime_ns : 0;
+  log(fmt::format("process {} thread {} fired {} (record #{}): round {}", p.pid, f.tid, f.event,
+                  f.seq, f.round));
+  take_round(f, &p);
+}
+
+void Agent::Impl::on_remote_freeze(const Freeze& f) {
+  if (!known_rounds.insert(f.round).second) return;
+  if (in_interval()) {
+    ++counters.coalesced;
+    last_round->origins.push_back(f);
+    last_round->manifest["origins"].push_back(freeze_json(f));
+    Status s = spool->replace_file(last_round->id + "." + options.node + ".json",
+                                   last_round->manifest.dump(2));
+    if (!s.ok()) log("manifest: " + s.message());
+    log("freeze " + f.round + " from " + f.node + " within the rate interval: counted in " +
+        last_round->id);
+    return;
+  }
+  log("freeze " + f.round + " from node " + f.node);
+  take_round(f, nullptr);
+}
+
+json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin) {
+  ++counters.rounds;
+  last_round = Round{f.round, {f}, monotonic_ns(), {}};
+  // Another node's match with a time window: every node keeps that window past the match.
+  if (origin == nullptr && f.after_ns != 0) {
+    uint64_t until = f.match_realtime_ns + f.after_ns, now = realtime_ns();
+    if (until > now) {
+      std::this_thread::sleep_for(
+          std::chrono::nanoseconds(std::min<uint64_t>(until - now, 1000000000ull)));
+    }
+  }
+  std::vector<std::string> errors;
+  locals.freeze_all(origin, &errors);
+  if (origin != nullptr && !wait_frozen(*origin, f.after_ns + 1000000000ull)) {
+    // A count window that the process does not fill in a second: end it here.
+    auto seq = origin->control->post_freeze();
+    Status s = seq.ok() ? origin->control->await_answer(*seq) : seq.status();
+    if (!s.ok()) log("freeze of the origin: " + s.message());
+  }
+  for (const std::string& e : errors) log("freeze: " + e);
+  std::vector<LocalProcess*> all;
+  for (auto& p : locals.all()) all.push_back(p.get());
+  json manifest = write_snapshots(f.round, {f}, all);
+  last_round->manifest = manifest;
+  std::vector<std::string> resume_errors;
+  locals.resume_all(&resume_errors);
+  for (const std::string& e : resume_errors) log("resume: " + e);
+  return manifest;
+}
+
+json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Freeze>& origins,
+                                  const std::vector<LocalProcess*>& which) {
+  json processes = json::array();
+  uint64_t last_freeze = 0;
+  for (LocalProcess* p : which) {
+    auto info = p->control->trigger();  // re-reads the header: frozen_ticks
+    if (!info.ok() || info->state != abi::TriggerState::kFrozen) {
+      processes.push_back({{"pid", p->pid}, {"error", "not frozen"}});
+      continue;
+    }
+    Trace& t = p->control->trace();
+    uint64_t frozen = t.ticks_to_realtime_ns(info->frozen_ticks);
+    last_freeze = std::max(last_freeze, frozen);
+    std::string name = fmt::format("{}.{}.{}.nt", round, options.node, p->pid);
+    json one = {{"pid", p->pid},
+                {"name", p->name},
+                {"file", name},
+                {"frozen_realtime_ns", frozen},
+                {"history_seconds", ring_health(*p->control).history_seconds}};
+    auto path = spool->new_path(name);
+    Result<RecordSummary> written = path.ok() ? write_snapshot(t, *path, /*compress=*/false)
+                                              : Result<RecordSummary>(path.status());
+    if (!written.ok()) {
+      ++counters.snapshot_errors;
+      one["error"] = written.status().message();
+      log("snapshot of " + std::to_string(p->pid) + ": " + written.status().message());
+    } else {
+      ++counters.snapshots;
+      counters.snapshot_bytes += written->file_bytes;
+      one["bytes"] = written->file_bytes;
+      one["records"] = written->records;
+    }
+    processes.push_back(one);
+  }
+  json origin_list = json::array();
+  for (const Freeze& f : origins) origin_list.push_back(freeze_json(f));
+  uint64_t match = origins.empty() ? 0 : origins.front().match_realtime_ns;
+  uint64_t latency = last_freeze > match ? last_freeze - match : 0;
+  counters.last_latency_ns = latency;
+  json manifest = {{"round", round},
+                   {"node", options.node},
+                   {"fleet", options.fleet},
+                   {"origins", origin_list},
+                   {"before_ns", armed ? armed->before_ns : 0},
+                   {"freeze_realtime_ns", last_freeze},
+                   {"latency_ns", latency},
+                   {"processes", processes}};
+  Status s = spool->replace_file(round + "." + options.node + ".json", manifest.dump(2));
+  if (!s.ok()) log("manifest: " + s.message());
+  log(fmt::format("round {}: {} processes copied, frozen {:.3f} ms after the match", round,
+                  processes.size(), static_cast<double>(latency) / 1e6));
+  return manifest;
+}
+
+void Agent::Impl::flush_deferred(bool force) {
+  if (deferred.empty() || (!force && in_interval())) return;
+  std::vector<LocalProcess*> which;
+  std::vector<Freeze> origins;
+  for (auto& p : locals.all()) {
+    if (std::find(deferred.begin(), deferred.end(), p->pid) != deferred.end()) {
+      which.push_back(p.get());
+    }
+  }
+  for (const Freeze& f : last_round->origins) {
+    if (f.node == options.node &&
+        std::find(deferred.begin(), deferred.end(), f.pid) != deferred.end()) {
+      origins.push_back(f);
+    }
+  }
+  deferred.clear();
+  if (which.empty()) return;
+  std::string round =
+      new_round_id(origins.empty() ? realtime_ns() : origins.front().match_realtime_ns,
+                   options.node) +
+      "-local";
+  write_snapshots(round, origins, which);
+  for (LocalProcess* p : which) {
+    Status s = p->control->resume();
+    if (!s.ok()) log("resume: " + s.message());
+    p->seen = p->control->trigger_state();
+  }
+}
+
+json Agent::Impl::rounds_json() {
+  json rounds = json::array();
+  std::vector<std::string> names = spool->list(".json");
+  std::sort(names.begin(), names.end());
+  if (names.size() > 64) names.erase(names.begin(), names.end() - 64);
+  for (const std::string& name : names) {
+    if (name.rfind("tmp-", 0) == 0) continue;
+    auto text = spool->read(name, 0, 1 << 20);
+    if (!text.ok()) continue;
+    json j = json::parse(*text, nullptr, false);
+    if (!j.is_discarded()) rounds.push_back(std::move(j));
+  }
+  return {{"rounds", rounds}};
+}
+
+}  // namespace nanotrace::fleet

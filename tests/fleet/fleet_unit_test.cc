@@ -1,0 +1,130 @@
+// The fleet's guards, without a broker: the spool refuses every name that could lead outside
+// it and creates files 0600 (never through a link, never over a file); credentials are refused
+// when others may read them or they hold nothing usable; broker messages that are malformed
+// or name a bad round are refused.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "fleet/credentials.hpp"
+#include "fleet/protocol.hpp"
+#include "fleet/spool.hpp"
+
+namespace nanotrace::fleet {
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/nanotrace-fleet-unit.XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::system(("rm -rf " + path).c_str()); }
+};
+
+void write(const std::string& path, const std::string& text, mode_t mode) {
+  std::ofstream(path) << text;
+  chmod(path.c_str(), mode);
+}
+
+TEST(SpoolTest, RefusesNamesOutsideIt) {
+  for (const char* bad : {"../x", "/etc/passwd", "a/b", ".hidden", "..", "", "a b", "x\n"}) {
+    EXPECT_FALSE(valid_spool_name(bad)) << bad;
+  }
+  EXPECT_TRUE(valid_spool_name("20261203T121501.123456-node3.node3.42.nt"));
+  TempDir d;
+  auto spool = Spool::open(d.path + "/spool");
+  ASSERT_TRUE(spool.ok()) << spool.status().message();
+  EXPECT_FALSE(spool->read("../../etc/passwd", 0, 100).ok());
+  EXPECT_NE(spool->read("../../etc/passwd", 0, 100).status().message().find("refused"),
+            std::string::npos);
+  EXPECT_FALSE(spool->write_file("../escape", "x").ok());
+  EXPECT_FALSE(spool->new_path("/tmp/x").ok());
+}
+
+TEST(SpoolTest, CreatesPrivateFilesNeverThroughALink) {
+  TempDir d;
+  auto spool = Spool::open(d.path + "/spool");
+  ASSERT_TRUE(spool.ok());
+  struct stat st {};
+  ASSERT_EQ(stat((d.path + "/spool").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_TRUE(spool->write_file("a.json", "{}").ok());
+  ASSERT_EQ(stat((d.path + "/spool/a.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_FALSE(spool->write_file("a.json", "again").ok());  // never over an existing file
+  ASSERT_TRUE(spool->replace_file("a.json", "[1]").ok());
+  ASSERT_EQ(stat((d.path + "/spool/a.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(*spool->read("a.json", 0, 100), "[1]");
+  // A link planted in the spool is neither followed for reading nor for writing.
+  write(d.path + "/secret", "secret", 0600);
+  ASSERT_EQ(symlink((d.path + "/secret").c_str(), (d.path + "/spool/link.nt").c_str()), 0);
+  EXPECT_FALSE(spool->read("link.nt", 0, 100).ok());
+  EXPECT_FALSE(spool->write_file("link.nt", "x").ok());
+  EXPECT_FALSE(spool->new_path("link.nt").ok());
+  // The spool itself may not be a link.
+  ASSERT_EQ(symlink(d.path.c_str(), (d.path + "/spool-link").c_str()), 0);
+  EXPECT_FALSE(Spool::open(d.path + "/spool-link").ok());
+}
+
+TEST(CredentialsTest, OnlyAPrivateFileWithATokenOrAUserAndPassword) {
+  TempDir d;
+  const std::string path = d.path + "/creds";
+  write(path, "# fleet\nuser = nt\npassword = pw\n", 0600);
+  auto c = read_credentials(path);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->user, "nt");
+  EXPECT_EQ(c->password, "pw");
+  write(path, "token=abc\n", 0600);
+  ASSERT_TRUE(read_credentials(path).ok());
+  EXPECT_EQ(read_credentials(path)->token, "abc");
+  chmod(path.c_str(), 0640);
+  EXPECT_FALSE(read_credentials(path).ok());
+  EXPECT_NE(read_credentials(path).status().message().find("chmod 600"), std::string::npos);
+  write(path, "user = nt\n", 0600);
+  EXPECT_FALSE(read_credentials(path).ok());  // no password
+  write(path, "secret: x\n", 0600);
+  EXPECT_FALSE(read_credentials(path).ok());  // malformed
+  write(path, "tokn = x\n", 0600);
+  EXPECT_FALSE(read_credentials(path).ok());  // unknown key
+  EXPECT_EQ(read_credentials(d.path + "/none").status().code(), StatusCode::kNotFound);
+  ASSERT_EQ(symlink(path.c_str(), (d.path + "/link").c_str()), 0);
+  EXPECT_FALSE(read_credentials(d.path + "/link").ok());
+}
+
+TEST(ProtocolTest, RefusesMalformedAndHostileMessages) {
+  Freeze f;
+  f.round = new_round_id(1764763501123456789ull, "node3");
+  EXPECT_EQ(f.round, "20251203T120501.123456-node3");
+  f.node = "node3";
+  f.pid = 42;
+  f.event = "io:complete";
+  auto back = Freeze::parse(f.to_json());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->pid, 42u);
+  EXPECT_EQ(back->round, f.round);
+  for (const char* bad :
+       {"", "[]", "{", R"({"round":"../../x","node":"n"})", R"({"round":"r","node":"a.b"})",
+        R"({"round":"r","node":"n","pid":-1})", R"({"round":"r","node":"n","pid":"1"})"}) {
+    EXPECT_FALSE(Freeze::parse(bad).ok()) << bad;
+  }
+  EXPECT_FALSE(Command::parse(R"({"op":"exec","command":"rm -rf /"})").ok());
+  EXPECT_FALSE(Command::parse(R"({"op":"snapshot","round":"../x"})").ok());
+  auto arm = Command::parse(R"({"op":"arm","expression":"io:error","after":"2ms"})");
+  ASSERT_TRUE(arm.ok());
+  EXPECT_EQ(arm->op, Command::Op::kArm);
+  auto fetch = FetchRequest::parse(R"({"file":"x.nt","offset":0,"length":99999999999})");
+  ASSERT_TRUE(fetch.ok());
+  EXPECT_EQ(fetch->length, kFetchChunk);  // capped
+  EXPECT_FALSE(valid_name("a.b"));
+  EXPECT_FALSE(valid_name(std::string(65, 'a')));
+  EXPECT_TRUE(valid_name("node-3_a"));
+}
+
+}  // namespace
+}  // namespace nanotrace::fleet

@@ -1,0 +1,53 @@
+// `nanotrace agent`: the fleet agent of this node (src/fleet/agent.hpp), until SIGINT or
+// SIGTERM. Its log lines go to stderr (the journal, under systemd).
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <atomic>
+
+#include "commands.hpp"
+#include "fleet/agent.hpp"
+#include "fleet_commands.hpp"
+#include "nanotrace/trigger.hpp"
+
+namespace nanotrace::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true); }
+
+}  // namespace
+
+Result<uint64_t> parse_duration_ns(const std::string& text, const char* what) {
+  uint64_t events = 0, ns = 0;
+  if (!Trigger::parse_window(text, &events, &ns) || events != 0 || (ns == 0 && text != "0")) {
+    return Status::Invalid(std::string("bad ") + what + " '" + text + "' (e.g. 2s, 500ms)");
+  }
+  return ns;
+}
+
+int cmd_agent(const FleetCommands& c) {
+  fleet::AgentOptions o;
+  o.node = c.node;
+  o.fleet = c.fleet_name;
+  o.spool = c.spool;
+  o.broker_url = c.broker;
+  o.metrics_address = c.metrics;
+  o.scan_ms = c.scan_ms;
+  auto rate = parse_duration_ns(c.rate, "--rate");
+  if (!rate.ok()) return fail(rate.status());
+  o.rate_ns = *rate;
+  auto credentials = fleet::read_credentials(c.credentials);
+  if (!credentials.ok()) return fail(credentials.status());
+  o.credentials = *credentials;
+  auto agent = fleet::Agent::start(o);
+  if (!agent.ok()) return fail(agent.status());
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  (*agent)->run(g_stop);
+  return 0;
+}
+
+}  // namespace nanotrace::cli

@@ -1,0 +1,226 @@
+// `nanotrace fleet arm|disarm|snapshot|status|collect|resume`: commands to every agent of a
+// fleet through the broker (src/fleet/client.hpp), and their registration with the CLI.
+#include <fmt/format.h>
+#include <time.h>
+
+#include "commands.hpp"
+#include "fleet/client.hpp"
+#include "fleet/protocol.hpp"
+#include "fleet_commands.hpp"
+
+namespace nanotrace::cli {
+
+Result<uint64_t> parse_duration_ns(const std::string& text, const char* what);
+int cmd_agent(const FleetCommands& c);
+
+namespace {
+
+using nlohmann::json;
+
+Result<std::unique_ptr<fleet::FleetClient>> connect(const FleetCommands& c) {
+  fleet::ClientOptions o;
+  o.broker.url = c.broker;
+  o.broker.name = "nanotrace-fleet";
+  auto credentials = fleet::read_credentials(c.credentials);
+  if (!credentials.ok()) return credentials.status();
+  o.broker.credentials = *credentials;
+  o.fleet = c.fleet_name;
+  o.nodes = c.nodes;
+  o.timeout_ms = c.timeout_ms;
+  return fleet::FleetClient::connect(o);
+}
+
+// Prints each node's answer; 1 if a node reported an error or fewer nodes than --nodes answered.
+int report(const FleetCommands& c, const std::vector<json>& answers, bool json_out,
+           const std::function<void(const json&)>& print) {
+  int status = 0;
+  if (json_out) {
+    fmt::print("{}\n", dump_json(answers));
+  } else {
+    for (const json& a : answers) print(a);
+  }
+  for (const json& a : answers) {
+    if (a.contains("error")) {
+      fmt::print(stderr, "nanotrace: node {}: {}\n", a["node"].get<std::string>(),
+                 a["error"].dump());
+      status = 1;
+    }
+  }
+  if (c.nodes != 0 && answers.size() < c.nodes) {
+    fmt::print(stderr, "nanotrace: {} of {} nodes answered\n", answers.size(), c.nodes);
+    status = 1;
+  }
+  if (answers.empty()) {
+    fmt::print(stderr, "nanotrace: no agent answered\n");
+    status = 1;
+  }
+  return status;
+}
+
+void print_processes(const json& a) {
+  for (const json& p : a.value("processes", json::array())) {
+    fmt::print("  process {} {}{}\n", p.value("pid", 0), p.value("name", ""),
+               p.contains("error") ? ": " + p["error"].get<std::string>() : "");
+  }
+}
+
+int collect(fleet::FleetClient& client, const FleetCommands& c, const std::string& round) {
+  auto wait = parse_duration_ns(c.wait, "--wait");
+  if (!wait.ok()) return fail(wait.status());
+  std::string dir =
+      c.dir.empty() ? "fleet-" + (round.empty() ? std::string("latest") : round) : c.dir;
+  auto r = client.collect(round, dir, static_cast<int>(*wait / 1000000));
+  if (!r.ok()) return fail(r.status());
+  fmt::print("round {}: {} files from {} nodes, {:.1f} MiB in {:.2f} s into {}\n", r->round,
+             r->files, r->nodes, static_cast<double>(r->bytes) / (1 << 20), r->seconds, dir);
+  for (const std::string& e : r->errors) fmt::print(stderr, "nanotrace: {}\n", e);
+  return r->errors.empty() ? 0 : 1;
+}
+
+int run_fleet(const FleetCommands& c) {
+  auto client = connect(c);
+  if (!client.ok()) return fail(client.status());
+  fleet::Command command;
+  if (c.arm->parsed()) {
+    command.op = fleet::Command::Op::kArm;
+    command.expression = c.expression;
+    command.after = c.after;
+    if (!c.before.empty()) {
+      auto before = parse_duration_ns(c.before, "--before");
+      if (!before.ok()) return fail(before.status());
+      command.before_ns = *before;
+    }
+    if (c.fleet->get_subcommand("arm")->count("--rate") != 0) {
+      auto rate = parse_duration_ns(c.rate, "--rate");
+      if (!rate.ok()) return fail(rate.status());
+      command.rate_ns = *rate;
+    }
+  } else if (c.disarm->parsed()) {
+    command.op = fleet::Command::Op::kDisarm;
+  } else if (c.resume->parsed()) {
+    command.op = fleet::Command::Op::kResume;
+  } else if (c.status->parsed()) {
+    command.op = fleet::Command::Op::kStatus;
+  } else if (c.snapshot->parsed()) {
+    command.op = fleet::Command::Op::kSnapshot;
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    command.round = fleet::new_round_id(
+        static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec),
+        "request");
+  } else if (c.fetch->parsed()) {
+    auto bytes = (*client)->fetch(c.fetch_node, c.fetch_file, c.output);
+    if (!bytes.ok()) return fail(bytes.status());
+    fmt::print("{}: {} bytes from node {}\n", c.output, *bytes, c.fetch_node);
+    return 0;
+  } else {
+    return collect(**client, c, c.round);
+  }
+  auto answers = (*client)->command(command.to_json());
+  if (!answers.ok()) return fail(answers.status());
+  if (c.arm->parsed()) {
+    return report(c, *answers, c.json, [&](const json& a) {
+      fmt::print("node {}: armed '{}'\n", a["node"].get<std::string>(), c.expression);
+      print_processes(a);
+    });
+  }
+  if (c.status->parsed()) {
+    return report(c, *answers, c.json, [](const json& a) {
+      fmt::print(
+          "node {}: broker {}, armed '{}', {} rounds ({} coalesced, {} rate-limited, {} "
+          "local only), last freeze {:.3f} ms after its match\n",
+          a["node"].get<std::string>(), a.value("connected", false) ? "up" : "down",
+          a.value("armed", ""), a.value("rounds", 0), a.value("coalesced", 0),
+          a.value("rate_limited", 0), a.value("local_only", 0),
+          a.value("last_latency_ns", 0.0) / 1e6);
+      for (const json& p : a.value("processes", json::array())) {
+        fmt::print("  process {} {}: trigger {}{}, {} threads, {:.2f} s of history, {} lost\n",
+                   p.value("pid", 0), p.value("name", ""), p.value("trigger", ""),
+                   p.value("expression", "").empty() ? "" : " on " + p.value("expression", ""),
+                   p.value("threads", 0), p.value("history_seconds", 0.0), p.value("lost", 0));
+      }
+    });
+  }
+  if (c.snapshot->parsed()) {
+    int status = report(c, *answers, c.json, [](const json& a) {
+      fmt::print("node {}: frozen, {} processes copied\n", a["node"].get<std::string>(),
+                 a.value("processes", json::array()).size());
+    });
+    if (status != 0) return status;
+    return collect(**client, c, command.round);
+  }
+  return report(c, *answers, c.json, [](const json& a) {
+    fmt::print("node {}: done\n", a["node"].get<std::string>());
+    print_processes(a);
+  });
+}
+
+}  // namespace
+
+void register_fleet_commands(CLI::App& app, FleetCommands* c) {
+  auto common = [c](CLI::App* sub) {
+    sub->add_option("--broker", c->broker, "NATS server URL")->capture_default_str();
+    sub->add_option("--credentials", c->credentials,
+                    "file (mode 0600) with token=, or user= and password=")
+        ->capture_default_str();
+    sub->add_option("--fleet", c->fleet_name, "fleet name (one broker may carry several)")
+        ->capture_default_str();
+  };
+  c->agent =
+      app.add_subcommand("agent", "Run this node's fleet agent (flight recorders, triggers)");
+  common(c->agent);
+  c->agent->add_option("--node", c->node, "this node's name (default: the host name)");
+  c->agent->add_option("--spool", c->spool, "where snapshots are written")->capture_default_str();
+  c->agent->add_option("--metrics", c->metrics, "serve /metrics on HOST:PORT");
+  c->agent->add_option("--rate", c->rate, "at most one fleet freeze per interval")
+      ->capture_default_str();
+  c->agent->add_option("--scan-ms", c->scan_ms, "how often to look for new traced processes")
+      ->capture_default_str();
+
+  c->fleet = app.add_subcommand("fleet", "Arm, freeze and collect every node of a fleet");
+  c->fleet->require_subcommand(1);
+  auto sub = [&](const char* name, const char* help) {
+    CLI::App* s = c->fleet->add_subcommand(name, help);
+    common(s);
+    s->add_option("--nodes", c->nodes, "answers to wait for (default: whoever answers in time)");
+    s->add_option("--timeout-ms", c->timeout_ms, "how long to wait for answers")
+        ->capture_default_str();
+    s->add_flag("--json", c->json, "print the answers as JSON");
+    return s;
+  };
+  c->arm = sub("arm", "Arm the trigger in every traced process of every node");
+  c->arm->add_option("EXPR", c->expression, "e.g. 'io:complete lat_us>1000'")->required();
+  c->arm->add_option("--before", c->before, "history wanted before the match (e.g. 2s)");
+  c->arm->add_option("--after", c->after, "keep N events, or a time (500us), after the match");
+  c->arm->add_option("--rate", c->rate, "at most one fleet freeze per interval (e.g. 10s)");
+  c->disarm = sub("disarm", "Disarm every node's triggers");
+  c->resume = sub("resume", "Resume every node's frozen processes");
+  c->status = sub("status", "Nodes, processes, history held, losses, armed triggers");
+  c->snapshot = sub("snapshot", "Freeze every node now and collect the snapshots");
+  c->snapshot->add_option("--dir", c->dir, "where to collect (default: fleet-ROUND)");
+  c->snapshot->add_option("--wait", c->wait, "how long to wait for the nodes")
+      ->capture_default_str();
+  c->collect = sub("collect", "Gather a round's snapshots from every node");
+  c->collect->add_option("--round", c->round, "the round (default: the latest)");
+  c->collect->add_option("--dir", c->dir, "where to collect (default: fleet-ROUND)");
+  c->collect->add_option("--wait", c->wait, "how long to wait for --nodes nodes to hold it")
+      ->capture_default_str();
+  c->fetch = sub("fetch", "Copy one file of a node's spool");
+  c->fetch->add_option("NODE", c->fetch_node, "the node")->required();
+  c->fetch->add_option("FILE", c->fetch_file, "a file of its spool")->required();
+  c->fetch->add_option("-o,--output", c->output, "where to write it (a new file)")->required();
+}
+
+bool run_fleet_commands(const FleetCommands& c, int* status) {
+  if (c.agent->parsed()) {
+    *status = cmd_agent(c);
+    return true;
+  }
+  if (c.fleet->parsed()) {
+    *status = run_fleet(c);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace nanotrace::cli

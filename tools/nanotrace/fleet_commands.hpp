@@ -1,0 +1,35 @@
+// `nanotrace agent` and `nanotrace fleet ...`: registration with the CLI and dispatch, kept
+// apart from main.cc so that main only gains two calls.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace nanotrace::cli {
+
+struct FleetCommands {
+  CLI::App* agent = nullptr;
+  CLI::App* fleet = nullptr;
+  CLI::App *arm = nullptr, *disarm = nullptr, *snapshot = nullptr, *status = nullptr,
+           *collect = nullptr, *resume = nullptr, *fetch = nullptr;
+  // Shared by agent and fleet.
+  std::string broker = "nats://127.0.0.1:4222";
+  std::string credentials = "/etc/nanotrace/fleet.credentials";
+  std::string fleet_name = "default";
+  // agent
+  std::string node, spool = "/var/spool/nanotrace", metrics;
+  std::string rate = "10s";
+  int scan_ms = 1000;
+  // fleet
+  std::string expression, before, after, dir, round, wait = "10s";
+  std::string fetch_node, fetch_file, output;
+  size_t nodes = 0;
+  int timeout_ms = 3000;
+  bool json = false;
+};
+
+void register_fleet_commands(CLI::App& app, FleetCommands* commands);
+// Runs the parsed subcommand if it is one of these; false otherwise.
+bool run_fleet_commands(const FleetCommands& commands, int* status);
+
+}  // namespace nanotrace::cli
