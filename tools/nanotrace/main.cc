@@ -9,8 +9,9 @@
 #include "diff_command.hpp"
 #include "fleet_commands.hpp"   // agent, fleet
 #include "record_commands.hpp"  // record, snapshot, recover, clean
-#include "run_commands.hpp"     // run, summary
-#include "ship_command.hpp"     // ship
+#include "reference_command.hpp"
+#include "run_commands.hpp"  // run, summary
+#include "ship_command.hpp"  // ship
 
 int main(int argc, char** argv) {
   using namespace nanotrace::cli;
@@ -89,9 +90,11 @@ int main(int argc, char** argv) {
   register_ship_command(app, &ship_command);
   FleetCommands fleet_commands;  // agent, fleet
   register_fleet_commands(app, &fleet_commands);
+  auto* reference = register_reference_command(app);
 
   CLI11_PARSE(app, argc, argv);
   std::setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
+  if (reference->parsed()) return cmd_reference(app);
   if (list->parsed()) return cmd_list(json);
   if (events->parsed()) return cmd_events(source, json);
   if (enable->parsed()) return cmd_enable(source, groups, true);
