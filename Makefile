@@ -4,8 +4,9 @@
 #   make check         after an edit: the release build and every test but the system and fuzz
 #                      tests (tests/CMakeLists.txt says which are which)
 #   make test          CI: installs what is missing, then every phase below, each timed
-#   make demo          installs what is missing, builds, and runs scripts/demo.sh
+#   make demo          installs the DEMO group, builds the demo's programs only, runs scripts/demo.sh
 #   make deps          installs the three package groups (Debian 12, as root)
+#   make doc-test      runs the how-to guides' commands (scripts/doc-test.py) against build/
 # Build trees: build/ (release), build-asan/ (ASan+UBSan), build-tsan/ (ThreadSanitizer); the
 # sanitizer builds build only the tests they run (target test-binaries).
 
@@ -17,6 +18,9 @@
 #   TEST:  what the tests, the fuzzers, the demo and `make format-check` run: programs and
 #          servers a test starts (chromium, fio, nats-server, prometheus, clickhouse-server...).
 #   BENCH: what only `make bench` measures against (other tracers, strace).
+# DEMO is not a fourth list but what `make demo` needs of the others: the build packages
+# without the test, benchmark and Python ones (a demo-only build/ is configured without the
+# tests and benchmarks), and the programs scripts/demo.sh runs.
 BUILD_PACKAGES := build-essential cmake pkg-config liburing-dev libcli11-dev libfmt-dev \
                   nlohmann-json3-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev \
                   libtracefs-dev libtraceevent-dev python3-dev pybind11-dev \
@@ -25,6 +29,10 @@ TEST_PACKAGES := clang clang-format zstd babeltrace2 util-linux procps chromium 
                  python3-numpy python3-pandas python3-pytest fio sqlite3 chrony \
                  clickhouse-server clickhouse-client nats-server prometheus
 BENCH_PACKAGES := trace-cmd strace python3-bt2 liblttng-ust-dev lttng-tools
+DEMO_PACKAGES := $(filter-out libgtest-dev libgmock-dev libbenchmark-dev python3-dev \
+                   pybind11-dev,$(BUILD_PACKAGES)) babeltrace2 util-linux
+# What scripts/demo.sh runs (the nanotrace tool builds the interposer with it).
+DEMO_TARGETS := nanotrace-cli iograph-cli
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # What the suite's phases exclude: `make check` the system and fuzz tests, the release phase
@@ -34,7 +42,7 @@ ASAN_EXCLUDE := no-asan|system|fuzz|bench-smoke
 
 .PHONY: all build check test test-release test-system fuzz build-asan test-asan build-tsan \
         test-tsan demo demo-check bench format format-check install clean \
-        deps deps-build deps-test deps-bench setup
+        deps deps-build deps-test deps-bench deps-demo setup doc-test
 
 all: build
 
@@ -43,10 +51,14 @@ deps: deps-build deps-test deps-bench
 deps-build: ; @./scripts/install-packages.sh $(BUILD_PACKAGES)
 deps-test: ; @./scripts/install-packages.sh $(TEST_PACKAGES)
 deps-bench: ; @./scripts/install-packages.sh $(BENCH_PACKAGES)
+deps-demo: ; @./scripts/install-packages.sh $(DEMO_PACKAGES)
 setup: deps
 
+# The tests and benchmarks are switched on explicitly: `make demo` may have configured build/
+# without them.
 build:
-	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNANOTRACE_BUILD_TESTS=ON \
+	  -DNANOTRACE_BUILD_BENCH=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build build -j$(JOBS)
 
 check: build
@@ -91,8 +103,16 @@ test-asan: build-asan
 test-tsan: build-tsan
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 die_after_fork=0" ctest --output-on-failure -j$(JOBS) -L tsan
 
-demo: deps-build deps-test build
+# A build/ configured before keeps its configuration; a new one is configured without the
+# tests and benchmarks, whose packages the demo does not install.
+demo: deps-demo
+	@[ -f build/CMakeCache.txt ] || cmake -S . -B build -DCMAKE_BUILD_TYPE=Release \
+	  -DNANOTRACE_BUILD_TESTS=OFF -DNANOTRACE_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	cmake --build build -j$(JOBS) --target $(DEMO_TARGETS)
 	./scripts/demo.sh
+
+doc-test: build
+	/usr/bin/python3 scripts/doc-test.py --build build
 
 # The demo must not fail by accident: three runs in a row, their output in
 # build/demo-check.log, printed only when a run fails.
