@@ -210,7 +210,7 @@ TEST_F(RunTest, ShellScriptRunningDdAndCpIsOneTraceOfEveryProcess) {
 // run --kernel: the block layer's events and the scheduler events of every process the
 // command starts in the same trace, none lost. The scheduler filters follow the processes as
 // they are found (a scan every 2-5 ms): each dd waits 0.2 s on a pipe, so that it is found
-// while it runs; one that ends before it is found has no scheduler events (README, `run`).
+// while it runs; one that ends before it is found has no scheduler events (docs/howto/run.md).
 TEST_F(RunTest, KernelEventsOfEveryProcessAreInTheSameTrace) {
   ASSERT_EQ(geteuid(), 0u) << "kernel events need root";
   std::ofstream(dir_ + "/script.sh")
