@@ -1,12 +1,8 @@
 // Trigger expressions: "group:event" optionally followed by conditions on the event's fields,
 // joined by "&&": `io:error`, `io:complete lat_us>1000`, `io:submit dev==nvme1n1 && len>=65536`.
-// Operators: == != < <= > >=. Values are integers, decimals, true/false, or bare words for
-// string fields. Integer constants (decimal or 0x hex, optionally signed) are exact 64-bit
-// integers compared exactly with integer fields, signed or unsigned; bind() rejects a
-// constant beyond u64, below i64, above i64 for a signed field or negative for an unsigned
-// one. Decimals (and integers against float fields) compare as doubles. The same syntax
-// serves in-process triggers (NANOTRACE_TRIGGER, `nanotrace arm`) and the recorder's
-// --stop-on / --snapshot-on.
+// The same syntax serves in-process triggers (NANOTRACE_TRIGGER, `nanotrace arm`), the
+// recorder's --stop-on / --snapshot-on and `fleet arm`. The grammar, how each kind of value
+// compares and the window after a match: docs/reference/triggers.md.
 //
 // Thread safety: values; Trigger::matches is const and may run on any thread.
 #pragma once
