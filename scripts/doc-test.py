@@ -7,6 +7,7 @@ A guide marks what is run by its code blocks' info strings:
   ```sh doc-test system   needs root and the kernel's ftrace: the guide runs only with --system
   ```sh doc-test skip     shown, not run (a GUI, a server of your own); says why in the text
 and by invisible lines `<!-- doc-test: COMMAND -->` (waits and clean-up a reader does by eye).
+Without --system it also checks that every relative link of README.md and docs/ names a file.
 Every sh/python block of a guide carries one of these marks, and every guide runs something.
 
 Each guide runs as one bash script (set -euo pipefail) in a fresh temporary directory, with the
@@ -112,6 +113,25 @@ def run(guide, build):
         shutil.rmtree(work, ignore_errors=True)
 
 
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def broken_links():
+    """Relative links of README.md and docs/ that name no file (a page moved or renamed)."""
+    pages = [os.path.join(ROOT, "README.md")]
+    for folder, _, names in os.walk(os.path.join(ROOT, "docs")):
+        pages += [os.path.join(folder, n) for n in names if n.endswith(".md")]
+    broken = []
+    for page in sorted(pages):
+        for match in LINK.finditer(open(page, encoding="utf-8").read()):
+            target = match.group(1)
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not os.path.exists(os.path.join(os.path.dirname(page), target)):
+                broken.append(f"{os.path.relpath(page, ROOT)}: broken link {target}")
+    return broken
+
+
 def system_prerequisite_missing():
     """Why the system guides cannot run here, or None."""
     if os.geteuid() != 0:
@@ -142,6 +162,10 @@ def main():
             # On CI (as root) a missing prerequisite is a failure, as for the other system tests.
             return 1 if os.environ.get("CI") == "true" else 77
     failed = 0
+    if not args.system:
+        for line in broken_links():
+            print(line)
+            failed += 1
     for path in paths:
         guide = Guide(path)
         name = os.path.relpath(path, ROOT)
