@@ -69,33 +69,9 @@ TEST(LossAccountingTest, SlotReuseInDiscardModeCountsEveryLoss) {
 // analyze_stats and `nanotrace stats` count the no-slot and reclaimed losses of both, so
 // records read + lost = records attempted, for each process and in total.
 TEST(LossAccountingTest, StatsOfSeveralProcessesCountEveryProcesssLosses) {
-  const uint64_t kThreads = 40, kEvents = 2000;
-  // 40 threads that start together on 8 slots: most find none.
-  const std::vector<std::string> args = {
-      kProducer,    "--threads", std::to_string(kThreads), "--events", std::to_string(kEvents),
-      "--together", "--hold"};
-  const std::vector<std::string> env = {"NANOTRACE_MODE=discard", "NANOTRACE_THREADS=8",
-                                        "NANOTRACE_BUFFER=64K"};
-  ChildProcess a(args, env), b(args, env);
-  const pid_t pa = testing::read_pid(a), pb = testing::read_pid(b);
-  ASSERT_GT(pa, 0);
-  ASSERT_GT(pb, 0);
-  ASSERT_EQ(a.read_line(), "ready");
-  ASSERT_EQ(b.read_line(), "ready");
+  const uint64_t kThreads = testing::kLossyThreads, kEvents = testing::kLossyEvents;
   const std::string file = testing::temp_path("two-lossy.ntr");
-  ChildProcess recorder({"/bin/sh", "-c",
-                         "exec " + kCli + " record " + std::to_string(pa) + " " +
-                             std::to_string(pb) + " -o " + file + " 2>/dev/null"},
-                        {});
-  ASSERT_TRUE(testing::wait_consumer(pa));
-  ASSERT_TRUE(testing::wait_consumer(pb));
-  a.close_stdin();
-  b.close_stdin();
-  EXPECT_EQ(WEXITSTATUS(a.wait()), 0);
-  EXPECT_EQ(WEXITSTATUS(b.wait()), 0);
-  const int status = recorder.wait();
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-
+  ASSERT_EQ(testing::record_two_lossy_processes(file), "");
   auto trace = testing::open_ok(file);
   ASSERT_TRUE(trace);
   ASSERT_EQ(trace->processes().size(), 2u);

@@ -29,6 +29,7 @@
 #include "nanotrace/analysis.hpp"
 #include "nanotrace/breakdown.hpp"
 #include "nanotrace/intervals.hpp"
+#include "record/record_helpers.hpp"  // tests/record
 #include "ship/clickhouse_http.hpp"
 #include "ship/clickhouse_server.hpp"  // tests/ship
 #include "ship/schema.hpp"
@@ -687,6 +688,35 @@ TEST_F(ShipTest, MergedFleetTraceShipsEachNode) {
                     &code);
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("records 3 nodes"), std::string::npos) << out;
+}
+
+// A trace of two processes that each lost records for want of a thread slot (`record PID
+// PID`): the loss cookbook's answers equal `stats`, every process's losses counted.
+TEST_F(ShipTest, LossesOfEveryProcessEqualStatsCommand) {
+  const std::string file = dir_ + "/two-lossy.ntr";
+  ASSERT_EQ(testing::record_two_lossy_processes(file), "");
+  auto trace = Trace::open(file);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  ASSERT_EQ((*trace)->processes().size(), 2u);
+  for (const ProcessInfo& p : (*trace)->processes()) {
+    ASSERT_GT(p.lost_no_slot + p.lost_reclaimed, 0u) << "pid " << p.pid;
+  }
+  std::string error;
+  ship(file, "--database lossy --node lossy-node", &error);
+  ASSERT_TRUE(error.empty()) << error;
+  nlohmann::json stats = run_json(kNanotrace + " stats " + file + " --json");
+  Rows losses = query_cookbook("loss_per_node", "lossy");
+  ASSERT_EQ(losses.size(), 1u);
+  EXPECT_EQ(losses[0][0], "lossy-node");
+  EXPECT_EQ(std::stoull(losses[0][2]), stats["records"].get<uint64_t>());
+  EXPECT_EQ(std::stoull(losses[0][3]), stats["lost"].get<uint64_t>());
+  uint64_t no_slot = 0, reclaimed = 0;
+  for (const auto& row : query_cookbook("loss_by_cause", "lossy")) {
+    if (row[1] == "no_slot") no_slot += std::stoull(row[7]);
+    if (row[1] == "reclaimed") reclaimed += std::stoull(row[7]);
+  }
+  EXPECT_EQ(no_slot, stats["lost_no_slot"].get<uint64_t>());
+  EXPECT_EQ(reclaimed, stats["lost_reclaimed"].get<uint64_t>());
 }
 
 // A loop device's I/Os recorded with their kernel events (iograph, `record --kernel
