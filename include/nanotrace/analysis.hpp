@@ -208,11 +208,18 @@ struct TraceStats {
   std::vector<EventCount> events;  // by name
   std::vector<ThreadStats> threads;
   std::vector<Rate> thread_rates;  // one per entry of threads
-  // Records lost, all causes: every thread's losses plus those of the process
-  // (ProcessInfo::lost_no_slot and lost_reclaimed).
+  // Records lost, all causes: every thread's losses plus those of every process
+  // (lost_outside_threads: the sum of the two below).
   uint64_t lost = 0;
-  double span_s() const;  // seconds between the first and the last record
+  uint64_t lost_no_slot = 0;    // ProcessInfo::lost_no_slot, summed over the processes
+  uint64_t lost_reclaimed = 0;  // ProcessInfo::lost_reclaimed, likewise
+  double span_s() const;        // seconds between the first and the last record
 };
+
+// The records every process of trace lost outside its threads' rings: the sum of their
+// ProcessInfo::lost_no_slot and lost_reclaimed (a trace of several processes holds each
+// one's counters).
+uint64_t lost_outside_threads(const Trace& trace);
 
 // analyze_stats - reads every record of trace once.
 // Returns: counts and rates per event and per thread, and losses. An empty trace gives zero

@@ -1,6 +1,6 @@
-// analyze_breakdown: one pass over the trace merged with its kernel events (time order),
-// following each I/O through the stages by the keys each event carries (node = io_uring
-// user_data, sector, device and sector of the block request).
+// analyze_breakdown and IoStageTracker: one pass over the trace merged with its kernel
+// events (time order), following each I/O through the stages by the keys each event carries
+// (node = io_uring user_data, sector, device and sector of the block request).
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -11,17 +11,7 @@
 namespace nanotrace {
 namespace {
 
-constexpr int kStages = 6;
-const char* const kStageNames[kStages - 1] = {
-    "user submit -> io_uring submit", "io_uring submit -> block issue",
-    "block issue -> block complete", "block complete -> io_uring complete",
-    "io_uring complete -> user complete"};
-
-struct Io {
-  uint64_t ticks[kStages] = {};  // 0: not seen
-  uint64_t ns[kStages] = {};
-  uint64_t sector = 0;
-};
+using Io = IoStages;
 
 // Field index by name in an event, -1 if absent.
 int field_index(const EventInfo& e, const char* name) {
@@ -109,6 +99,7 @@ class StageTracker {
   // The I/Os that completed, and the per-stage figures of those joined with every stage; each
   // stage's latencies too, if asked (one vector per stage, in completion order).
   IoBreakdown breakdown(std::vector<std::vector<uint64_t>>* latencies) const;
+  std::vector<IoStages> completed() const;  // in completion order
 
  private:
   void user_submit(const Record& r, const Binding& b);
@@ -129,7 +120,7 @@ class StageTracker {
 };
 
 void StageTracker::stamp(size_t i, int stage, const Record& r) {
-  if (ios_[i].ticks[stage] == 0) {
+  if (!ios_[i].found(stage)) {
     ios_[i].ticks[stage] = r.ticks;
     ios_[i].ns[stage] = r.time_ns;
   }
@@ -164,7 +155,9 @@ void StageTracker::user_submit(const Record& r, const Binding& b) {
   if (r.ticks < kernel_start_) return;  // before kernel capture: nothing to join
   ios_.push_back({});
   stamp(ios_.size() - 1, 0, r);
+  ios_.back().user_data = field(r, b.a);
   ios_.back().sector = field(r, b.b) / 512;
+  ios_.back().thread = r.thread;
   by_node_[field(r, b.a)] = ios_.size() - 1;
 }
 
@@ -181,6 +174,7 @@ void StageTracker::block_issue(const Record& r, const Binding& b) {
   auto it = awaiting_block_.lower_bound(sector);
   while (it != awaiting_block_.end() && it->first < end) {
     stamp(it->second, 2, r);
+    ios_[it->second].dev = dev;
     in_block_[{dev, sector}].push_back(it->second);
     it = awaiting_block_.erase(it);
   }
@@ -208,48 +202,99 @@ void StageTracker::user_complete(const Record& r, const Binding& b) {
 
 IoBreakdown StageTracker::breakdown(std::vector<std::vector<uint64_t>>* latencies) const {
   IoBreakdown out;
-  std::vector<std::vector<uint64_t>> spans(kStages);
+  std::vector<std::vector<uint64_t>> spans(kIoTimes);
   for (size_t i : finished_) {
     const Io& io = ios_[i];
     ++out.ios;
-    if (io.ticks[1] == 0 || io.ticks[4] == 0) ++out.no_uring;
-    if (io.ticks[2] == 0 || io.ticks[3] == 0) ++out.no_block;
-    if (std::find(std::begin(io.ticks), std::end(io.ticks), 0) != std::end(io.ticks)) continue;
+    if (!io.has_uring()) ++out.no_uring;
+    if (!io.has_block()) ++out.no_block;
+    if (!io.joined()) continue;
     ++out.joined;
-    bool ordered = true;
-    for (int s = 1; s < kStages; ++s) ordered = ordered && io.ticks[s - 1] < io.ticks[s];
-    if (ordered) ++out.ordered;
-    for (int s = 1; s < kStages; ++s) {
-      spans[s - 1].push_back(io.ns[s] > io.ns[s - 1] ? io.ns[s] - io.ns[s - 1] : 0);
-    }
-    spans[kStages - 1].push_back(io.ns[5] > io.ns[0] ? io.ns[5] - io.ns[0] : 0);
+    if (io.ordered()) ++out.ordered;
+    for (int s = 0; s < kIoTimes; ++s) spans[s].push_back(io.stage_ns(s));
   }
   if (latencies != nullptr) *latencies = spans;
-  for (int s = 0; s < kStages - 1; ++s) {
-    out.stages.push_back(summarize(kStageNames[s], std::move(spans[s])));
+  for (int s = 0; s < kIoTimes; ++s) {
+    out.stages.push_back(summarize(breakdown_stage_names()[s], std::move(spans[s])));
   }
-  out.stages.push_back(summarize("total (user submit -> user complete)", std::move(spans[5])));
+  return out;
+}
+
+std::vector<IoStages> StageTracker::completed() const {
+  std::vector<IoStages> out;
+  out.reserve(finished_.size());
+  for (size_t i : finished_) out.push_back(ios_[i]);
   return out;
 }
 
 }  // namespace
 
-Result<IoBreakdown> analyze_breakdown(Trace& trace) { return analyze_breakdown(trace, nullptr); }
+bool IoStages::joined() const {
+  return std::find(std::begin(ticks), std::end(ticks), 0) == std::end(ticks);
+}
 
-Result<IoBreakdown> analyze_breakdown(Trace& trace, std::vector<std::vector<uint64_t>>* latencies) {
+bool IoStages::ordered() const {
+  if (!joined()) return false;
+  for (int t = 1; t < kIoTimes; ++t) {
+    if (ticks[t - 1] >= ticks[t]) return false;
+  }
+  return true;
+}
+
+uint64_t IoStages::stage_ns(int s) const {
+  const int from = s == kIoTimes - 1 ? 0 : s;
+  const int to = s == kIoTimes - 1 ? kIoTimes - 1 : s + 1;
+  if (s < 0 || s >= kIoTimes || !found(from) || !found(to)) return 0;
+  return ns[to] > ns[from] ? ns[to] - ns[from] : 0;
+}
+
+const std::vector<std::string>& breakdown_stage_names() {
+  static const std::vector<std::string> names{
+      "user submit -> io_uring submit",     "io_uring submit -> block issue",
+      "block issue -> block complete",      "block complete -> io_uring complete",
+      "io_uring complete -> user complete", "total (user submit -> user complete)"};
+  return names;
+}
+
+struct IoStageTracker::Impl {
+  std::vector<Binding> user, kernel;
+  std::unique_ptr<StageTracker> tracker;
+};
+
+IoStageTracker::IoStageTracker() : impl_(std::make_unique<Impl>()) {}
+IoStageTracker::~IoStageTracker() = default;
+
+Result<std::unique_ptr<IoStageTracker>> IoStageTracker::create(const Trace& trace) {
   if (trace.kernel_events().empty()) {
     return Status::NotFound("no kernel events in this trace (record with --kernel io_uring,block)");
   }
-  std::vector<Binding> user;
-  if (Status s = bind_user_events(trace, &user); !s.ok()) return s;
-  const std::vector<Binding> kernel = bind_kernel_events(trace);
-  StageTracker tracker(trace.kernel_start_ticks());
+  std::unique_ptr<IoStageTracker> t(new IoStageTracker());
+  if (Status s = bind_user_events(trace, &t->impl_->user); !s.ok()) return s;
+  t->impl_->kernel = bind_kernel_events(trace);
+  t->impl_->tracker = std::make_unique<StageTracker>(trace.kernel_start_ticks());
+  return t;
+}
+
+void IoStageTracker::add(const Record& r) {
+  const std::vector<Binding>& table = r.event->is_kernel ? impl_->kernel : impl_->user;
+  if (r.event->id < table.size()) impl_->tracker->add(r, table[r.event->id]);
+}
+
+std::vector<IoStages> IoStageTracker::completed() const { return impl_->tracker->completed(); }
+
+IoBreakdown IoStageTracker::summary(std::vector<std::vector<uint64_t>>* latencies) const {
+  return impl_->tracker->breakdown(latencies);
+}
+
+Result<IoBreakdown> analyze_breakdown(Trace& trace) { return analyze_breakdown(trace, nullptr); }
+
+Result<IoBreakdown> analyze_breakdown(Trace& trace, std::vector<std::vector<uint64_t>>* latencies) {
+  auto tracker = IoStageTracker::create(trace);
+  if (!tracker.ok()) return tracker.status();
   auto records = trace.read_all_with_kernel();
   Record r;
-  while (records->next(&r)) {
-    tracker.add(r, r.event->is_kernel ? kernel[r.event->id] : user[r.event->id]);
-  }
-  return tracker.breakdown(latencies);
+  while (records->next(&r)) (*tracker)->add(r);
+  return (*tracker)->summary(latencies);
 }
 
 }  // namespace nanotrace

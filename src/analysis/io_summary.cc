@@ -347,7 +347,7 @@ IoSummary IoSummarizer::finish(const RecordSource& source) {
       out.kernel_lost += source.threads()[i].lost();
     }
   }
-  for (const ProcessInfo& p : trace_.processes()) out.lost += p.lost_no_slot + p.lost_reclaimed;
+  out.lost += lost_outside_threads(trace_);
   for (Stats& s : stats_) {
     if (s.row.calls == 0) continue;
     std::sort(s.latencies.begin(), s.latencies.end());

@@ -23,6 +23,12 @@ double TraceStats::span_s() const {
   return total.count > 1 ? static_cast<double>(total.last_ns - total.first_ns) / 1e9 : 0;
 }
 
+uint64_t lost_outside_threads(const Trace& trace) {
+  uint64_t lost = 0;
+  for (const ProcessInfo& p : trace.processes()) lost += p.lost_no_slot + p.lost_reclaimed;
+  return lost;
+}
+
 TraceStats analyze_stats(Trace& trace) {
   TraceStats out;
   auto records = trace.read_all_with_kernel();
@@ -51,8 +57,11 @@ TraceStats analyze_stats(Trace& trace) {
   for (auto& [name, rate] : by_name) out.events.push_back({name, rate});
   out.threads = records->threads();
   out.thread_rates.resize(out.threads.size());
-  const ProcessInfo& p = trace.process();
-  out.lost = p.lost_no_slot + p.lost_reclaimed;
+  for (const ProcessInfo& p : trace.processes()) {
+    out.lost_no_slot += p.lost_no_slot;
+    out.lost_reclaimed += p.lost_reclaimed;
+  }
+  out.lost = out.lost_no_slot + out.lost_reclaimed;
   for (const ThreadStats& s : out.threads) out.lost += s.lost();
   return out;
 }

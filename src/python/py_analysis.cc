@@ -169,8 +169,8 @@ py::dict trace_stats(Trace& trace) {
   out["span_s"] = st.span_s();
   out["rate_per_s"] = st.total.per_second();
   out["lost"] = st.lost;
-  out["lost_no_slot"] = p.lost_no_slot;
-  out["lost_reclaimed"] = p.lost_reclaimed;
+  out["lost_no_slot"] = st.lost_no_slot;
+  out["lost_reclaimed"] = st.lost_reclaimed;
   out["corrupt_blocks"] = corrupt;
   out["processes"] = trace.processes().size();
   out["events"] = events;
@@ -302,7 +302,7 @@ py::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& 
               out.key.keep(r.event->fields[k], r.values[k]), none);
     }
   }
-  uint64_t lost = trace.process().lost_no_slot + trace.process().lost_reclaimed;
+  uint64_t lost = lost_outside_threads(trace);
   for (const ThreadStats& s : source->threads()) lost += s.lost();
   for (const auto& [unused, i] : matcher.finish(lost)) {
     Opened o = release(i.tag);

@@ -340,7 +340,8 @@ struct ColumnReader::Impl {
     const ProcessInfo& p = trace.process();
     out->threads.clear();
     out->thread_pid.clear();
-    out->lost = p.lost_no_slot + p.lost_reclaimed;
+    out->lost = 0;  // every process's no-slot and reclaimed losses, as TraceStats::lost
+    for (const ProcessInfo& q : trace.processes()) out->lost += q.lost_no_slot + q.lost_reclaimed;
     out->corrupt_blocks = 0;
     for (Cursor& cur : cursors) {
       const ThreadStats& s = cur.source->stats();

@@ -54,6 +54,36 @@ const TableDef& intervals_table() {
   return t;
 }
 
+const TableDef& io_stages_table() {
+  static const TableDef t{"io_stages",
+                          {{"date", "Date"},
+                           {"trace_id", "UInt64"},
+                           {"node", "String"},
+                           {"pid", "UInt32"},
+                           {"process", "String"},
+                           {"tid", "UInt32"},
+                           {"thread", "String"},
+                           {"user_data", "UInt64"},
+                           {"dev", "UInt64"},
+                           {"sector", "UInt64"},
+                           {"user_submit_ns", "UInt64"},
+                           {"uring_submit_ns", "UInt64"},
+                           {"block_issue_ns", "UInt64"},
+                           {"block_complete_ns", "UInt64"},
+                           {"uring_complete_ns", "UInt64"},
+                           {"user_complete_ns", "UInt64"},
+                           {"joined", "UInt8"},
+                           {"ordered", "UInt8"},
+                           {"submit_ns", "UInt64"},
+                           {"queue_ns", "UInt64"},
+                           {"device_ns", "UInt64"},
+                           {"completion_ns", "UInt64"},
+                           {"reap_ns", "UInt64"},
+                           {"total_ns", "UInt64"}},
+                          "node, user_submit_ns"};
+  return t;
+}
+
 const TableDef& losses_table() {
   static const TableDef t{"losses",
                           {{"date", "Date"},
@@ -91,6 +121,7 @@ const TableDef& traces_table() {
                            {"processes", "Array(String)"},
                            {"events", "UInt64"},
                            {"intervals", "UInt64"},
+                           {"ios", "UInt64"},
                            {"lost", "UInt64"},
                            {"trigger_state", "String"},
                            {"trigger_expression", "String"},
@@ -104,8 +135,8 @@ const TableDef& traces_table() {
 }
 
 const std::vector<TableDef>& schema_tables() {
-  static const std::vector<TableDef> all{events_table(), intervals_table(), losses_table(),
-                                         traces_table()};
+  static const std::vector<TableDef> all{events_table(), intervals_table(), io_stages_table(),
+                                         losses_table(), traces_table()};
   return all;
 }
 

@@ -1,4 +1,4 @@
-// The ClickHouse schema traces are shipped into (docs/clickhouse.md explains it): four
+// The ClickHouse schema traces are shipped into (docs/clickhouse.md explains it): five
 // tables, each a MergeTree on every shard (`<name>_local`) partitioned by day, and a table
 // over all shards under the plain name (a Distributed table over a cluster, or, on a server
 // without one, a Merge table over the local one) for queries.
@@ -19,16 +19,17 @@ struct ColumnDef {
 };
 
 struct TableDef {
-  const char* name;  // events, intervals, losses, traces
+  const char* name;  // events, intervals, io_stages, losses, traces
   std::vector<ColumnDef> columns;
   const char* order_by;
 };
 
-// The four tables, in the order a trace is shipped (traces last: its row marks the trace as
+// The five tables, in the order a trace is shipped (traces last: its row marks the trace as
 // stored).
 const std::vector<TableDef>& schema_tables();
 const TableDef& events_table();
 const TableDef& intervals_table();
+const TableDef& io_stages_table();
 const TableDef& losses_table();
 const TableDef& traces_table();
 

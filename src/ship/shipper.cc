@@ -112,7 +112,7 @@ Status Shipper::stage(ClickHouseHttp& server, TraceRows& rows, Attempt& a) {
   if (!written.ok()) return written;
   if (!sent.ok()) return sent;
   const RowCounts& c = rows.counts();
-  a.expected = {c.events, c.intervals, c.losses};
+  a.expected = {c.events, c.intervals, c.ios, c.losses};  // in schema_tables()' order
   for (size_t i = 0; i < a.staging.size(); ++i) {
     auto n = server.query_count("SELECT count() FROM " + a.staging[i]);
     if (!n.ok()) return n.status();

@@ -331,6 +331,9 @@ Status TraceRows::write(size_t batch_rows, const BlockSink& sink) {
   // thread's first record.
   for (uint32_t i = 0; i < records->threads().size(); ++i) d.thread(i);
   IntervalMatcher matcher(rules_);
+  // Without iograph I/Os or kernel events (kNotFound) there are no io_stages rows.
+  auto tracker = IoStageTracker::create(trace_);
+  stages_ = tracker.ok() ? std::move(*tracker) : nullptr;
   Record r;
   bool first = true;
   first_ns_ = last_ns_ = trace_.time_origin().realtime_ns;  // a trace without records
@@ -340,6 +343,7 @@ Status TraceRows::write(size_t batch_rows, const BlockSink& sink) {
     first = false;
     last_ns_ = realtime;
     d.event_row(r);
+    if (stages_) stages_->add(r);
     for (const IntervalMatch& m : matcher.add(r)) {
       if (m.kind == IntervalMatch::Kind::kBegin) {
         *m.tag = r.event->is_kernel ? r.task : 0;
@@ -369,7 +373,48 @@ Status TraceRows::write(size_t batch_rows, const BlockSink& sink) {
   if (d.intervals.rows() > 0) {
     if (Status s = sink(intervals_table(), d.intervals); !s.ok()) return s;
   }
+  if (Status s = write_io_stages(d, batch_rows, sink); !s.ok()) return s;
   return write_losses(d, sink);
+}
+
+// After every record: an I/O's times are final only then (a late kernel record may still
+// stamp a stage of a completed I/O, as analyze_breakdown counts it).
+Status TraceRows::write_io_stages(Impl& d, size_t batch_rows, const BlockSink& sink) {
+  if (!stages_) return Status::Ok();
+  const uint64_t origin = trace_.time_origin().realtime_ns;
+  NativeBlock block = block_for(io_stages_table());
+  auto flush = [&]() -> Status {
+    counts_.ios += block.rows();
+    Status s = block.rows() > 0 ? sink(io_stages_table(), block) : Status::Ok();
+    block.clear();
+    return s;
+  };
+  for (const IoStages& io : stages_->completed()) {
+    const ThreadRow& t = d.thread(io.thread);
+    NodeRow& node = nodes_[t.node];
+    ++node.ios;
+    size_t c = 0;
+    block.put<uint16_t>(c++, day_of(origin + io.ns[0]));
+    block.put<uint64_t>(c++, trace_id_);
+    block.put_string(c++, node.name);
+    block.put<uint32_t>(c++, t.pid);
+    block.put_string(c++, t.process);
+    block.put<uint32_t>(c++, t.tid);
+    block.put_string(c++, t.thread);
+    block.put<uint64_t>(c++, io.user_data);
+    block.put<uint64_t>(c++, io.dev);
+    block.put<uint64_t>(c++, io.sector);
+    for (int i = 0; i < kIoTimes; ++i)
+      block.put<uint64_t>(c++, io.found(i) ? origin + io.ns[i] : 0);
+    block.put<uint8_t>(c++, io.joined() ? 1 : 0);
+    block.put<uint8_t>(c++, io.ordered() ? 1 : 0);
+    for (int s = 0; s < kIoTimes; ++s) block.put<uint64_t>(c++, io.stage_ns(s));
+    block.end_row();
+    if (block.rows() >= batch_rows) {
+      if (Status s = flush(); !s.ok()) return s;
+    }
+  }
+  return flush();
 }
 
 uint16_t TraceRows::first_day() const { return day_of(first_ns_); }
@@ -511,6 +556,7 @@ void TraceRows::trace_row(uint32_t n, const std::string& source, uint64_t shippe
   b.end_array(names);
   b.put<uint64_t>(c++, node.events);
   b.put<uint64_t>(c++, node.intervals);
+  b.put<uint64_t>(c++, node.ios);
   b.put<uint64_t>(c++, node.lost);
   b.put_string(c++, t.state);
   b.put_text(c++, t.expression);

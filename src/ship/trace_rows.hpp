@@ -1,8 +1,10 @@
 // A trace as rows of the shipped tables (ship/schema.hpp): one pass over its records merged
 // with its kernel events (Trace::read_all_with_kernel) makes the events rows and, through the
 // analysis layer's IntervalMatcher, the intervals rows (one per matched begin/end pair, its
-// latency exactly as `nanotrace latency` computes it); then come the losses rows (per thread
-// incarnation and cause) and the trace's row.
+// latency exactly as `nanotrace latency` computes it) and, for a trace of iograph I/Os recorded
+// with their kernel events, the analysis layer's IoStageTracker the io_stages rows (one per
+// I/O, its stages exactly as `nanotrace breakdown` computes them); then come the losses rows
+// (per thread incarnation and cause) and the trace's row.
 //
 // The trace id: a hash of what makes one trace distinct (its node; each process's pid, clock
 // rate and the clock pair taken when its segment was created; each thread slot's generation,
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "nanotrace/analysis.hpp"
+#include "nanotrace/breakdown.hpp"
 #include "nanotrace/reader.hpp"
 #include "nanotrace/status.hpp"
 #include "ship/native_block.hpp"
@@ -36,6 +39,7 @@ using BlockSink = std::function<Status(const TableDef& table, const NativeBlock&
 struct RowCounts {
   uint64_t events = 0;
   uint64_t intervals = 0;
+  uint64_t ios = 0;  // io_stages rows
   uint64_t losses = 0;
   uint64_t lost_records = 0;  // sum of the losses rows
 };
@@ -54,8 +58,8 @@ class TraceRows {
   std::vector<std::string> node_names() const;
   const std::vector<std::string>& skipped_pairs() const { return skipped_; }
 
-  // Sends every events, intervals and losses row to sink in blocks of up to batch_rows rows
-  // (or 64 MiB of values).
+  // Sends every events, intervals, io_stages and losses row to sink in blocks of up to batch_rows
+  // rows (or 64 MiB of values).
   Status write(size_t batch_rows, const BlockSink& sink);
   const RowCounts& counts() const { return counts_; }
   // Days (since 1970-01-01, UTC) of the first and the last record (after write()): every row
@@ -74,9 +78,10 @@ class TraceRows {
     std::string name;  // valid UTF-8
     uint64_t first_ns = 0, last_ns = 0;
     bool any = false;  // a record seen
-    uint64_t events = 0, intervals = 0, lost = 0;
+    uint64_t events = 0, intervals = 0, ios = 0, lost = 0;
   };
   TraceRows(Trace& trace, std::vector<PairRule> pairs);
+  Status write_io_stages(Impl& d, size_t batch_rows, const BlockSink& sink);
   Status write_losses(Impl& d, const BlockSink& sink);
   uint32_t node_of_process(uint32_t process) const;
   void trace_row(uint32_t node, const std::string& source, uint64_t shipped,
@@ -85,6 +90,9 @@ class TraceRows {
   std::vector<NodeRow> nodes_;
   std::vector<ResolvedPair> rules_;
   std::vector<std::string> skipped_;
+  // The trace's I/Os through their stages (write()); null without iograph I/Os and kernel
+  // events.
+  std::unique_ptr<IoStageTracker> stages_;
   uint64_t trace_id_ = 0;
   RowCounts counts_;
   uint64_t first_ns_ = 0, last_ns_ = 0;  // realtime of the first and last record

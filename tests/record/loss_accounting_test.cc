@@ -1,7 +1,8 @@
 // Losses are never hidden and a recorder never stalls its target: with slot reuse, thread
 // churn under `record`, a recorder that attaches late, or one killed and left a zombie,
-// records attempted = records read + every loss the tools report, and sequence numbers
-// count every attempted record, so a drop leaves a gap.
+// records attempted = records read + every loss the tools report (`stats` of a trace of
+// several processes counting each one's), and sequence numbers count every attempted record,
+// so a drop leaves a gap.
 #include <sys/wait.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "nanotrace/analysis.hpp"
 #include "record_helpers.hpp"
 
 namespace nanotrace {
@@ -19,7 +21,8 @@ using testing::kCli;
 using testing::kProducer;
 
 uint64_t total_lost(const Trace& trace, const std::vector<ThreadStats>& threads) {
-  uint64_t lost = trace.process().lost_no_slot + trace.process().lost_reclaimed;
+  uint64_t lost = 0;
+  for (const ProcessInfo& p : trace.processes()) lost += p.lost_no_slot + p.lost_reclaimed;
   for (const ThreadStats& s : threads) lost += s.lost();
   return lost;
 }
@@ -60,6 +63,53 @@ TEST(LossAccountingTest, SlotReuseInDiscardModeCountsEveryLoss) {
       << j.value("lost", uint64_t{0});
   producer.close_stdin();
   EXPECT_EQ(WEXITSTATUS(producer.wait()), 0);
+}
+
+// Two processes that each lose records for want of a thread slot, recorded into one file:
+// analyze_stats and `nanotrace stats` count the no-slot and reclaimed losses of both, so
+// records read + lost = records attempted, for each process and in total.
+TEST(LossAccountingTest, StatsOfSeveralProcessesCountEveryProcesssLosses) {
+  const uint64_t kThreads = testing::kLossyThreads, kEvents = testing::kLossyEvents;
+  const std::string file = testing::temp_path("two-lossy.ntr");
+  ASSERT_EQ(testing::record_two_lossy_processes(file), "");
+  auto trace = testing::open_ok(file);
+  ASSERT_TRUE(trace);
+  ASSERT_EQ(trace->processes().size(), 2u);
+  uint64_t no_slot = 0, reclaimed = 0;
+  for (const ProcessInfo& p : trace->processes()) {
+    // The case this test is about: each process lost records outside its threads' rings.
+    ASSERT_GT(p.lost_no_slot + p.lost_reclaimed, 0u) << "pid " << p.pid;
+    no_slot += p.lost_no_slot;
+    reclaimed += p.lost_reclaimed;
+  }
+  testing::ReadResult r = testing::read_test_records(*trace);
+  EXPECT_EQ(r.bad_checksums, 0u);
+  EXPECT_EQ(hidden_gaps(r), 0u);
+  // Per process: what it attempted is what was read plus what it lost.
+  std::map<uint32_t, uint64_t> read, lost;
+  for (const ThreadStats& t : r.threads) {
+    read[t.info.pid] += t.records;
+    lost[t.info.pid] += t.lost();
+  }
+  for (const ProcessInfo& p : trace->processes()) {
+    EXPECT_EQ(read[p.pid] + lost[p.pid] + p.lost_no_slot + p.lost_reclaimed, kThreads * kEvents)
+        << "pid " << p.pid;
+  }
+  const TraceStats st = analyze_stats(*trace);
+  EXPECT_EQ(st.lost_no_slot, no_slot);
+  EXPECT_EQ(st.lost_reclaimed, reclaimed);
+  EXPECT_EQ(st.lost, total_lost(*trace, r.threads));
+  EXPECT_EQ(st.total.count + st.lost, 2 * kThreads * kEvents);
+  int code = 0;
+  auto j = nlohmann::json::parse(testing::run_command(kCli + " stats " + file + " --json", &code),
+                                 nullptr, false);
+  ASSERT_EQ(code, 0);
+  ASSERT_TRUE(j.is_object());
+  EXPECT_EQ(j["lost"].get<uint64_t>(), st.lost);
+  EXPECT_EQ(j["lost_no_slot"].get<uint64_t>(), no_slot);
+  EXPECT_EQ(j["lost_reclaimed"].get<uint64_t>(), reclaimed);
+  EXPECT_EQ(j["records"].get<uint64_t>() + j["lost"].get<uint64_t>(), 2 * kThreads * kEvents);
+  unlink(file.c_str());
 }
 
 // Every (producer thread, seq) of `threads` x `per` exactly once.

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/child_process.hpp"
 #include "common/records.hpp"
@@ -38,6 +39,42 @@ inline bool wait_consumer(pid_t pid) {
     usleep(5000);
   }
   return false;
+}
+
+// Two producers that each lose records for want of a thread slot (discard mode: kLossyThreads
+// threads that start together on 8 slots, kLossyEvents records each), then hold while
+// `nanotrace record PID PID -o file` records both to their exit. Returns "" or what failed.
+inline constexpr uint64_t kLossyThreads = 40, kLossyEvents = 2000;
+inline std::string record_two_lossy_processes(const std::string& file) {
+  const std::vector<std::string> args = {kProducer,
+                                         "--threads",
+                                         std::to_string(kLossyThreads),
+                                         "--events",
+                                         std::to_string(kLossyEvents),
+                                         "--together",
+                                         "--hold"};
+  const std::vector<std::string> env = {"NANOTRACE_MODE=discard", "NANOTRACE_THREADS=8",
+                                        "NANOTRACE_BUFFER=64K"};
+  ChildProcess a(args, env), b(args, env);
+  const pid_t pa = read_pid(a), pb = read_pid(b);
+  if (pa <= 0 || pb <= 0 || a.read_line() != "ready" || b.read_line() != "ready") {
+    return "the producers did not start";
+  }
+  ChildProcess recorder({"/bin/sh", "-c",
+                         "exec " + kCli + " record " + std::to_string(pa) + " " +
+                             std::to_string(pb) + " -o " + file + " 2>/dev/null"},
+                        {});
+  if (!wait_consumer(pa) || !wait_consumer(pb)) return "the recorder did not attach";
+  a.close_stdin();
+  b.close_stdin();
+  const int sa = a.wait(), sb = b.wait(), status = recorder.wait();
+  if (!WIFEXITED(sa) || WEXITSTATUS(sa) != 0 || !WIFEXITED(sb) || WEXITSTATUS(sb) != 0) {
+    return "a producer failed";
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return "record failed: status " + std::to_string(status);
+  }
+  return "";
 }
 
 struct Continuity {

@@ -3,7 +3,9 @@
 // temporary directory, 127.0.0.1 only), the Distributed tables over them, and three nodes'
 // traces of ship_program (one with lost records, one whose trigger fired and whose names are
 // hostile). Every cookbook query of docs/clickhouse.md runs as written and its answer must
-// equal `nanotrace latency` and `nanotrace stats` on the same traces. Also: a trace shipped
+// equal `nanotrace latency` and `nanotrace stats` on the same traces, and, on a trace of a
+// loop device's I/Os recorded with their kernel events (root, tracefs), `nanotrace
+// breakdown`. Also: a trace shipped
 // twice is stored once; a server killed mid-ship leaves nothing, and a retry stores it all;
 // rows an interrupted attach left are replaced; ill-formed text is stored as valid UTF-8;
 // errors are one clear line.
@@ -23,8 +25,11 @@
 
 #include "base/utf8.hpp"
 #include "common/child_process.hpp"
+#include "kernel/kernel_fixture.hpp"  // tests/kernel
 #include "nanotrace/analysis.hpp"
+#include "nanotrace/breakdown.hpp"
 #include "nanotrace/intervals.hpp"
+#include "record/record_helpers.hpp"  // tests/record
 #include "ship/clickhouse_http.hpp"
 #include "ship/clickhouse_server.hpp"  // tests/ship
 #include "ship/schema.hpp"
@@ -193,6 +198,15 @@ class ShipTest : public ::testing::Test {
     auto answer = shards_[0]->client()->query(sql);
     EXPECT_TRUE(answer.ok()) << answer.status().message() << "\n" << sql;
     return answer.ok() ? parse_tsv(*answer) : Rows{};
+  }
+
+  // The cookbook query `name` on database db instead of nanotrace.
+  static Rows query_cookbook(const std::string& name, const std::string& db) {
+    std::string sql = cookbook(name);
+    for (size_t at; (at = sql.find("nanotrace.")) != std::string::npos;) {
+      sql.replace(at, 9, db);
+    }
+    return query(sql);
   }
 
   static uint64_t count(ClickHouseServer& server, const std::string& sql) {
@@ -455,9 +469,9 @@ TEST_F(ShipTest, RowsOfAnInterruptedAttachAreReplaced) {
   ASSERT_EQ(code, 0) << out;
   nlohmann::json second = nlohmann::json::parse(out);
   EXPECT_FALSE(second["already_stored"].get<bool>());
-  EXPECT_EQ(second["replaced_rows"].get<uint64_t>(), first["events"].get<uint64_t>() +
-                                                         first["intervals"].get<uint64_t>() +
-                                                         first["losses"].get<uint64_t>());
+  EXPECT_EQ(second["replaced_rows"].get<uint64_t>(),
+            first["events"].get<uint64_t>() + first["intervals"].get<uint64_t>() +
+                first["ios"].get<uint64_t>() + first["losses"].get<uint64_t>());
   EXPECT_EQ(count(*shards_[0], "SELECT count() FROM interrupted.events_local"),
             first["events"].get<uint64_t>());
   EXPECT_EQ(count(*shards_[0], "SELECT count() FROM interrupted.intervals_local"),
@@ -589,12 +603,7 @@ TEST_F(ShipTest, MergedFleetTraceShipsEachNode) {
   nlohmann::json report = ship(merged, "--database fleet", &error);
   ASSERT_TRUE(error.empty()) << error;
   EXPECT_EQ(report["nodes"], nlohmann::json({"fleet-1", "fleet-2", "fleet-3"}));
-  auto fleet_query = [&](const std::string& name) {
-    std::string sql = cookbook(name);
-    for (size_t at; (at = sql.find("nanotrace.")) != std::string::npos;)
-      sql.replace(at, 9, "fleet");
-    return query(sql);
-  };
+  auto fleet_query = [&](const std::string& name) { return query_cookbook(name, "fleet"); };
   auto trace = Trace::open(merged);
   ASSERT_TRUE(trace.ok()) << trace.status().message();
   ASSERT_EQ((*trace)->nodes().size(), 3u);
@@ -681,6 +690,115 @@ TEST_F(ShipTest, MergedFleetTraceShipsEachNode) {
   EXPECT_NE(out.find("records 3 nodes"), std::string::npos) << out;
 }
 
+// A trace of two processes that each lost records for want of a thread slot (`record PID
+// PID`): the loss cookbook's answers equal `stats`, every process's losses counted.
+TEST_F(ShipTest, LossesOfEveryProcessEqualStatsCommand) {
+  const std::string file = dir_ + "/two-lossy.ntr";
+  ASSERT_EQ(testing::record_two_lossy_processes(file), "");
+  auto trace = Trace::open(file);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  ASSERT_EQ((*trace)->processes().size(), 2u);
+  for (const ProcessInfo& p : (*trace)->processes()) {
+    ASSERT_GT(p.lost_no_slot + p.lost_reclaimed, 0u) << "pid " << p.pid;
+  }
+  std::string error;
+  ship(file, "--database lossy --node lossy-node", &error);
+  ASSERT_TRUE(error.empty()) << error;
+  nlohmann::json stats = run_json(kNanotrace + " stats " + file + " --json");
+  Rows losses = query_cookbook("loss_per_node", "lossy");
+  ASSERT_EQ(losses.size(), 1u);
+  EXPECT_EQ(losses[0][0], "lossy-node");
+  EXPECT_EQ(std::stoull(losses[0][2]), stats["records"].get<uint64_t>());
+  EXPECT_EQ(std::stoull(losses[0][3]), stats["lost"].get<uint64_t>());
+  uint64_t no_slot = 0, reclaimed = 0;
+  for (const auto& row : query_cookbook("loss_by_cause", "lossy")) {
+    if (row[1] == "no_slot") no_slot += std::stoull(row[7]);
+    if (row[1] == "reclaimed") reclaimed += std::stoull(row[7]);
+  }
+  EXPECT_EQ(no_slot, stats["lost_no_slot"].get<uint64_t>());
+  EXPECT_EQ(reclaimed, stats["lost_reclaimed"].get<uint64_t>());
+}
+
+// A loop device's I/Os recorded with their kernel events (iograph, `record --kernel
+// io_uring,block`: root and tracefs): the io_stages cookbook's counts and per-stage figures
+// equal `nanotrace breakdown --json` on the same trace, and its slowest I/Os are the
+// analysis layer's (IoStageTracker), stage by stage.
+TEST_F(ShipTest, IoStagesEqualBreakdownCommand) {
+  SKIP_WITHOUT_KERNEL_TRACING();
+  kernel_test::LoopWorkload workload("block", 16);
+  ASSERT_TRUE(workload.ready());
+  const std::string file = dir_ + "/kernel-io.ntr";
+  int code = 0;
+  std::string out = workload.record("--kernel io_uring,block", file, &code);
+  ASSERT_EQ(code, 0) << out;
+  std::string error;
+  nlohmann::json report = ship(file, "--database kio --node kio-node", &error);
+  ASSERT_TRUE(error.empty()) << error;
+  nlohmann::json b = run_json(kNanotrace + " breakdown --json " + file);
+  const uint64_t joined = b["joined"].get<uint64_t>();
+  // 16 graphs of 128 reads, nearly all of them joined: the comparisons below cover them.
+  ASSERT_GE(joined, 1000u) << b.dump();
+  EXPECT_EQ(report["ios"].get<uint64_t>(), b["ios"].get<uint64_t>());
+
+  Rows counts = query_cookbook("io_counts_per_node", "kio");
+  ASSERT_EQ(counts.size(), 1u);
+  EXPECT_EQ(counts[0][0], "kio-node");
+  EXPECT_EQ(std::stoull(counts[0][1]), b["ios"].get<uint64_t>());
+  EXPECT_EQ(std::stoull(counts[0][2]), joined);
+  EXPECT_EQ(std::stoull(counts[0][3]), b["ordered"].get<uint64_t>());
+  EXPECT_EQ(std::stoull(counts[0][4]), b["no_uring"].get<uint64_t>());
+  EXPECT_EQ(std::stoull(counts[0][5]), b["no_block"].get<uint64_t>());
+
+  Rows stages = query_cookbook("io_stages_per_node", "kio");
+  ASSERT_EQ(stages.size(), b["stages"].size());
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const nlohmann::json& want = b["stages"][i];
+    const std::string name = want["stage"].get<std::string>();
+    EXPECT_EQ(stages[i][0], "kio-node");
+    EXPECT_EQ(stages[i][1], name);
+    EXPECT_EQ(std::stoull(stages[i][2]), want["count"].get<uint64_t>()) << name;
+    EXPECT_EQ(std::stoull(stages[i][3]), want["p50_ns"].get<uint64_t>()) << name;
+    EXPECT_EQ(std::stoull(stages[i][4]), want["p90_ns"].get<uint64_t>()) << name;
+    EXPECT_EQ(std::stoull(stages[i][5]), want["p99_ns"].get<uint64_t>()) << name;
+    EXPECT_EQ(std::stoull(stages[i][6]), want["max_ns"].get<uint64_t>()) << name;
+    EXPECT_EQ(std::stod(stages[i][7]), want["mean_ns"].get<double>()) << name;
+  }
+
+  // The slowest I/Os: the analysis layer's joined I/Os in the query's order.
+  auto trace = Trace::open(file);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  auto tracker = IoStageTracker::create(**trace);
+  ASSERT_TRUE(tracker.ok()) << tracker.status().message();
+  auto records = (*trace)->read_all_with_kernel();
+  Record r;
+  while (records->next(&r)) (*tracker)->add(r);
+  std::vector<IoStages> ios;
+  for (const IoStages& io : (*tracker)->completed()) {
+    if (io.joined()) ios.push_back(io);
+  }
+  std::sort(ios.begin(), ios.end(), [](const IoStages& x, const IoStages& y) {
+    const uint64_t tx = x.stage_ns(kIoTimes - 1), ty = y.stage_ns(kIoTimes - 1);
+    return tx != ty ? tx > ty : x.ns[0] < y.ns[0];
+  });
+  Rows slow = query_cookbook("slowest_ios", "kio");
+  ASSERT_EQ(slow.size(), 20u);
+  const uint64_t origin = (*trace)->time_origin().realtime_ns;
+  for (size_t i = 0; i < slow.size(); ++i) {
+    const IoStages& io = ios[i];
+    for (int s = 0; s < kIoTimes; ++s) {
+      // total_ns first, then the five stages.
+      EXPECT_EQ(std::stoull(slow[i][s == 0 ? 1 : s + 1]),
+                io.stage_ns(s == 0 ? kIoTimes - 1 : s - 1))
+          << "row " << i << " column " << s;
+    }
+    EXPECT_EQ(std::stoull(slow[i][10]), io.user_data) << "row " << i;
+    EXPECT_EQ(std::stoull(slow[i][11]), io.dev) << "row " << i;
+    EXPECT_EQ(std::stoull(slow[i][12]), io.sector) << "row " << i;
+    EXPECT_EQ(std::stoull(slow[i][13]), origin + io.ns[0]) << "row " << i;
+  }
+  EXPECT_EQ(std::stoull(slow[0][1]), b["stages"][kIoTimes - 1]["max_ns"].get<uint64_t>());
+}
+
 // docs/clickhouse.md shows the statements the shipper runs, as it runs them.
 TEST(ShipSchemaTest, SchemaIsDocumented) {
   std::ifstream in(std::string(NANOTRACE_SOURCE_DIR) + "/docs/clickhouse.md");
@@ -691,7 +809,8 @@ TEST(ShipSchemaTest, SchemaIsDocumented) {
   }
   for (const char* name :
        {"latency_per_node", "latency_per_minute", "slowest_pairs", "events_per_node",
-        "loss_per_node", "loss_by_cause", "trigger_traces", "trigger_records"}) {
+        "loss_per_node", "loss_by_cause", "io_counts_per_node", "io_stages_per_node", "slowest_ios",
+        "trigger_traces", "trigger_records"}) {
     EXPECT_FALSE(cookbook(name).empty()) << name;
   }
 }

@@ -44,6 +44,7 @@ void print_report(const std::string& source, const ship::ShipReport& r, bool jso
                         {"replaced_rows", r.replaced_rows},
                         {"events", r.counts.events},
                         {"intervals", r.counts.intervals},
+                        {"ios", r.counts.ios},
                         {"losses", r.counts.losses},
                         {"lost_records", r.counts.lost_records}};
     fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
@@ -59,10 +60,10 @@ void print_report(const std::string& source, const ship::ShipReport& r, bool jso
     return;
   }
   fmt::print(
-      "{}: trace {:016x} ({}) stored in {}: {} events, {} intervals, {} loss rows "
-      "({} records lost){}\n",
+      "{}: trace {:016x} ({}) stored in {}: {} events, {} intervals, {} I/Os with their stages, "
+      "{} loss rows ({} records lost){}\n",
       utf8::escape_text(source), r.trace_id, nodes, r.server, r.counts.events, r.counts.intervals,
-      r.counts.losses, r.counts.lost_records,
+      r.counts.ios, r.counts.losses, r.counts.lost_records,
       r.replaced_rows ? fmt::format("; {} rows of an interrupted attempt replaced", r.replaced_rows)
                       : "");
 }
@@ -109,7 +110,8 @@ int cmd_ship(const ShipCommand& c) {
 
 void register_ship_command(CLI::App& app, ShipCommand* c) {
   c->ship = app.add_subcommand(
-      "ship", "Ship traces into ClickHouse (events, begin/end intervals, losses), each once");
+      "ship",
+      "Ship traces into ClickHouse (events, begin/end intervals, I/O stages, losses), each once");
   c->ship->add_option("SRC", c->sources, "Trace files, directories of them, or live sources")
       ->required();
   c->ship

@@ -50,8 +50,8 @@ void print_stats_json(const Trace& trace, const TraceStats& st) {
                         {"span_s", st.span_s()},
                         {"rate_per_s", st.total.per_second()},
                         {"lost", st.lost},
-                        {"lost_no_slot", p.lost_no_slot},
-                        {"lost_reclaimed", p.lost_reclaimed},
+                        {"lost_no_slot", st.lost_no_slot},
+                        {"lost_reclaimed", st.lost_reclaimed},
                         {"processes", trace.processes().size()},
                         {"events", events},
                         {"threads", ths}};
@@ -87,9 +87,9 @@ void print_stats_header(const Trace& trace, const TraceStats& st) {
                  utf8::escape_text(k.machine));
     }
   }
-  if (p.lost_no_slot || p.lost_reclaimed) {
-    fmt::print("  lost for want of a thread slot: {}, in reused slots: {}\n", p.lost_no_slot,
-               p.lost_reclaimed);
+  if (st.lost_no_slot || st.lost_reclaimed) {
+    fmt::print("  lost for want of a thread slot: {}, in reused slots: {}{}\n", st.lost_no_slot,
+               st.lost_reclaimed, trace.processes().size() > 1 ? " (all processes)" : "");
   }
 }
 
