@@ -234,8 +234,19 @@ json Agent::Impl::status_json() {
             {"coalesced", counters.coalesced.load()},
             {"rate_limited", counters.rate_limited.load()},
             {"local_only", counters.local_only.load()},
-            {"last_latency_ns", counters.last_latency_ns.load()}};
+            {"last_latency_ns", counters.last_latency_ns.load()},
+            {"clock", clock_json()}};
   return j;
+}
+
+json Agent::Impl::clock_json() const {
+  const rec::ClockSync sync = clock->current().sync;
+  json bound = sync.bound_ns == file::kUnknownBound ? json(nullptr) : json(sync.bound_ns);
+  return {{"source", file::sync_source_name(sync.source)},
+          {"synchronised", sync.synchronised},
+          {"offset_ns", sync.offset_ns},
+          {"bound_ns", bound},
+          {"reference", sync.reference}};
 }
 
 Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -266,6 +277,7 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
   auto spool = Spool::open(options.spool);
   if (!spool.ok()) return spool.status();
   impl->spool.emplace(std::move(*spool));
+  impl->clock = std::make_unique<ClockWatch>(options.clock_interval_ms);
   Impl* self = impl.get();
   if (!options.metrics_address.empty()) {
     auto m =

@@ -41,6 +41,7 @@ struct AgentOptions {
   std::string metrics_address;           // "HOST:PORT" to serve /metrics on; empty: none
   uint64_t rate_ns = 10'000'000'000ull;  // at most one fleet freeze per interval
   int scan_ms = 1000;                    // how often /dev/shm is scanned for new processes
+  int clock_interval_ms = 10000;         // how often the clock-sync daemon is asked
 };
 
 class Agent {

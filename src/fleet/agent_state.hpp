@@ -17,6 +17,7 @@
 
 #include "fleet/agent.hpp"
 #include "fleet/broker.hpp"
+#include "fleet/clock_watch.hpp"
 #include "fleet/local_processes.hpp"
 #include "fleet/metrics_server.hpp"
 #include "fleet/protocol.hpp"
@@ -62,6 +63,7 @@ struct Agent::Impl {
   std::optional<Spool> spool;
   std::unique_ptr<Broker> broker;
   std::unique_ptr<MetricsServer> metrics;
+  std::unique_ptr<ClockWatch> clock;
   LocalProcesses locals;
   AgentCounters counters;
 
@@ -89,6 +91,7 @@ struct Agent::Impl {
   void scan();
   void check_local_fires();
   nlohmann::json status_json();
+  nlohmann::json clock_json() const;
   nlohmann::json arm(const ArmSpec& spec);
   nlohmann::json disarm();
 

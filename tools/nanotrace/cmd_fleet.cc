@@ -7,6 +7,7 @@
 #include "fleet/client.hpp"
 #include "fleet/protocol.hpp"
 #include "fleet_commands.hpp"
+#include "node_output.hpp"
 
 namespace nanotrace::cli {
 
@@ -126,13 +127,21 @@ int run_fleet(const FleetCommands& c) {
   }
   if (c.status->parsed()) {
     return report(c, *answers, c.json, [](const json& a) {
+      const json clock = a.value("clock", json::object());
+      const json bound = clock.value("bound_ns", json(nullptr));
+      std::string clock_text = clock.value("source", "unknown");
+      if (clock_text != "unknown") {
+        clock_text += bound.is_number_unsigned()
+                          ? " " + error_bound_text(bound.get<uint64_t>(), false)
+                          : " not synchronised";
+      }
       fmt::print(
           "node {}: broker {}, armed '{}', {} rounds ({} coalesced, {} rate-limited, {} "
-          "local only), last freeze {:.3f} ms after its match\n",
+          "local only), last freeze {:.3f} ms after its match, clock {}\n",
           a["node"].get<std::string>(), a.value("connected", false) ? "up" : "down",
           a.value("armed", ""), a.value("rounds", 0), a.value("coalesced", 0),
           a.value("rate_limited", 0), a.value("local_only", 0),
-          a.value("last_latency_ns", 0.0) / 1e6);
+          a.value("last_latency_ns", 0.0) / 1e6, clock_text);
       for (const json& p : a.value("processes", json::array())) {
         fmt::print("  process {} {}: trigger {}{}, {} threads, {:.2f} s of history, {} lost\n",
                    p.value("pid", 0), p.value("name", ""), p.value("trigger", ""),
