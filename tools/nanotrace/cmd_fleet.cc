@@ -185,6 +185,15 @@ void register_fleet_commands(CLI::App& app, FleetCommands* c) {
       ->capture_default_str();
   c->agent->add_option("--scan-ms", c->scan_ms, "how often to look for new traced processes")
       ->capture_default_str();
+  c->agent->add_option("--kernel", c->kernel,
+                       "keep the kernel's last events of the traced processes (root): block, "
+                       "io_uring, sched, syscalls, another ftrace system or system:event, "
+                       "comma-separated; each round's snapshots carry their window");
+  c->agent
+      ->add_option("--kernel-flight-buffer", c->kernel_flight_buffer_kb,
+                   "with --kernel: the overwrite ftrace instance's buffer per CPU in KiB")
+      ->capture_default_str()
+      ->check(CLI::Range(4u, 1u << 20));
 
   c->fleet = app.add_subcommand("fleet", "Arm, freeze and collect every node of a fleet");
   c->fleet->require_subcommand(1);
