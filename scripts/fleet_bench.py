@@ -8,7 +8,8 @@ only its node's producer):
     trigger with the broker's own floor: a bare publish fanned out to as many subscriber
     processes (bench/fleet_broker_floor.cc), time to the last subscriber;
   - agent idle CPU with --idle-processes traced processes (100 events/s each), over 10 s;
-  - time to collect --nodes nodes x --ring-mib MiB of rings (fleet snapshot, then collect);
+  - time to collect --nodes nodes x --ring-mib MiB of rings (fleet snapshot, then collect),
+    and to merge what was collected into one trace (`nanotrace merge`);
   - the event cost (tracepoint_bench --summary, ratio to its floor) without and with an agent
     watching the process, alternated 3 times each;
   - with --scaling 8,16,32,64: freeze latency and collection time against the number of agents.
@@ -71,11 +72,14 @@ class Fleet:
         with open(f"/proc/{unshare_pid}/task/{unshare_pid}/children") as f:
             return int(f.read().split()[0])
 
-    def wait_processes(self, expected, timeout=60):
-        deadline = time.time() + timeout
+    def wait_processes(self, expected, timeout=None):
+        # Scaled with the count: 64 agents starting at once on 2 loaded cores take a while.
+        deadline = time.time() + (timeout or max(60, 3 * expected))
         while time.time() < deadline:
+            # Every agent must answer within the timeout: 64 on 2 loaded cores need longer.
             r = subprocess.run([NT, "fleet", "status", "--json", "--nodes", str(len(self.nodes)),
-                                "--timeout-ms", "2000"] + self.fleet_args(),
+                                "--timeout-ms", str(max(2000, 150 * len(self.nodes)))]
+                               + self.fleet_args(),
                                capture_output=True, text=True)
             if r.returncode == 0:
                 nodes = json.loads(r.stdout)
@@ -130,7 +134,8 @@ def freeze_latency(fleet, n, triggers, floor=True):
     for i in range(n):
         fleet.start_node(f"n{i}", env={"NANOTRACE_BUFFER": "256K"})
     fleet.wait_processes(n)
-    fleet.fleet("arm", "test:io lat_us>10000", "--nodes", str(n))
+    fleet.fleet("arm", "test:io lat_us>10000", "--nodes", str(n), "--timeout-ms",
+                str(max(3000, 150 * n)))
     subs, pub = [], None
     if floor:
         for _ in range(n):
@@ -220,10 +225,22 @@ def collect_time(fleet, n, ring_mib):
     total = time.time() - t0
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
     copied = float(r.stdout.strip().splitlines()[-1].split(" in ")[1].split(" s ")[0])
-    shutil.rmtree(out)
     fleet.stop_nodes()
+    snapshots = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".nt"))
+    merged = os.path.join(fleet.tmp, f"merged-{n}.nt")
+    t0 = time.time()
+    m = subprocess.run([NT, "merge", "--json", "-o", merged] + snapshots, capture_output=True,
+                       text=True)
+    merge_s = time.time() - t0
+    if m.returncode != 0:
+        raise RuntimeError(f"merge: {m.stdout} {m.stderr}")
+    merge = json.loads(m.stdout)
+    assert len(merge["nodes"]) == n, merge["nodes"]
+    shutil.rmtree(out)
+    os.unlink(merged)
     return {"nodes": n, "ring_mib": ring_mib, "bytes": size, "snapshot_and_collect_s": total,
-            "collect_s": copied}
+            "collect_s": copied, "merge_s": merge_s, "merged_records": merge["records"],
+            "collect_and_merge_s": total + merge_s}
 
 
 def event_cost(fleet, reps=3):
@@ -265,7 +282,9 @@ def main():
     only = set(a.only.split(","))
     tmp = tempfile.mkdtemp(prefix="nanotrace-fleet-bench.")
     fleet = Fleet(tmp, 30000 + os.getpid() % 20000)
-    result = {"machine_cpus": os.cpu_count(), "command": " ".join(sys.argv)}
+    result = {"machine_cpus": os.cpu_count(), "command": " ".join(sys.argv),
+              "load_average_at_start": os.getloadavg()}
+    failed = None
     try:
         if "latency" in only:
             lat, base = freeze_latency(fleet, a.nodes, a.triggers)
@@ -277,28 +296,30 @@ def main():
                     "what": "bare NATS publish to as many subscriber processes, to the last (ms)",
                     "p50_ms": pct(base, 50), "p99_ms": pct(base, 99), "max_ms": max(base)},
                 "p99_vs_floor_p99": pct(lat, 99) / pct(base, 99)}
-            print(json.dumps(result["freeze_latency"]))
+            print(json.dumps(result["freeze_latency"]), flush=True)
         if "idle" in only:
             result["agent_idle_cpu_percent"] = {"processes": a.idle_processes,
                                                 "percent_of_a_core": idle_cpu(fleet, a.idle_processes)}
-            print(json.dumps(result["agent_idle_cpu_percent"]))
+            print(json.dumps(result["agent_idle_cpu_percent"]), flush=True)
         if "collect" in only:
             result["collect"] = collect_time(fleet, a.nodes, a.ring_mib)
-            print(json.dumps(result["collect"]))
+            print(json.dumps(result["collect"]), flush=True)
         if "cost" in only:
             result["event_cost"] = event_cost(fleet)
-            print(json.dumps(result["event_cost"]))
+            print(json.dumps(result["event_cost"]), flush=True)
         if a.scaling:
             rows = []
+            result["scaling"] = {"triggers": a.scaling_triggers, "ring_mib": a.scaling_ring_mib,
+                                 "rows": rows}
             for n in map(int, a.scaling.split(",")):
                 lat, _ = freeze_latency(fleet, n, a.scaling_triggers, floor=False)
                 c = collect_time(fleet, n, a.scaling_ring_mib)
                 rows.append({"agents": n, "freeze_p50_ms": pct(lat, 50), "freeze_p99_ms": pct(lat, 99),
                              "freeze_max_ms": max(lat), "collect_s": c["collect_s"],
-                             "collect_bytes": c["bytes"]})
-                print(json.dumps(rows[-1]))
-            result["scaling"] = {"triggers": a.scaling_triggers, "ring_mib": a.scaling_ring_mib,
-                                 "rows": rows}
+                             "collect_bytes": c["bytes"], "merge_s": c["merge_s"]})
+                print(json.dumps(rows[-1]), flush=True)
+    except (RuntimeError, AssertionError, OSError) as e:
+        failed = result["error"] = f"{type(e).__name__}: {e}"  # what was measured is kept
     finally:
         fleet.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -306,6 +327,8 @@ def main():
     with open(a.out, "w") as f:
         json.dump(result, f, indent=2)
     print("wrote", a.out)
+    if failed:
+        sys.exit("fleet_bench: " + failed)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,17 @@ bool printable_text(const char* buffer, size_t size) {
 
 }  // namespace
 
+const char* sync_source_name(SyncSource source) {
+  switch (source) {
+    case SyncSource::kChrony:
+      return "chrony";
+    case SyncSource::kPtp:
+      return "ptp4l";
+    default:
+      return "unknown";
+  }
+}
+
 std::string node_text(const char* buffer, size_t size) {
   return std::string(buffer, strnlen(buffer, size));
 }

@@ -36,6 +36,8 @@ enum class SyncSource : uint32_t {
   kChrony = 1,   // chronyc tracking
   kPtp = 2,      // ptp4l (pmc TIME_STATUS_NP)
 };
+// "chrony", "ptp4l" or "unknown" (any other value too): the name readers and metrics show.
+const char* sync_source_name(SyncSource source);
 
 enum class NodeAlignment : uint32_t {
   kOwn = 0,          // a node's own file: its clock is the file's

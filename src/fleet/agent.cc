@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "fleet/agent_state.hpp"
 #include "nanotrace/trigger.hpp"
@@ -194,6 +195,67 @@ void Agent::Impl::scan() {
       }
     }
   }
+  if (!options.kernel.empty()) follow_kernel(added);
+}
+
+namespace {
+
+// ftrace's filters name the kernel's thread ids; an agent in a PID namespace of its own (a
+// container) knows the processes by other ids. /proc/self/status lists one id per level.
+bool in_child_pid_namespace() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return false;
+  char line[256];
+  bool nested = false;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, "NSpid:", 6) != 0) continue;
+    int ids = 0;
+    bool in_id = false;
+    for (const char* c = line + 6; *c != 0; ++c) {
+      const bool digit = *c >= '0' && *c <= '9';
+      if (digit && !in_id) ++ids;
+      in_id = digit;
+    }
+    nested = ids > 1;
+    break;
+  }
+  std::fclose(f);
+  return nested;
+}
+
+}  // namespace
+
+void Agent::Impl::follow_kernel(const std::vector<uint32_t>& added) {
+  if (!flight && kernel_error.empty() && in_child_pid_namespace()) {
+    kernel_error = "the agent runs in a PID namespace of its own (ftrace names the host's ids)";
+    log("snapshots without kernel events: " + kernel_error);
+  }
+  if (!flight && kernel_error.empty() && !added.empty()) {
+    const LocalProcess* first = nullptr;
+    for (auto& p : locals.all()) {
+      if (p->pid == added.front()) first = p.get();
+    }
+    kernel::CaptureOptions f;
+    f.groups = options.kernel;
+    f.pid = added.front();
+    if (first != nullptr) kernel_clock = first->control->process().clock;
+    f.clock = kernel_clock == abi::ClockKind::kMonotonic ? file::KernelClock::kMonotonic
+                                                         : file::KernelClock::kTsc;
+    f.buffer_kb = options.kernel_buffer_kb;
+    f.flight = true;
+    auto started = kernel::KernelCapture::start(f);
+    if (!started.ok()) {
+      kernel_error = started.status().message();
+      log("snapshots without kernel events: " + kernel_error);
+      return;
+    }
+    flight = std::move(*started);
+    log("keeping the kernel's last events in ftrace instance " + flight->instance_name());
+  }
+  if (!flight) return;
+  for (uint32_t pid : added) flight->follow(pid);
+  // The filters follow the processes' threads (new ones, and those of processes gone).
+  if (Status s = flight->refresh_threads(); !s.ok()) log("kernel filters: " + s.message());
 }
 
 void Agent::Impl::check_local_fires() {
@@ -234,8 +296,24 @@ json Agent::Impl::status_json() {
             {"coalesced", counters.coalesced.load()},
             {"rate_limited", counters.rate_limited.load()},
             {"local_only", counters.local_only.load()},
-            {"last_latency_ns", counters.last_latency_ns.load()}};
+            {"last_latency_ns", counters.last_latency_ns.load()},
+            {"clock", clock_json()}};
+  if (!options.kernel.empty()) {
+    j["kernel"] = {{"groups", options.kernel},
+                   {"instance", flight ? flight->instance_name() : ""},
+                   {"error", kernel_error}};
+  }
   return j;
+}
+
+json Agent::Impl::clock_json() const {
+  const rec::ClockSync sync = clock->current().sync;
+  json bound = sync.bound_ns == file::kUnknownBound ? json(nullptr) : json(sync.bound_ns);
+  return {{"source", file::sync_source_name(sync.source)},
+          {"synchronised", sync.synchronised},
+          {"offset_ns", sync.offset_ns},
+          {"bound_ns", bound},
+          {"reference", sync.reference}};
 }
 
 Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -266,6 +344,7 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
   auto spool = Spool::open(options.spool);
   if (!spool.ok()) return spool.status();
   impl->spool.emplace(std::move(*spool));
+  impl->clock = std::make_unique<ClockWatch>(options.clock_interval_ms);
   Impl* self = impl.get();
   if (!options.metrics_address.empty()) {
     auto m =

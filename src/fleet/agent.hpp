@@ -13,6 +13,10 @@
 //     interval freezes its own process as always and is counted; its snapshot is written
 //     when the interval ends (so it is not lost), without freezing the fleet again. A freeze
 //     announced by another node within the interval is counted and named in the manifest.
+//   - With kernel groups, the kernel's last events of the node's processes are kept in an
+//     overwrite ftrace instance (as `record --snapshot-on --kernel` keeps them), and each
+//     round's window of them goes into one snapshot of the round (the origin's, else the
+//     first process's).
 //   - Broker down: triggers still freeze their process; the agent snapshots its node alone
 //     (counted as a local-only freeze) and reconnects on its own.
 //   - It acts on commands from the broker alone, over a connection opened with the fleet's
@@ -26,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fleet/credentials.hpp"
 #include "nanotrace/status.hpp"
@@ -41,6 +46,11 @@ struct AgentOptions {
   std::string metrics_address;           // "HOST:PORT" to serve /metrics on; empty: none
   uint64_t rate_ns = 10'000'000'000ull;  // at most one fleet freeze per interval
   int scan_ms = 1000;                    // how often /dev/shm is scanned for new processes
+  int clock_interval_ms = 10000;         // how often the clock-sync daemon is asked
+  // Kernel events kept beside the rings (`record --kernel` groups): an overwrite ftrace
+  // instance with kernel_buffer_kb per CPU, whose window goes into each round's snapshots.
+  std::vector<std::string> kernel;
+  uint32_t kernel_buffer_kb = 4096;
 };
 
 class Agent {

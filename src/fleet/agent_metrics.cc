@@ -1,8 +1,10 @@
 // The agent's /metrics (OpenMetrics text format): per traced process, the history its rings
 // hold, the bytes written over, records lost by cause, trigger arms, fires and freezes; per
 // node, fleet freezes (taken, coalesced, rate-limited, local-only), the last freeze's latency,
-// snapshots written and the broker link.
+// snapshots written, the broker link and the clock's error bound.
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "fleet/agent_state.hpp"
 
@@ -29,7 +31,11 @@ struct Family {
 
 void add(Family& f, const std::string& labels, double value) {
   std::string sample = f.type == "counter" ? f.name + "_total" : f.name;
-  f.samples.push_back(fmt::format("{}{{{}}} {}", sample, labels, value));
+  if (std::isnan(value)) {  // OpenMetrics spells it NaN
+    f.samples.push_back(fmt::format("{}{{{}}} NaN", sample, labels));
+  } else {
+    f.samples.push_back(fmt::format("{}{{{}}} {}", sample, labels, value));
+  }
 }
 
 }  // namespace
@@ -69,6 +75,22 @@ std::string Agent::Impl::render_metrics() {
     add(f, node, value);
     return f;
   };
+  // The clock-sync daemon's view, as snapshots record it: an unknown bound is NaN, with
+  // source "unknown" (no daemon answered) or the daemon's name (it says it is not synchronised).
+  const rec::ClockSync sync = clock->current().sync;
+  const std::string clock_labels = node + ",source=\"" + file::sync_source_name(sync.source) + "\"";
+  Family bound{"nanotrace_clock_error_bound_seconds", "gauge",
+               "CLOCK_REALTIME's error bound as the clock-sync daemon gives it (chrony: |offset| "
+               "+ root dispersion + root delay / 2; ptp4l: |master offset|); NaN if unknown"};
+  add(bound, clock_labels,
+      sync.bound_ns == file::kUnknownBound ? std::nan("")
+                                           : static_cast<double>(sync.bound_ns) / 1e9);
+  Family synced{"nanotrace_clock_synchronised", "gauge",
+                "1 while the clock-sync daemon says the clock is synchronised"};
+  add(synced, clock_labels, sync.synchronised ? 1 : 0);
+  Family offset{"nanotrace_clock_offset_seconds", "gauge",
+                "The daemon's offset of the clock (chrony: from NTP time; ptp4l: from the master)"};
+  add(offset, clock_labels, static_cast<double>(sync.offset_ns) / 1e9);
   const AgentCounters& c = counters;
   std::vector<Family> families = {
       history,
@@ -108,6 +130,9 @@ std::string Agent::Impl::render_metrics() {
           c.connected.load() ? 1 : 0),
       one("nanotrace_broker_link_changes", "counter", "Broker disconnections and reconnections",
           static_cast<double>(c.link_changes.load())),
+      bound,
+      synced,
+      offset,
   };
   std::string out;
   for (const Family& f : families) {

@@ -17,10 +17,12 @@
 
 #include "fleet/agent.hpp"
 #include "fleet/broker.hpp"
+#include "fleet/clock_watch.hpp"
 #include "fleet/local_processes.hpp"
 #include "fleet/metrics_server.hpp"
 #include "fleet/protocol.hpp"
 #include "fleet/spool.hpp"
+#include "kernel/kernel_capture.hpp"
 #include "nanotrace/controller.hpp"
 
 namespace nanotrace::fleet {
@@ -62,6 +64,7 @@ struct Agent::Impl {
   std::optional<Spool> spool;
   std::unique_ptr<Broker> broker;
   std::unique_ptr<MetricsServer> metrics;
+  std::unique_ptr<ClockWatch> clock;
   LocalProcesses locals;
   AgentCounters counters;
 
@@ -75,6 +78,11 @@ struct Agent::Impl {
   std::optional<Round> last_round;
   std::set<std::string> known_rounds;
   std::vector<uint32_t> deferred;  // pids fired within the interval, frozen, not yet copied
+  // The kernel's last events (options.kernel), started with the first process found (whose
+  // clock it takes); kernel_error: why it could not be.
+  std::unique_ptr<kernel::KernelCapture> flight;
+  std::string kernel_error;
+  abi::ClockKind kernel_clock = abi::ClockKind::kTsc;  // its timestamps' (a process's clock)
 
   void log(const std::string& line) const;
   uint64_t rate_ns() const { return options.rate_ns; }
@@ -87,8 +95,10 @@ struct Agent::Impl {
   void answer(const std::string& reply, const nlohmann::json& body);
   void answer_raw(const std::string& reply, const std::string& bytes);
   void scan();
+  void follow_kernel(const std::vector<uint32_t>& added);
   void check_local_fires();
   nlohmann::json status_json();
+  nlohmann::json clock_json() const;
   nlohmann::json arm(const ArmSpec& spec);
   nlohmann::json disarm();
 

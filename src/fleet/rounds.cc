@@ -9,6 +9,7 @@
 
 #include "fleet/agent_state.hpp"
 #include "nanotrace/record.hpp"
+#include "record/snapshot_writer.hpp"
 
 namespace nanotrace::fleet {
 
@@ -124,6 +125,17 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
                                   const std::vector<LocalProcess*>& which) {
   json processes = json::array();
   uint64_t last_freeze = 0;
+  // The kernel's window goes into one snapshot of the round (a merged file keeps one
+  // machine's kernel events): the local origin's, else the first process's on its clock.
+  const LocalProcess* kernel_to = nullptr;
+  for (LocalProcess* p : which) {
+    if (!flight || p->control->process().clock != kernel_clock) continue;
+    bool origin = std::any_of(origins.begin(), origins.end(), [&](const Freeze& f) {
+      return f.node == options.node && f.pid == p->pid;
+    });
+    if (kernel_to == nullptr || origin) kernel_to = p;
+    if (origin) break;
+  }
   for (LocalProcess* p : which) {
     auto info = p->control->trigger();  // re-reads the header: frozen_ticks
     if (!info.ok() || info->state != abi::TriggerState::kFrozen) {
@@ -140,8 +152,10 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
                 {"frozen_realtime_ns", frozen},
                 {"history_seconds", ring_health(*p->control).history_seconds}};
     auto path = spool->new_path(name);
-    Result<RecordSummary> written = path.ok() ? write_snapshot(t, *path, /*compress=*/false)
-                                              : Result<RecordSummary>(path.status());
+    kernel::KernelCapture* window = p == kernel_to ? flight.get() : nullptr;
+    Result<RecordSummary> written =
+        path.ok() ? rec::write_snapshot_of({&t}, *path, /*compress=*/false, window)
+                  : Result<RecordSummary>(path.status());
     if (!written.ok()) {
       ++counters.snapshot_errors;
       one["error"] = written.status().message();
@@ -151,6 +165,10 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
       counters.snapshot_bytes += written->file_bytes;
       one["bytes"] = written->file_bytes;
       one["records"] = written->records;
+      if (window != nullptr) {
+        one["kernel_pages"] = written->kernel_pages;
+        one["kernel_lost"] = written->kernel_lost;
+      }
     }
     processes.push_back(one);
   }

@@ -10,17 +10,6 @@
 namespace nanotrace {
 namespace {
 
-const char* sync_source_name(uint32_t source) {
-  switch (static_cast<file::SyncSource>(source)) {
-    case file::SyncSource::kChrony:
-      return "chrony";
-    case file::SyncSource::kPtp:
-      return "ptp4l";
-    default:
-      return "unknown";
-  }
-}
-
 const char* alignment_name(uint32_t alignment) {
   switch (static_cast<file::NodeAlignment>(alignment)) {
     case file::NodeAlignment::kReference:
@@ -46,7 +35,7 @@ NodeInfo node_info(const file::NodePayload& n) {
     const file::NodeClockPair& p = n.pairs[i];
     info.clock_pairs.push_back({p.ticks_before, p.realtime_ns, p.monotonic_ns, p.ticks_after});
   }
-  info.sync_source = sync_source_name(n.sync_source);
+  info.sync_source = file::sync_source_name(static_cast<file::SyncSource>(n.sync_source));
   info.synchronised = n.sync_flags & 1;
   info.sync_offset_ns = n.sync_offset_ns;
   info.sync_root_delay_ns = n.sync_root_delay_ns;

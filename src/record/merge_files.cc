@@ -224,9 +224,7 @@ Status merge_into(std::vector<Input>& inputs, rec::FileWriter& out, MergeSummary
     m.error_bound_ns = a->error_bound_ns;
     m.pair_error_ns = a->pair_error_ns;
     m.sync_bound_ns = in.node.sync_bound_ns;
-    m.sync_source = in.node.sync_source == 1   ? "chrony"
-                    : in.node.sync_source == 2 ? "ptp4l"
-                                               : "unknown";
+    m.sync_source = file::sync_source_name(static_cast<file::SyncSource>(in.node.sync_source));
     Status s = out.write_chunk(file::ChunkType::kNode, &in.node, sizeof(in.node));
     if (s.ok()) s = copy_chunks(in, out, &m);
     if (!s.ok()) return s;

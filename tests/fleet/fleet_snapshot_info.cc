@@ -1,6 +1,7 @@
 // Prints what a fleet test checks in snapshot files, one JSON line per file: its process,
-// the CLOCK_REALTIME span of its records, its trigger facts, and every test:io record with
-// lat_us >= 10000 (the slow ones).
+// the CLOCK_REALTIME span of its records, its trigger facts, its NODE chunk (the node's name,
+// clock pairs, clock sync and trigger origin), and every test:io record with lat_us >= 10000
+// (the slow ones).
 #include <cstdio>
 #include <nanotrace/reader.hpp>
 #include <nlohmann/json.hpp>
@@ -27,6 +28,22 @@ int main(int argc, char** argv) {
         {"trigger_seq", trig.seq},
         {"trigger_realtime_ns", trig.ticks ? t.ticks_to_realtime_ns(trig.ticks) : 0},
         {"frozen_realtime_ns", trig.frozen_ticks ? t.ticks_to_realtime_ns(trig.frozen_ticks) : 0}};
+    json nodes = json::array();
+    for (const nanotrace::NodeInfo& n : t.nodes()) {
+      nodes.push_back({{"hostname", n.hostname},
+                       {"clock_pairs", n.clock_pairs.size()},
+                       {"sync_source", n.sync_source},
+                       {"synchronised", n.synchronised},
+                       {"sync_bound_ns", n.sync_bound_ns == nanotrace::kUnknownErrorBound
+                                             ? json(nullptr)
+                                             : json(n.sync_bound_ns)},
+                       {"has_origin", n.has_origin},
+                       {"origin_pid", n.origin_pid},
+                       {"origin_tid", n.origin_tid},
+                       {"origin_seq", n.origin_seq},
+                       {"origin_event", n.origin_event}});
+    }
+    out["nodes"] = nodes;
     uint64_t first = 0, last = 0, records = 0;
     json slow = json::array();
     auto source = t.read_all();

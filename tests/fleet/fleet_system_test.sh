@@ -2,18 +2,23 @@
 # The fleet end to end, on one machine: four nodes, each in its own network namespace (a veth
 # pair to a bridge on the host), mount namespace (its own /dev/shm and spool) and PID
 # namespace, with one traced producer and one agent each; nats-server on the host, requiring a
-# user and password; Prometheus on the host scraping every agent's /metrics.
+# user and password; Prometheus on the host scraping every agent's /metrics; a chronyd (its
+# own command socket, a local reference, not steering the clock) that node 1 asks.
 #
 #   1. A slow I/O on node 3 freezes every node; each node's snapshot holds the matching
-#      record's time, and names node 3, its process, thread and record as the origin.
+#      record's time, and names node 3, its process, thread and record as the origin; its
+#      NODE chunk names its node and carries clock pairs and the clock sync (chrony on node 1,
+#      unknown elsewhere); `nanotrace merge` of the round is in exact time order and names
+#      node 3 as the origin.
 #   2. An agent killed mid-test: the other nodes still freeze; its restart loses no armed
 #      trigger (the trigger lives in the traced process).
 #   3. The broker stopped: a local trigger still freezes its node; the agents reconnect.
 #   4. Bad credentials are refused and logged; a credentials file others can read is refused;
 #      a fetch naming a path outside the spool is refused.
-#   5. Prometheus scrapes the agents and the values come back from its query API.
+#   5. Prometheus scrapes the agents and the values come back from its query API, the
+#      clock's error bound among them (chrony's on node 1, NaN: unknown, elsewhere).
 #
-# Usage: fleet_system_test.sh BIN_DIR   (root; nats-server and prometheus installed)
+# Usage: fleet_system_test.sh BIN_DIR   (root; nats-server, prometheus, chrony installed)
 set -u
 BIN=$1
 NT=$BIN/nanotrace
@@ -22,6 +27,7 @@ skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (namespaces)"
 command -v nats-server >/dev/null || skip "nats-server is not installed"
 command -v prometheus >/dev/null || skip "prometheus is not installed"
+[ -x /usr/sbin/chronyd ] || skip "chrony is not installed"
 
 T=$(mktemp -d /tmp/nanotrace-fleet.XXXXXX)
 chmod 700 "$T"
@@ -31,7 +37,7 @@ NET=10.$((200 + TAG % 50)).$((TAG / 50 % 250)).
 PORT=$((20000 + TAG % 20000))
 PROM_PORT=$((PORT + 1))
 NODES="1 2 4 3"
-NATS_PID=""; PROM_PID=""; NODE_PIDS=""
+NATS_PID=""; PROM_PID=""; CHRONY_PID=""; NODE_PIDS=""
 
 cleanup() {
   touch "$T/stop"
@@ -45,6 +51,7 @@ cleanup() {
   done
   [ -n "$NATS_PID" ] && kill "$NATS_PID" 2>/dev/null
   [ -n "$PROM_PID" ] && kill "$PROM_PID" 2>/dev/null
+  [ -n "$CHRONY_PID" ] && kill "$CHRONY_PID" 2>/dev/null
   ip link del "$BR" 2>/dev/null
   wait 2>/dev/null
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $T"; else rm -rf "$T"; fi
@@ -87,12 +94,25 @@ start_nats
 URL=nats://${NET}1:$PORT
 FLEET=(--broker "$URL" --credentials "$T/creds" --fleet t$TAG)
 
+# --- Clock sync: a chronyd on a command socket of its own, for node 1 -------------------------
+mkdir -m 700 "$T/chrony"
+printf 'local stratum 8\ncmdport 0\nbindcmdaddress %s\npidfile %s\ndriftfile %s\n' \
+  "$T/chrony/chronyd.sock" "$T/chrony/chronyd.pid" "$T/chrony/drift" >"$T/chrony/chrony.conf"
+/usr/sbin/chronyd -x -u root -d -l "$T/chrony/log" -f "$T/chrony/chrony.conf" >/dev/null 2>&1 &
+CHRONY_PID=$!
+for _ in $(seq 200); do
+  chronyc -h "$T/chrony/chronyd.sock" -c -n tracking >/dev/null 2>&1 && break
+  sleep 0.05
+done
+chronyc -h "$T/chrony/chronyd.sock" -c -n tracking >/dev/null 2>&1 || fail "chronyd did not start"
+
 # --- Nodes: a producer and an agent each, in their own mount and PID namespaces ---------------
 cat >"$T/node.sh" <<'NODE'
 #!/bin/bash
 # Inside the node's namespaces: a private /dev/shm and spool, then the producer and the agent
-# (restarted when it dies, as systemd would).
+# (restarted when it dies, as systemd would). Node 1's agent asks the test's chronyd.
 n=$1; T=$2; BIN=$3; URL=$4; FLEETNAME=$5; ADDR=$6
+[ "$n" = 1 ] && export NANOTRACE_CHRONY_SOCKET=$T/chrony/chronyd.sock
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 mkdir -p "$T/spool$n" && mount -t tmpfs -o mode=700 tmpfs "$T/spool$n"
 NANOTRACE_NAME=producer$n "$BIN/nanotrace_fleet_producer" --slow "$T/slow$n" >/dev/null </dev/null &
@@ -177,32 +197,48 @@ assert node3["trigger_event"] != 0
 for s in info:
     if s["name"] != "producer3":
         assert s["slow"] == [] and s["trigger_event"] == 0, s  # frozen on the fleet's request
+# Each snapshot's NODE chunk: the agent's node name, clock pairs taken at the copy, the clock
+# sync its node has (node 1 asks a chronyd), and the trigger origin on node 3 alone.
+for s in info:
+    assert len(s["nodes"]) == 1, s
+    n, node = s["nodes"][0], "node" + s["name"][len("producer"):]
+    assert n["hostname"] == node and n["clock_pairs"] == 8, s
+    if node == "node1":
+        assert n["sync_source"] == "chrony" and n["synchronised"], n
+        assert n["sync_bound_ns"] is not None and n["sync_bound_ns"] < 1000000, n
+    else:
+        assert n["sync_source"] == "unknown" and n["sync_bound_ns"] is None, n
+    if node == "node3":
+        assert n["has_origin"] and n["origin_pid"] == origin["pid"], n
+        assert n["origin_tid"] == origin["tid"] and n["origin_seq"] == origin["seq"], n
+        assert n["origin_event"] == "test:io", n
+    else:
+        assert not n["has_origin"], n
 lat = max(m["latency_ns"] for m in manifests)
 print(f"ok: round 1: 4 nodes frozen, origin node3 pid {origin['pid']} tid {origin['tid']} "
       f"record #{origin['seq']}, last node frozen {lat/1e6:.2f} ms after the match")
 PY
 [ $? = 0 ] || exit 1
-# The collected snapshots merge into one trace (`nanotrace merge`, where this build has it):
-# exact time order on one host, node 3 named as the origin.
-if "$NT" merge --help >/dev/null 2>&1; then
-  "$NT" merge "$T/c1"/*.nt -o "$T/merged.nt" --json >"$T/merge.json" || fail "merge: $(cat "$T/merge.json")"
-  "$NT" dump "$T/merged.nt" --json >"$T/merged.jsonl" || fail "dump of the merged trace"
-  /usr/bin/python3 - "$T/merge.json" "$T/merged.jsonl" "$T/c1" <<'PY' || fail "merged trace"
+# The collected snapshots merge into one trace: exact time order on one host (the nodes share
+# the machine and its boot, so one clock), node 3 named as the origin, node 1's clock sync kept.
+"$NT" merge "$T/c1"/*.nt -o "$T/merged.nt" --json >"$T/merge.json" || fail "merge: $(cat "$T/merge.json")"
+"$NT" dump "$T/merged.nt" --json >"$T/merged.jsonl" || fail "dump of the merged trace"
+/usr/bin/python3 - "$T/merge.json" "$T/merged.jsonl" "$T/c1" <<'PY' || fail "merged trace"
 import json, glob, os, sys
 m = json.load(open(sys.argv[1]))
 origin = json.load(open(glob.glob(os.path.join(sys.argv[3], "*.json"))[0]))["origins"][0]
 o = m["origin"]
 assert o["hostname"] == "node3" and o["pid"] == origin["pid"] and o["tid"] == origin["tid"], o
 assert o["seq"] == origin["seq"], (o, origin)
-assert len(m["nodes"]) == 4, m["nodes"]
+assert sorted(n["hostname"] for n in m["nodes"]) == ["node1", "node2", "node3", "node4"], m
+for n in m["nodes"]:
+    assert n["alignment"] in ("reference", "shared-clock"), n
+    assert n["sync_source"] == ("chrony" if n["hostname"] == "node1" else "unknown"), n
 times = [json.loads(l)["time_ns"] for l in open(sys.argv[2])]
 assert len(times) > 400 and times == sorted(times), "merged records out of time order"
 print(f"ok: merged {len(times)} records of 4 nodes in time order, origin node3")
 PY
-  [ $? = 0 ] || exit 1
-else
-  echo "note: this build has no 'nanotrace merge': the merged order and origin are not checked"
-fi
+[ $? = 0 ] || exit 1
 
 # --- 2. An agent killed mid-test ---------------------------------------------------------------
 agent_pid() {  # the host pid of node $1's agent
@@ -287,7 +323,7 @@ query() {
 import json, sys, urllib.parse, urllib.request
 url = f"http://127.0.0.1:{sys.argv[1]}/api/v1/query?query=" + urllib.parse.quote(sys.argv[2])
 r = json.load(urllib.request.urlopen(url, timeout=2))
-print(json.dumps({x["metric"].get("node", ""): float(x["value"][1]) for x in r["data"]["result"]}))
+print(json.dumps({x["metric"].get("node", ""): float(x["value"][1]) for x in r["data"]["result"]}, sort_keys=True))
 PY
 }
 ok=""
@@ -304,5 +340,17 @@ armed=$(query 'nanotrace_process_trigger_armed')
 [ "$(echo "$hist" | /usr/bin/python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" = 4 ] ||
   fail "Prometheus: history $hist"
 [ "$armed" = '{"node1": 1.0, "node2": 1.0, "node3": 1.0, "node4": 1.0}' ] || fail "armed: $armed"
-echo "ok: Prometheus scraped the 4 agents: rounds $rounds"
+# The clock's error bound: chrony's (a local reference: its root dispersion, well under 1 ms)
+# on node 1, unknown (NaN, source "unknown") on the others.
+chrony_bound=$(query 'nanotrace_clock_error_bound_seconds{source="chrony"} < 0.001')
+unknown_bound=$(query 'nanotrace_clock_error_bound_seconds{source="unknown"}')
+synced=$(query 'nanotrace_clock_synchronised')
+echo "$chrony_bound" | grep -q '^{"node1": [0-9.e-]*}$' || fail "chrony's bound: $chrony_bound"
+[ "$unknown_bound" = '{"node2": NaN, "node3": NaN, "node4": NaN}' ] ||
+  fail "unknown bounds: $unknown_bound"
+[ "$synced" = '{"node1": 1.0, "node2": 0.0, "node3": 0.0, "node4": 0.0}' ] || fail "synced: $synced"
+"$NT" fleet status "${FLEET[@]}" --nodes 4 >"$T/status5.txt" || fail "status"
+grep -q "^node node1: .*clock chrony ±" "$T/status5.txt" || fail "status clock: $(cat "$T/status5.txt")"
+grep -q "^node node2: .*clock unknown$" "$T/status5.txt" || fail "status clock: $(cat "$T/status5.txt")"
+echo "ok: Prometheus scraped the 4 agents: rounds $rounds, clock bound $chrony_bound"
 echo "PASS"

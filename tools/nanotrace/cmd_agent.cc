@@ -34,6 +34,8 @@ int cmd_agent(const FleetCommands& c) {
   o.broker_url = c.broker;
   o.metrics_address = c.metrics;
   o.scan_ms = c.scan_ms;
+  o.kernel = split_list(c.kernel);
+  o.kernel_buffer_kb = c.kernel_flight_buffer_kb;
   auto rate = parse_duration_ns(c.rate, "--rate");
   if (!rate.ok()) return fail(rate.status());
   o.rate_ns = *rate;

@@ -7,6 +7,7 @@
 #include "fleet/client.hpp"
 #include "fleet/protocol.hpp"
 #include "fleet_commands.hpp"
+#include "node_output.hpp"
 
 namespace nanotrace::cli {
 
@@ -126,13 +127,21 @@ int run_fleet(const FleetCommands& c) {
   }
   if (c.status->parsed()) {
     return report(c, *answers, c.json, [](const json& a) {
+      const json clock = a.value("clock", json::object());
+      const json bound = clock.value("bound_ns", json(nullptr));
+      std::string clock_text = clock.value("source", "unknown");
+      if (clock_text != "unknown") {
+        clock_text += bound.is_number_unsigned()
+                          ? " " + error_bound_text(bound.get<uint64_t>(), false)
+                          : " not synchronised";
+      }
       fmt::print(
           "node {}: broker {}, armed '{}', {} rounds ({} coalesced, {} rate-limited, {} "
-          "local only), last freeze {:.3f} ms after its match\n",
+          "local only), last freeze {:.3f} ms after its match, clock {}\n",
           a["node"].get<std::string>(), a.value("connected", false) ? "up" : "down",
           a.value("armed", ""), a.value("rounds", 0), a.value("coalesced", 0),
           a.value("rate_limited", 0), a.value("local_only", 0),
-          a.value("last_latency_ns", 0.0) / 1e6);
+          a.value("last_latency_ns", 0.0) / 1e6, clock_text);
       for (const json& p : a.value("processes", json::array())) {
         fmt::print("  process {} {}: trigger {}{}, {} threads, {:.2f} s of history, {} lost\n",
                    p.value("pid", 0), p.value("name", ""), p.value("trigger", ""),
@@ -176,6 +185,15 @@ void register_fleet_commands(CLI::App& app, FleetCommands* c) {
       ->capture_default_str();
   c->agent->add_option("--scan-ms", c->scan_ms, "how often to look for new traced processes")
       ->capture_default_str();
+  c->agent->add_option("--kernel", c->kernel,
+                       "keep the kernel's last events of the traced processes (root): block, "
+                       "io_uring, sched, syscalls, another ftrace system or system:event, "
+                       "comma-separated; each round's snapshots carry their window");
+  c->agent
+      ->add_option("--kernel-flight-buffer", c->kernel_flight_buffer_kb,
+                   "with --kernel: the overwrite ftrace instance's buffer per CPU in KiB")
+      ->capture_default_str()
+      ->check(CLI::Range(4u, 1u << 20));
 
   c->fleet = app.add_subcommand("fleet", "Arm, freeze and collect every node of a fleet");
   c->fleet->require_subcommand(1);

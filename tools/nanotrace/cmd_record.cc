@@ -51,7 +51,9 @@ void print_losses(const RecordSummary& s) {
   }
 }
 
-std::vector<std::string> split(const std::string& s) {
+}  // namespace
+
+std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
   size_t at = 0;
   while (at <= s.size()) {
@@ -62,8 +64,6 @@ std::vector<std::string> split(const std::string& s) {
   }
   return out;
 }
-
-}  // namespace
 
 void print_trigger_outcome(const std::string& prefix, const std::string& stop_match,
                            const std::vector<std::string>& snapshots,
@@ -139,11 +139,11 @@ int cmd_record(const RecordCommands& c) {
   RecordOptions o;
   o.output = c.output;
   o.duration_s = c.duration;
-  o.groups = split(c.groups);
+  o.groups = split_list(c.groups);
   o.compress = c.compress;
   o.stop_on = c.stop_on;
   o.snapshot_on = c.snapshot_on;
-  o.kernel = split(c.kernel);
+  o.kernel = split_list(c.kernel);
   o.kernel_buffer_kb = c.kernel_buffer_kb;
   o.kernel_flight_buffer_kb = c.kernel_flight_buffer_kb;
   o.stop = &g_stop;

@@ -15,6 +15,8 @@ namespace nanotrace::cli {
 int fail(const Status& status);
 // j as indented JSON text that is valid UTF-8 whatever its strings hold.
 std::string dump_json(const nlohmann::json& j);
+// A comma-separated list option's items ("block,sched" -> block, sched), empty ones left out.
+std::vector<std::string> split_list(const std::string& s);
 // Trace::open, then one "nanotrace: warning: ..." line on stderr if part of a trace file had
 // to be ignored (a torn or damaged tail).
 Result<std::unique_ptr<Trace>> open_source(const std::string& source, bool writable = false);

@@ -20,6 +20,8 @@ struct FleetCommands {
   std::string node, spool = "/var/spool/nanotrace", metrics;
   std::string rate = "10s";
   int scan_ms = 1000;
+  std::string kernel;
+  uint32_t kernel_flight_buffer_kb = 4096;
   // fleet
   std::string expression, before, after, dir, round, wait = "10s";
   std::string fetch_node, fetch_file, output;
