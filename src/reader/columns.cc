@@ -100,12 +100,17 @@ struct Cursor {
 }  // namespace
 
 struct ColumnReader::Impl {
+  struct Step {
+    bool string;
+    int column;  // index into EventTable::fields, -1: not read
+  };
   struct Table {
     std::string name;
     uint32_t name_code;
     std::vector<uint16_t> ids;
     const EventInfo* layout;
-    std::vector<int> column_of;   // by field: index into EventTable::fields, -1: not read
+    std::vector<Step> steps;      // the layout's first fields, up to the last one read or walked
+    uint32_t tail_bytes;          // the scalars after them
     int columns = 0;              // fields read
     std::vector<int> dictionary;  // per column read: index into dictionaries, -1: no string
   };
@@ -142,16 +147,21 @@ struct ColumnReader::Impl {
     }
   }
 
-  // Which of e's fields take() keeps, in which column.
+  // How take() decodes a record of e's layout: the fields up to the last one read or
+  // walked (a string: its length moves what follows), then scalars stepped over at once.
   Table make_table(const EventInfo& e) {
-    Table t{e.full_name(), 0, {}, &e, {}};
-    for (const FieldInfo& f : e.fields) {
+    Table t{e.full_name(), 0, {}, &e, {}, 0};
+    size_t walked = 0;
+    for (size_t i = 0; i < e.fields.size(); ++i) {
+      const FieldInfo& f = e.fields[i];
+      const bool string = f.type == abi::FieldType::kString;
       const bool read = wanted(f.name);
-      t.column_of.push_back(read ? t.columns++ : -1);
-      if (read) {
-        t.dictionary.push_back(f.type == abi::FieldType::kString ? dictionary_index(f.name) : -1);
-      }
+      t.steps.push_back({string, read ? t.columns++ : -1});
+      if (read) t.dictionary.push_back(string ? dictionary_index(f.name) : -1);
+      if (read || string) walked = i + 1;
     }
+    t.tail_bytes = static_cast<uint32_t>(8 * (t.steps.size() - walked));
+    t.steps.resize(walked);
     return t;
   }
 
@@ -373,7 +383,7 @@ struct ColumnReader::Impl {
         const uint16_t id = static_cast<uint16_t>(load_u64(rec) & 0xffff);
         const int k = id < table_count ? table_of_data[id] : -1;
         if (k >= 0) {
-          take(static_cast<size_t>(k), rec, size, id, ticks, seq, thread, pos, out);
+          take(static_cast<size_t>(k), rec, id, ticks, seq, thread, pos, out);
           ++pos;
           ++rows;
         }
@@ -405,9 +415,9 @@ struct ColumnReader::Impl {
     return more;
   }
 
-  // Decodes the record at rec (of table k's layout, its size checked: size bytes) into the
-  // table's next row.
-  void take(size_t k, const uint8_t* rec, uint32_t size, uint16_t id, uint64_t ticks, uint64_t seq,
+  // Decodes the record at rec (of table k's layout, its size checked) into the table's next
+  // row.
+  void take(size_t k, const uint8_t* rec, uint16_t id, uint64_t ticks, uint64_t seq,
             uint32_t thread, uint64_t pos, ColumnSet* out) {
     Sink* s = &sinks[k];
     if (s->rows == s->room) {
@@ -426,19 +436,22 @@ struct ColumnReader::Impl {
     threads[r] = thread;
     if (event != nullptr) event[r] = id;
     if (order != nullptr) order[r] = pos;
-    // The fields by the one decoding rule (the size was checked: the decode cannot fail).
-    const Table& table = tables[k];
-    const int* column_of = table.column_of.data();
-    table.layout->layout.decode(
-        rec, 0, size,
-        [&](uint32_t f, uint64_t bits) {
-          if (column_of[f] >= 0) s->words[static_cast<size_t>(column_of[f])][r] = bits;
-        },
-        [&](uint32_t f, std::string_view text) {
-          if (column_of[f] < 0) return;
-          const auto c = static_cast<size_t>(column_of[f]);
-          s->codes[c][r] = s->dictionary[c]->code_of(text);
-        });
+    const Table& layout = tables[k];
+    const uint8_t* p = rec + 8;
+    for (const Step& step : layout.steps) {
+      if (step.string) {
+        const uint32_t n = p[0];
+        if (step.column >= 0) {
+          const auto c = static_cast<size_t>(step.column);
+          s->codes[c][r] =
+              s->dictionary[c]->code_of(std::string_view(reinterpret_cast<const char*>(p + 1), n));
+        }
+        p += abi::string_slot_bytes(n);
+      } else {
+        if (step.column >= 0) s->words[static_cast<size_t>(step.column)][r] = load_u64(p);
+        p += 8;
+      }
+    }
   }
 
   Trace& trace;
