@@ -4,7 +4,9 @@
 # records, each in the format its build reads), then every format is exported by the two
 # builds in alternation (A B A B ..., ROUNDS rounds; the machine's speed changes every
 # second or so, so only ratios of interleaved runs mean anything), and the median rate of
-# each is printed. Output goes to tmpfs: the exporter's time, not the disk's.
+# each is printed, of wall time and of CPU time (user + system, all threads: on a loaded
+# machine the wall time is mostly waiting for a CPU). Output goes to tmpfs: the exporter's
+# time, not the disk's.
 #
 #   scripts/export-compare.sh OLD_BUILD NEW_BUILD [EVENTS] [ROUNDS] [FORMATS]
 #   (default: 10000000 events, 5 rounds, "reader ctf chrome perfetto stats latency")
@@ -27,35 +29,39 @@ for side in old new; do
   rm -f "$segment"
 done
 
-# One run: seconds of wall time.
+# One run: a line "WALL CPU" in seconds, appended to $out/SIDE.times.
 run() {
   local build=$1 side=$2 what=$3
-  local t0 t1
-  t0=$(date +%s.%N)
+  local cmd
   case $what in
-    stats) "$build/bin/nanotrace" stats "$out/$side.ntr" >/dev/null 2>"$out/err" ;;
-    latency) "$build/bin/nanotrace" latency "$out/$side.ntr" --begin io:submit \
-               --end io:complete --key req >/dev/null 2>"$out/err" ;;
-    *) "$build/bin/nanotrace" export "$out/$side.ntr" --format "$what" \
-         -o "$out/$side.$what" >/dev/null 2>"$out/err" ;;
-  esac || { cat "$out/err" >&2; exit 1; }
-  t1=$(date +%s.%N)
+    stats) cmd=("$build/bin/nanotrace" stats "$out/$side.ntr") ;;
+    latency) cmd=("$build/bin/nanotrace" latency "$out/$side.ntr" --begin io:submit
+                  --end io:complete --key req) ;;
+    *) cmd=("$build/bin/nanotrace" export "$out/$side.ntr" --format "$what"
+            -o "$out/$side.$what") ;;
+  esac
+  /usr/bin/time -f "%e %U %S" -o "$out/time" "${cmd[@]}" >/dev/null 2>"$out/err" ||
+    { cat "$out/err" >&2; exit 1; }
+  awk '{print $1, $2 + $3}' "$out/time" >>"$out/$side.times"
   rm -rf "$out/$side.$what"
-  echo "$t1 - $t0" | bc -l
 }
 
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
+# Median of column $1 of the file $2.
+median() { awk -v c="$1" '{print $c}' "$2" | sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
+rate() { echo "$events / $1 / 1000000" | bc -l; }
 
-printf '%-10s %12s %12s %8s\n' what "old M ev/s" "new M ev/s" new/old
+printf '%-10s %11s %11s %8s %11s %11s %8s\n' what "old M ev/s" "new M ev/s" new/old \
+  "old CPU" "new CPU" new/old
 for what in $formats; do
   : >"$out/old.times"
   : >"$out/new.times"
   for ((r = 0; r < rounds; ++r)); do
-    run "$old" old "$what" >>"$out/old.times"
-    run "$new" new "$what" >>"$out/new.times"
+    run "$old" old "$what"
+    run "$new" new "$what"
   done
-  o=$(median <"$out/old.times")
-  n=$(median <"$out/new.times")
-  printf '%-10s %12.2f %12.2f %8.3f\n' "$what" "$(echo "$events / $o / 1000000" | bc -l)" \
-    "$(echo "$events / $n / 1000000" | bc -l)" "$(echo "$o / $n" | bc -l)"
+  o=$(median 1 "$out/old.times") n=$(median 1 "$out/new.times")
+  oc=$(median 2 "$out/old.times") nc=$(median 2 "$out/new.times")
+  printf '%-10s %11.2f %11.2f %8.3f %11.2f %11.2f %8.3f\n' "$what" "$(rate "$o")" "$(rate "$n")" \
+    "$(echo "$o / $n" | bc -l)" "$(rate "$oc")" "$(rate "$nc")" "$(echo "$oc / $nc" | bc -l)"
 done
+echo "(M ev/s: events per second of wall time; CPU: events per CPU second, user + system)"

@@ -1,6 +1,7 @@
-// The output of the text exporters' fast path: a buffer that records are encoded into through
-// a raw pointer (json_text.hpp), written with write(2) in kChunk pieces. The capacity past
-// kChunk is the largest record plus json::kSlack, so one check per record suffices.
+// The output of the exporters' fast paths (Chrome JSON, Perfetto protobuf): a buffer that
+// records are encoded into through a raw pointer (json_text.hpp, ProtoRaw), written with
+// write(2) in kChunk pieces. The capacity past kChunk is the largest record plus
+// json::kSlack, so one check per record suffices.
 //
 // Writing to a file costs the kernel about as much CPU (page-cache copy) as encoding costs
 // us, so a second thread writes the filled buffers, in order, while the caller fills the

@@ -28,12 +28,16 @@
 // ClockSnapshot (REALTIME and MONOTONIC at the origin, MONOTONIC the primary trace clock; with
 // kernel events also the sequence clock of ftrace bundles) and MONOTONIC as the sequence's
 // default timestamp clock, since a TracePacket's timestamp is BOOTTIME unless said otherwise.
-// The encoder is protobuf_writer.hpp.
+// The encoder is protobuf_writer.hpp. A record whose event's names are interned already is
+// encoded through a raw pointer straight into the output (TextSink: a second thread writes
+// the filled buffers); everything else (descriptors, interned data, ftrace bundles) is built
+// in a scratch buffer and appended.
 #include <algorithm>
 #include <set>
 #include <unordered_map>
 #include <utility>
 
+#include "export/json_sink.hpp"
 #include "export/node_groups.hpp"
 #include "export/output.hpp"
 #include "export/perfetto_ftrace.hpp"
@@ -58,6 +62,9 @@ constexpr uint64_t kClockMonotonic = 3;
 
 // TracePacket.sequence_flags: the packet refers to interned data (SEQ_NEEDS_INCREMENTAL_STATE).
 constexpr uint64_t kSeqNeedsIncrementalState = 2;
+// The largest TracePacket of one record: its header and track event (64 bytes at most), and
+// per field an annotation (32) with a string repaired (3 bytes per byte of text at most).
+constexpr size_t kMaxRecordPacket = 64 + abi::kMaxFields * (32 + 3 * size_t{abi::kMaxStringBytes});
 
 // The interning ids (iid) of one event's names in the sequence's tables: its category (the
 // group), its name ("group:event") and its fields' debug annotation names. 0: not yet.
@@ -79,7 +86,7 @@ class PerfettoWriter : public RecordWriter {
       : options_(options), slices_(std::move(slices)), intervals_(slices_) {}
 
   Status begin(const Trace& trace, RecordSource& source) override {
-    Status st = out_.open(options_.output);
+    Status st = sink_.open(options_.output, kMaxRecordPacket);
     if (!st.ok()) return st;
     const abi::ClockPair& origin = trace.time_origin();
     base_ns_ = origin.monotonic_ns;
@@ -92,7 +99,7 @@ class PerfettoWriter : public RecordWriter {
         if (slices_[s].role[id] != 0 && slice_of_[id] < 0) slice_of_[id] = static_cast<int>(s);
       }
     }
-    Proto w(&out_.buf());
+    Proto w(&side_);
     size_t pkt = w.begin(1);
     w.uint(10, kSequenceId);
     w.uint(13, 1);                  // SEQ_INCREMENTAL_STATE_CLEARED
@@ -160,10 +167,11 @@ class PerfettoWriter : public RecordWriter {
     last_ts_.assign(threads.size(), 0);
     if (!trace.kernel_events().empty()) {
       ftrace_ = std::make_unique<FtraceBundleWriter>(trace.kernel_events(), kSequenceId);
-      write_system_info(trace, kSequenceId, &out_.buf());
-      write_process_tree(trace, threads, kSequenceId, base_ns_, &out_.buf());
-      write_ftrace_stats(threads, false, kSequenceId, base_ns_, &out_.buf());
+      write_system_info(trace, kSequenceId, &side_);
+      write_process_tree(trace, threads, kSequenceId, base_ns_, &side_);
+      write_ftrace_stats(threads, false, kSequenceId, base_ns_, &side_);
     }
+    emit_side();
     return Status::Ok();
   }
 
@@ -171,10 +179,12 @@ class PerfettoWriter : public RecordWriter {
     uint64_t ts = base_ns_ + r.time_ns;
     last_ts_[r.thread] = ts;
     if (r.event->is_kernel) {  // an FtraceEvent; never part of a slice
-      if (ftrace_) ftrace_->add(r, ts, &out_.buf());
-      out_.maybe_flush();
+      if (ftrace_) ftrace_->add(r, ts, &side_);
+      emit_side();
       return;
     }
+    // Without slice rules every record is an instant on its thread's track.
+    if (slices_.empty()) return event(r, ts, kInstant, kThreadUuidBase + r.thread, true);
     // Every record goes through the matcher, which watches sequence numbers for losses.
     const std::vector<IntervalMatch>& matches = intervals_.add(r);
     int s = slice_of_[r.event->id];
@@ -221,12 +231,12 @@ class PerfettoWriter : public RecordWriter {
 
   Status finish(RecordSource& source, ExportSummary* summary) override {
     const std::vector<ThreadStats>& threads = source.threads();
-    Proto w(&out_.buf());
+    Proto w(&side_);
     uint64_t end_ts = base_ns_;
     for (uint64_t ts : last_ts_) end_ts = std::max(end_ts, ts);
     if (ftrace_) {
-      ftrace_->flush(&out_.buf());
-      write_ftrace_stats(threads, true, kSequenceId, end_ts, &out_.buf());
+      ftrace_->flush(&side_);
+      write_ftrace_stats(threads, true, kSequenceId, end_ts, &side_);
     }
     bool kernel_track = false;
     for (size_t i = 0; i < threads.size(); ++i) {
@@ -267,9 +277,10 @@ class PerfettoWriter : public RecordWriter {
       w.end(te);
       w.end(pkt);
     }
-    summary->bytes_written = out_.bytes();
-    summary->buffer_bytes = OutFile::kFlushBytes;
-    return out_.close();
+    emit_side();
+    summary->bytes_written = sink_.bytes();
+    summary->buffer_bytes = sink_.buffer_bytes() + side_.capacity();
+    return sink_.close();
   }
 
  private:
@@ -282,7 +293,7 @@ class PerfettoWriter : public RecordWriter {
   }
 
   void lane_descriptor(int slice, uint32_t set, uint32_t lane) {
-    Proto w(&out_.buf());
+    Proto w(&side_);
     size_t pkt = w.begin(1);
     w.uint(10, kSequenceId);
     size_t td = w.begin(60);
@@ -291,6 +302,14 @@ class PerfettoWriter : public RecordWriter {
     w.bytes(2, fmt::format("{} #{}", slices_[slice].rule.begin, lane));
     w.end(td);
     w.end(pkt);
+    emit_side();
+  }
+
+  // Appends the packets built in side_ to the output.
+  void emit_side() {
+    if (side_.size() == 0) return;
+    sink_.append(std::string_view(side_.data(), side_.size()));
+    side_.clear();
   }
 
   // The interning ids of event id's names (its group as category, "group:event", its field
@@ -320,25 +339,38 @@ class PerfettoWriter : public RecordWriter {
     return in;
   }
 
-  // One record's TracePacket. The hot path: its TrackEvent is written through a raw pointer
-  // into room reserved for its largest encoding.
+  // One record's TracePacket. The hot path, for an event whose names are interned already:
+  // the whole packet through a raw pointer into the output. The first record of an event
+  // carries the interned names in its packet, built in side_.
   void event(const Record& r, uint64_t ts, EventType type, uint64_t track, bool with_fields) {
-    Proto w(&out_.buf());
+    const uint16_t id = r.event->id;
+    if (id < interned_.size() && interned_[id].name != 0) {
+      ProtoRaw raw(sink_.cursor());
+      char* pkt = raw.begin(1);
+      raw.uint(8, ts);
+      raw.uint(10, kSequenceId);
+      raw.uint(13, kSeqNeedsIncrementalState);
+      track_event(r, type, track, with_fields, interned_[id], raw);
+      raw.end(pkt);
+      sink_.commit(raw.pos());
+      return;
+    }
+    Proto w(&side_);
     size_t pkt = w.begin(1);
     w.uint(8, ts);
     w.uint(10, kSequenceId);
     w.uint(13, kSeqNeedsIncrementalState);
     const InternedEvent& names = intern(*r.event, w);
-    const uint32_t fields = with_fields ? r.field_count : 0;
-    FieldValue values[abi::kMaxFields];
-    size_t room = 64;
-    for (uint32_t i = 0; i < fields; ++i) {
-      values[i] = display_value(r, i);
-      // An annotation: its tag and length, name_iid and value (a string: 3 bytes per byte of
-      // text at most once repaired, plus its length).
-      room += 32 + 3 * values[i].text.size();
-    }
-    ProtoRaw raw(w.room(room));
+    ProtoRaw raw(w.room(kMaxRecordPacket));
+    track_event(r, type, track, with_fields, names, raw);
+    w.commit(raw.pos());
+    w.end(pkt);
+    emit_side();
+  }
+
+  // The record's TrackEvent: type, track, names by iid and its fields as debug annotations.
+  static void track_event(const Record& r, EventType type, uint64_t track, bool with_fields,
+                          const InternedEvent& names, ProtoRaw& raw) {
     char* te = raw.begin(11);
     raw.uint(9, type);
     raw.uint(11, track);
@@ -346,45 +378,43 @@ class PerfettoWriter : public RecordWriter {
       raw.uint(3, names.category);  // category_iids
       raw.uint(10, names.name);     // name_iid
     }
+    const uint32_t fields = with_fields ? r.field_count : 0;
+    const FieldInfo* info = r.event->fields.data();
     for (uint32_t i = 0; i < fields; ++i) {
-      const FieldValue& v = values[i];
       char* da = raw.begin(4);
       raw.uint(1, names.field_names[i]);  // name_iid
-      switch (v.type) {
-        case abi::FieldType::kI8:
-        case abi::FieldType::kI16:
-        case abi::FieldType::kI32:
-        case abi::FieldType::kI64:
-          raw.uint(4, v.bits);  // int64 as two's complement varint
-          break;
-        case abi::FieldType::kF32:
-        case abi::FieldType::kF64:
-          raw.fixed64(5, v.bits);
-          break;
-        case abi::FieldType::kBool:
-          raw.uint(2, v.bits != 0);
-          break;
-        case abi::FieldType::kString:
-          // Protobuf strings must be valid UTF-8.
-          if (utf8::is_valid(v.text)) {
-            raw.raw_bytes(6, v.text);
-          } else {
-            raw.raw_bytes(6, utf8::valid(v.text));
-          }
-          break;
-        case abi::FieldType::kPointer:
-          raw.uint(7, v.bits);
-          break;
-        default:
-          raw.uint(3, v.bits);
-          break;
+      if (info[i].value_names.empty()) {
+        annotation_value(r.values[i], raw);
+      } else {
+        annotation_value(named_value(info[i], r.values[i]), raw);
       }
       raw.end(da);
     }
     raw.end(te);
-    w.commit(raw.pos());
-    w.end(pkt);
-    out_.maybe_flush();
+  }
+
+  // A debug annotation's value field, by the value's type.
+  static void annotation_value(const FieldValue& v, ProtoRaw& raw) {
+    switch (v.type) {
+      case abi::FieldType::kI8:
+      case abi::FieldType::kI16:
+      case abi::FieldType::kI32:
+      case abi::FieldType::kI64:
+        return raw.uint(4, v.bits);  // int64 as two's complement varint
+      case abi::FieldType::kF32:
+      case abi::FieldType::kF64:
+        return raw.fixed64(5, v.bits);
+      case abi::FieldType::kBool:
+        return raw.uint(2, v.bits != 0);
+      case abi::FieldType::kString:
+        // Protobuf strings must be valid UTF-8.
+        if (utf8::is_valid(v.text)) return raw.raw_bytes(6, v.text);
+        return raw.raw_bytes(6, utf8::valid(v.text));
+      case abi::FieldType::kPointer:
+        return raw.uint(7, v.bits);
+      default:
+        return raw.uint(3, v.bits);
+    }
   }
 
   ExportOptions options_;
@@ -393,7 +423,8 @@ class PerfettoWriter : public RecordWriter {
   uint32_t processes_ = 1;
   std::vector<Lanes> lane_sets_;             // by lane set (lane_set_of)
   std::vector<uint32_t> process_of_thread_;  // by thread index: its process's index
-  OutFile out_;
+  TextSink sink_;
+  fmt::memory_buffer side_;  // packets built with Proto, appended to sink_ in order
   uint64_t base_ns_ = 0;
   std::vector<int> slice_of_;
   std::vector<uint64_t> last_ts_;
