@@ -51,7 +51,7 @@ bool Agent::Impl::in_interval() const {
 
 void Agent::Impl::answer(const std::string& reply, const json& body) {
   if (reply.empty()) return;
-  Status s = broker->publish(reply, body.dump());
+  Status s = broker->publish(reply, json_text(body));
   if (!s.ok()) log("cannot answer: " + s.message());
 }
 

@@ -9,6 +9,11 @@
 #include "fleet/spool.hpp"
 
 namespace nanotrace::fleet {
+
+std::string json_text(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 namespace {
 
 using nlohmann::json;
@@ -50,16 +55,15 @@ bool valid_name(const std::string& text) {
 }
 
 std::string Freeze::to_json() const {
-  return json{{"round", round},
-              {"node", node},
-              {"pid", pid},
-              {"tid", tid},
-              {"seq", seq},
-              {"event", event},
-              {"expression", expression},
-              {"match_realtime_ns", match_realtime_ns},
-              {"after_ns", after_ns}}
-      .dump();
+  return json_text(json{{"round", round},
+                        {"node", node},
+                        {"pid", pid},
+                        {"tid", tid},
+                        {"seq", seq},
+                        {"event", event},
+                        {"expression", expression},
+                        {"match_realtime_ns", match_realtime_ns},
+                        {"after_ns", after_ns}});
 }
 
 Result<Freeze> Freeze::parse(const std::string& text) {
@@ -93,7 +97,7 @@ std::string Command::to_json() const {
     j["rate_ns"] = rate_ns;
   }
   if (op == Op::kSnapshot) j["round"] = round;
-  return j.dump();
+  return json_text(j);
 }
 
 Result<Command> Command::parse(const std::string& text) {
@@ -122,7 +126,7 @@ Result<Command> Command::parse(const std::string& text) {
 }
 
 std::string FetchRequest::to_json() const {
-  return json{{"file", file}, {"offset", offset}, {"length", length}}.dump();
+  return json_text(json{{"file", file}, {"offset", offset}, {"length", length}});
 }
 
 Result<FetchRequest> FetchRequest::parse(const std::string& text) {

@@ -10,12 +10,17 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
 #include "nanotrace/status.hpp"
 
 namespace nanotrace::fleet {
+
+// The text of a message or manifest. Names come from segments (untrusted, maybe not UTF-8):
+// bytes that are not valid UTF-8 become U+FFFD instead of an exception in the agent.
+std::string json_text(const nlohmann::json& j, int indent = -1);
 
 std::string ctl_subject(const std::string& fleet);
 std::string freeze_subject(const std::string& fleet);

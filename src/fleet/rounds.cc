@@ -81,7 +81,7 @@ void Agent::Impl::on_remote_freeze(const Freeze& f) {
     last_round->origins.push_back(f);
     last_round->manifest["origins"].push_back(freeze_json(f));
     Status s = spool->replace_file(last_round->id + "." + options.node + ".json",
-                                   last_round->manifest.dump(2));
+                                   json_text(last_round->manifest, 2));
     if (!s.ok()) log("manifest: " + s.message());
     log("freeze " + f.round + " from " + f.node + " within the rate interval: counted in " +
         last_round->id);
@@ -185,7 +185,7 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
                    {"freeze_realtime_ns", last_freeze},
                    {"latency_ns", latency},
                    {"processes", processes}};
-  Status s = spool->replace_file(round + "." + options.node + ".json", manifest.dump(2));
+  Status s = spool->replace_file(round + "." + options.node + ".json", json_text(manifest, 2));
   if (!s.ok()) log("manifest: " + s.message());
   log(fmt::format("round {}: {} processes copied, frozen {:.3f} ms after the match", round,
                   processes.size(), static_cast<double>(latency) / 1e6));

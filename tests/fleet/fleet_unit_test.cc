@@ -126,5 +126,20 @@ TEST(ProtocolTest, RefusesMalformedAndHostileMessages) {
   EXPECT_TRUE(valid_name("node-3_a"));
 }
 
+// Event and process names come from segments: bytes that are not UTF-8 must not throw out of
+// the agent when its messages and manifests are written.
+TEST(ProtocolTest, NamesThatAreNotUtf8AreReplacedNotThrown) {
+  Freeze f;
+  f.round = "r";
+  f.node = "n";
+  f.event = "io:\xff\xfe";
+  f.expression = "io:\xc3";
+  std::string text;
+  ASSERT_NO_THROW(text = f.to_json());
+  auto back = Freeze::parse(text);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->event, "io:\xef\xbf\xbd\xef\xbf\xbd");  // U+FFFD twice
+}
+
 }  // namespace
 }  // namespace nanotrace::fleet

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -23,6 +24,7 @@
 #include "base/file_format.hpp"
 #include "common/child_process.hpp"
 #include "common/prerequisite.hpp"
+#include "nanotrace/abi.hpp"
 
 namespace nanotrace::kernel_test {
 
@@ -102,6 +104,17 @@ inline bool exited(pid_t pid) {
 // recording loses nothing) or in another NANOTRACE_MODE. Either until killed (graphs 0), or
 // a fixed number of graphs of 128 reads that record() captures whole: the same amount of
 // I/O, and of events to check, whatever the machine's speed.
+// Whether the segment at path has a complete header: its writer sets the version last, and a
+// recorder started before that would find "bad magic".
+inline bool segment_complete(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  abi::SegmentHeader h{};
+  const bool whole = ::pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h));
+  ::close(fd);
+  return whole && h.version != 0;
+}
+
 class LoopWorkload {
  public:
   explicit LoopWorkload(const std::string& mode = "block", int graphs = 0) {
@@ -114,14 +127,14 @@ class LoopWorkload {
     pid_ = proc_->pid();
     const std::string segment = testing::segment_of(pid_);
     if (graphs == 0) {
-      ready_ = wait_for([&] { return ::access(segment.c_str(), F_OK) == 0; }, 60);
+      ready_ = wait_for([&] { return segment_complete(segment); }, 60);
       return;
     }
     // Stopped as soon as it is traced (a few graphs may have run: they are not all in the
     // recording), until record() has the kernel's capture on.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (!ready_ && std::chrono::steady_clock::now() < deadline) {
-      ready_ = ::access(segment.c_str(), F_OK) == 0;
+      ready_ = segment_complete(segment);
       if (!ready_) std::this_thread::yield();
     }
     if (ready_) ::kill(pid_, SIGSTOP);
