@@ -1,8 +1,9 @@
 // The loop target: a loop device with direct I/O over a fresh file in /dev/shm, the closest
 // stand-in for null_blk this kernel has (real asynchronous block completions). Setup is
-// ordered so that nothing outlives the process: signals are held while the file exists
-// without a device, the device is bound with LO_FLAGS_AUTOCLEAR (the kernel unbinds it on the
-// last close, even after SIGKILL), and the backing file is unlinked as soon as it is bound.
+// ordered so that nothing outlives the process: the backing file is unlinked as soon as it is
+// created (the descriptor fills and binds it), signals are held while it has no device, and
+// the device is bound with LO_FLAGS_AUTOCLEAR (the kernel unbinds it on the last close, even
+// after SIGKILL).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/loop.h>
@@ -160,20 +161,23 @@ Result<std::unique_ptr<Target>> open_loop_target(const TargetOptions& options) {
     parts.backing.clear();  // not ours to unlink
     return s;
   }
+  // Unlinked at once: the descriptor fills and binds it, and a process killed while it sets up
+  // (SIGKILL cannot be held) leaves no file of tens of MiB behind in /dev/shm.
+  const std::string backing_name = parts.backing;
+  ::unlink(parts.backing.c_str());
+  parts.backing.clear();
   Status status = fill_backing_file(parts.backing_fd, options.loop_bytes);
   if (status.ok()) status = bind_device(parts);
   if (status.ok() && options.loop_after_bind) {
-    status = options.loop_after_bind(parts.device, parts.backing);
+    status = options.loop_after_bind(parts.device, backing_name);
   }
   if (!status.ok()) {
     parts.release();
     return status;
   }
-  // The device holds the file now; neither needs the name or our descriptor any more.
+  // The device holds the file now; it does not need our descriptor any more.
   ::close(parts.backing_fd);
   parts.backing_fd = -1;
-  ::unlink(parts.backing.c_str());
-  parts.backing.clear();
   bool dio = device_uses_direct_io(parts.device);
   return std::unique_ptr<Target>(new LoopTarget(std::move(parts), options.loop_bytes, dio));
 }
