@@ -128,6 +128,12 @@ class Drainer {
   // after the record the hook stopped on, or stop.
   uint64_t account(StreamState& st, const RingView& view, uint64_t stop, const RecordHook& hook,
                    bool tail, bool* stopped);
+  // Counts the records from pos to the end of block b (pos is b or inside it, the next
+  // block's header in view) from the headers' sequence numbers, if they check out.
+  bool count_rest_of_block(StreamState& st, const RingView& view, uint64_t pos, uint64_t b);
+  // Takes the header of block b (at a block boundary): false, counted corrupt, if it is from
+  // an older lap or damaged.
+  bool enter_block(StreamState& st, const RingView& view, uint64_t b);
   void publish(StreamState& st);
   // Reads the record sizes of the trace's current event table (the reader's RecordSizer).
   void build_sizes();

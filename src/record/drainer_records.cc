@@ -33,10 +33,47 @@ uint64_t load_u64(const uint8_t* p) {
 
 void Drainer::build_sizes() { sizer_ = reader::RecordSizer(trace_); }
 
-uint64_t Drainer::account(StreamState& st, const RingView& view, uint64_t stop,
-                          const RecordHook& hook, bool tail, bool* stopped) {
+bool Drainer::count_rest_of_block(StreamState& st, const RingView& view, uint64_t pos, uint64_t b) {
   // The most records a block can hold: the smallest record is one word.
   const uint64_t max_records = (block_ - abi::kBlockHeaderBytes) / 8;
+  const uint64_t next = b + block_;
+  abi::BlockHeader nh = load_header(view, next);
+  uint64_t seq = st.seq;
+  bool ok = nh.position == next;
+  if (ok && pos == b) {
+    abi::BlockHeader bh = load_header(view, b);
+    ok = bh.position == b && bh.first_seq >= st.seq && bh.first_seq <= st.seq + (1ull << 40);
+    seq = bh.first_seq;
+  }
+  // Otherwise the caller walks it: a stale or damaged header is rejected there.
+  if (!ok || nh.first_seq < seq || nh.first_seq - seq > max_records) return false;
+  if (seq > st.seq) st.overwritten += seq - st.seq;  // the writer lapped us (overwrite)
+  st.records += nh.first_seq - seq;
+  records_ += nh.first_seq - seq;
+  st.seq = nh.first_seq;
+  st.in_block = false;
+  return true;
+}
+
+bool Drainer::enter_block(StreamState& st, const RingView& view, uint64_t b) {
+  abi::BlockHeader bh = load_header(view, b);
+  bool resuming = b < st.first_pos;  // an earlier consumer took part of this block
+  bool seq_ok = resuming ? bh.first_seq <= st.seq : bh.first_seq >= st.seq;
+  if (bh.position != b || !seq_ok || bh.first_seq > st.seq + (1ull << 40)) {
+    // A block from an older lap or damaged: its records cannot be trusted.
+    ++st.corrupt_blocks;
+    st.in_block = false;
+    return false;
+  }
+  if (bh.first_seq > st.seq && b >= st.first_pos) st.overwritten += bh.first_seq - st.seq;
+  st.seq = bh.first_seq;
+  st.base_ticks = bh.base_ticks;
+  st.in_block = true;
+  return true;
+}
+
+uint64_t Drainer::account(StreamState& st, const RingView& view, uint64_t stop,
+                          const RecordHook& hook, bool tail, bool* stopped) {
   uint64_t pos = st.walk_pos;
   if (pos < view.from) {  // bytes [walk_pos, from) were cut off: resume at a block header
     pos = view.from;
@@ -50,46 +87,15 @@ uint64_t Drainer::account(StreamState& st, const RingView& view, uint64_t stop,
     const bool next_in_view = next + abi::kBlockHeaderBytes <= view.to && next <= stop;
     // Count the rest of the block from the next block's first_seq. Not in a block an earlier
     // consumer took part of: there the records before first_pos must be skipped one by one.
-    if (!hook && next_in_view && pos >= st.first_pos && (pos == b || st.in_block)) {
-      abi::BlockHeader nh = load_header(view, next);
-      uint64_t seq = st.seq;
-      bool ok = nh.position == next;
-      if (ok && pos == b) {
-        abi::BlockHeader bh = load_header(view, b);
-        ok = bh.position == b && bh.first_seq >= st.seq && bh.first_seq <= st.seq + (1ull << 40);
-        seq = bh.first_seq;
-      }
-      if (ok && nh.first_seq >= seq && nh.first_seq - seq <= max_records) {
-        if (seq > st.seq) st.overwritten += seq - st.seq;  // the writer lapped us (overwrite)
-        st.records += nh.first_seq - seq;
-        records_ += nh.first_seq - seq;
-        st.seq = nh.first_seq;
-        st.in_block = false;
-        pos = next;
-        continue;
-      }
-      // Otherwise walk it: a stale or damaged header is rejected there.
+    if (!hook && next_in_view && pos >= st.first_pos && (pos == b || st.in_block) &&
+        count_rest_of_block(st, view, pos, b)) {
+      pos = next;
+      continue;
     }
     if (!hook && !tail && !next_in_view) break;  // the writer may still be filling it
     if (pos == b) {
       if (view.to - pos < abi::kBlockHeaderBytes) break;
-      abi::BlockHeader bh = load_header(view, pos);
-      bool resuming = b < st.first_pos;  // an earlier consumer took part of this block
-      bool seq_ok = resuming ? bh.first_seq <= st.seq : bh.first_seq >= st.seq;
-      if (bh.position != b || !seq_ok || bh.first_seq > st.seq + (1ull << 40)) {
-        // A block from an older lap or damaged: its records cannot be trusted.
-        ++st.corrupt_blocks;
-        pos = next;
-        st.in_block = false;
-        continue;
-      }
-      if (bh.first_seq > st.seq && pos >= st.first_pos) {
-        st.overwritten += bh.first_seq - st.seq;
-      }
-      st.seq = bh.first_seq;
-      st.base_ticks = bh.base_ticks;
-      st.in_block = true;
-      pos += abi::kBlockHeaderBytes;
+      pos = enter_block(st, view, b) ? pos + abi::kBlockHeaderBytes : next;
       continue;
     }
     if (!st.in_block) {
