@@ -38,9 +38,8 @@ void add(Family& f, const std::string& labels, double value) {
   }
 }
 
-}  // namespace
-
-std::string Agent::Impl::render_metrics() {
+// Per traced process: the rings' health and the trigger's counts.
+std::vector<Family> process_families(LocalProcesses& locals, const std::string& node) {
   Family history{"nanotrace_process_history_seconds", "gauge",
                  "Seconds of history the process's rings hold (newest thread)"};
   Family overwritten{"nanotrace_process_overwritten_bytes", "counter",
@@ -51,56 +50,33 @@ std::string Agent::Impl::render_metrics() {
   Family fires{"nanotrace_process_trigger_fires", "counter", "Triggers that fired"};
   Family freezes{"nanotrace_process_freezes", "counter", "Freezes this agent requested"};
   Family armed{"nanotrace_process_trigger_armed", "gauge", "1 while the trigger is armed"};
-  const std::string node = "node=\"" + escape_label(options.node) + "\"";
-  {
-    std::lock_guard lock(locals.mu());
-    for (auto& p : locals.all()) {
-      RingHealth h = ring_health(*p->control);
-      std::string l =
-          fmt::format("{},pid=\"{}\",process=\"{}\"", node, p->pid, escape_label(p->name));
-      add(history, l, h.history_seconds);
-      add(overwritten, l, static_cast<double>(h.overwritten_bytes));
-      add(records, l, static_cast<double>(h.records));
-      add(lost, l + ",cause=\"dropped\"", static_cast<double>(h.dropped));
-      add(lost, l + ",cause=\"no_slot\"", static_cast<double>(h.lost_no_slot));
-      add(lost, l + ",cause=\"reclaimed\"", static_cast<double>(h.lost_reclaimed));
-      add(arms, l, static_cast<double>(p->arms.load()));
-      add(fires, l, static_cast<double>(p->fires.load()));
-      add(freezes, l, static_cast<double>(p->freezes.load()));
-      add(armed, l, p->control->trigger_state() == abi::TriggerState::kArmed ? 1 : 0);
-    }
+  std::lock_guard lock(locals.mu());
+  for (auto& p : locals.all()) {
+    RingHealth h = ring_health(*p->control);
+    std::string l =
+        fmt::format("{},pid=\"{}\",process=\"{}\"", node, p->pid, escape_label(p->name));
+    add(history, l, h.history_seconds);
+    add(overwritten, l, static_cast<double>(h.overwritten_bytes));
+    add(records, l, static_cast<double>(h.records));
+    add(lost, l + ",cause=\"dropped\"", static_cast<double>(h.dropped));
+    add(lost, l + ",cause=\"no_slot\"", static_cast<double>(h.lost_no_slot));
+    add(lost, l + ",cause=\"reclaimed\"", static_cast<double>(h.lost_reclaimed));
+    add(arms, l, static_cast<double>(p->arms.load()));
+    add(fires, l, static_cast<double>(p->fires.load()));
+    add(freezes, l, static_cast<double>(p->freezes.load()));
+    add(armed, l, p->control->trigger_state() == abi::TriggerState::kArmed ? 1 : 0);
   }
+  return {history, overwritten, records, lost, arms, fires, freezes, armed};
+}
+
+// The node's fleet and broker counters.
+std::vector<Family> agent_families(const AgentCounters& c, const std::string& node) {
   auto one = [&](const char* name, const char* type, const char* help, double value) {
     Family f{name, type, help};
     add(f, node, value);
     return f;
   };
-  // The clock-sync daemon's view, as snapshots record it: an unknown bound is NaN, with
-  // source "unknown" (no daemon answered) or the daemon's name (it says it is not synchronised).
-  const rec::ClockSync sync = clock->current().sync;
-  const std::string clock_labels = node + ",source=\"" + file::sync_source_name(sync.source) + "\"";
-  Family bound{"nanotrace_clock_error_bound_seconds", "gauge",
-               "CLOCK_REALTIME's error bound as the clock-sync daemon gives it (chrony: |offset| "
-               "+ root dispersion + root delay / 2; ptp4l: |master offset|); NaN if unknown"};
-  add(bound, clock_labels,
-      sync.bound_ns == file::kUnknownBound ? std::nan("")
-                                           : static_cast<double>(sync.bound_ns) / 1e9);
-  Family synced{"nanotrace_clock_synchronised", "gauge",
-                "1 while the clock-sync daemon says the clock is synchronised"};
-  add(synced, clock_labels, sync.synchronised ? 1 : 0);
-  Family offset{"nanotrace_clock_offset_seconds", "gauge",
-                "The daemon's offset of the clock (chrony: from NTP time; ptp4l: from the master)"};
-  add(offset, clock_labels, static_cast<double>(sync.offset_ns) / 1e9);
-  const AgentCounters& c = counters;
-  std::vector<Family> families = {
-      history,
-      overwritten,
-      records,
-      lost,
-      arms,
-      fires,
-      freezes,
-      armed,
+  return {
       one("nanotrace_fleet_rounds", "counter", "Fleet freezes this node took part in",
           static_cast<double>(c.rounds.load())),
       one("nanotrace_fleet_origins", "counter", "Fleet freezes this node's processes fired",
@@ -130,10 +106,38 @@ std::string Agent::Impl::render_metrics() {
           c.connected.load() ? 1 : 0),
       one("nanotrace_broker_link_changes", "counter", "Broker disconnections and reconnections",
           static_cast<double>(c.link_changes.load())),
-      bound,
-      synced,
-      offset,
   };
+}
+
+// The clock-sync daemon's view, as snapshots record it.
+std::vector<Family> clock_families(const rec::ClockSync& sync, const std::string& node) {
+  // An unknown bound is NaN, with source "unknown" (no daemon answered) or the daemon's name
+  // (it says it is not synchronised).
+  const std::string clock_labels = node + ",source=\"" + file::sync_source_name(sync.source) + "\"";
+  Family bound{"nanotrace_clock_error_bound_seconds", "gauge",
+               "CLOCK_REALTIME's error bound as the clock-sync daemon gives it (chrony: |offset| "
+               "+ root dispersion + root delay / 2; ptp4l: |master offset|); NaN if unknown"};
+  add(bound, clock_labels,
+      sync.bound_ns == file::kUnknownBound ? std::nan("")
+                                           : static_cast<double>(sync.bound_ns) / 1e9);
+  Family synced{"nanotrace_clock_synchronised", "gauge",
+                "1 while the clock-sync daemon says the clock is synchronised"};
+  add(synced, clock_labels, sync.synchronised ? 1 : 0);
+  Family offset{"nanotrace_clock_offset_seconds", "gauge",
+                "The daemon's offset of the clock (chrony: from NTP time; ptp4l: from the master)"};
+  add(offset, clock_labels, static_cast<double>(sync.offset_ns) / 1e9);
+  return {bound, synced, offset};
+}
+
+}  // namespace
+
+std::string Agent::Impl::render_metrics() {
+  const std::string node = "node=\"" + escape_label(options.node) + "\"";
+  std::vector<Family> families = process_families(locals, node);
+  std::vector<Family> more = agent_families(counters, node);
+  families.insert(families.end(), more.begin(), more.end());
+  more = clock_families(clock->current().sync, node);
+  families.insert(families.end(), more.begin(), more.end());
   std::string out;
   for (const Family& f : families) {
     out += fmt::format("# TYPE {} {}\n# HELP {} {}\n", f.name, f.type, f.name, f.help);
