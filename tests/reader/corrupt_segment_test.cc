@@ -10,8 +10,10 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "base/process.hpp"
 #include "common/child_process.hpp"
 #include "nanotrace/abi.hpp"
 #include "nanotrace/reader.hpp"
@@ -100,6 +102,37 @@ TEST_F(CorruptSegmentTest, BadMagicAndVersion) {
   Status s = open_status();
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_NE(s.message().find("version 99"), std::string::npos) << s.message();
+}
+
+// A reader that opens a segment while its creator is still writing the header (the writer
+// lock held, the version not yet set) waits for it; without a creator it does not wait.
+TEST_F(CorruptSegmentTest, ASegmentBeingCreatedIsWaitedForOnlyWhileItsCreatorHoldsIt) {
+  const uint32_t version = header().version;
+  header().version = 0;
+  write_file();
+  const int creator = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(creator, 0);
+  ASSERT_TRUE(sys::lock_segment_byte(creator, sys::kWriterLockByte));
+  std::thread finish([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(::pwrite(creator, &version, sizeof(version), offsetof(abi::SegmentHeader, version)),
+              static_cast<ssize_t>(sizeof(version)));
+  });
+  auto t = Trace::open_path(path_);
+  finish.join();
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ((*t)->process().pid, header().pid);
+  ::close(creator);
+
+  write_file();  // version 0 again, nobody holding it
+  auto start = std::chrono::steady_clock::now();
+  auto refused = Trace::open_path(path_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("still being created"), std::string::npos)
+      << refused.status().message();
+  // A wait would last its whole second: nothing would end it.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900))
+      << "waited without a creator";
 }
 
 TEST_F(CorruptSegmentTest, OutOfBoundsTablesAreRejected) {
