@@ -21,6 +21,28 @@ uint64_t mix(uint64_t h) {
   return h;
 }
 
+// The 1 to 7 bytes at p as one word, every byte in it (with the length hashed beside it, two
+// strings of one length give two words): fixed-size loads, where a copy of n bytes would be a
+// call per row.
+uint64_t load_short(const char* p, size_t n) {
+  if (n >= 4) {
+    uint32_t first, last;
+    std::memcpy(&first, p, 4);
+    std::memcpy(&last, p + n - 4, 4);
+    return uint64_t{first} << 32 | last;
+  }
+  const auto byte = [&](size_t i) { return uint64_t{static_cast<uint8_t>(p[i])}; };
+  return byte(0) << 16 | byte(n / 2) << 8 | byte(n - 1);
+}
+
+// Equal texts; short ones compared as one word each (no call per row).
+bool same(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  if (a.size() == 0) return true;
+  if (a.size() < 8) return load_short(a.data(), a.size()) == load_short(b.data(), b.size());
+  return std::memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
 }  // namespace
 
 StringDictionary::StringDictionary() : seed_(hash_seed()) {
@@ -38,11 +60,7 @@ uint64_t StringDictionary::hash(std::string_view text) const {
     h = (h ^ w) * kMul;
     h ^= h >> 29;
   }
-  if (n > 0) {
-    uint64_t w = 0;
-    std::memcpy(&w, p, n);
-    h = (h ^ w) * kMul;
-  }
+  if (n > 0) h = (h ^ load_short(p, n)) * kMul;
   return mix(h);
 }
 
@@ -56,9 +74,7 @@ uint32_t StringDictionary::code_of(std::string_view text) {
     if ((slot & ~uint64_t{0xffffffff}) == tag) {
       const auto code = static_cast<uint32_t>(slot - 1);
       const std::string_view entry = (*this)[code];
-      if (entry.size() == text.size() && std::memcmp(entry.data(), text.data(), text.size()) == 0) {
-        return code;
-      }
+      if (same(entry, text)) return code;
     }
   }
 }
