@@ -250,7 +250,8 @@ TEST_F(TextOutputTest, PerfettoStringsAreValidUtf8) {
     names.add_packet(pf);
     if (const Field* data = find(pf, 12)) {  // interned names: every table's entries
       for (const Field& table : message(data->bytes)) {
-        if (const Field* text = find(message(table.bytes), 2)) strings.push_back(text->bytes);
+        const std::vector<Field> entry = message(table.bytes);  // find() points into it
+        if (const Field* text = find(entry, 2)) strings.push_back(text->bytes);
       }
     }
     if (const Field* td = find(pf, 60)) {
