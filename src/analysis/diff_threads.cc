@@ -1,7 +1,8 @@
 // The threads of a diff: on-CPU and off-CPU time of each traced thread, from the scheduler's
 // sched_switch events of a trace recorded with --kernel sched. A thread's on-CPU samples are
 // its slices (switched in to switched out), its off-CPU samples the gaps between them
-// (switched out to switched in: waiting for I/O, a lock, a timer, or a CPU). Threads are
+// (switched out to switched in: waiting for I/O, a lock, a timer, or a CPU); where the kernel
+// did not log the switch in, the gap ends at the thread's first record after it. Threads are
 // matched between runs by name (their ids differ from run to run); threads of one name are
 // pooled.
 #include <fmt/format.h>
@@ -26,53 +27,92 @@ int field_index(const EventInfo& e, const char* name) {
   return -1;
 }
 
-// Slices of the traced threads of one run, by thread name; false without sched_switch.
-bool switches(Trace& trace, std::map<std::string, ThreadTimes>* out) {
-  std::vector<uint8_t> is_switch(trace.kernel_events().size(), 0);
-  int prev = -1, next = -1;
+// Which sched_switch fields name the two threads, and which kernel events are switches.
+struct SwitchEvents {
+  std::vector<uint8_t> is_switch;  // by kernel event id
+  int prev = -1, next = -1;        // field indexes of prev_pid and next_pid
+};
+
+// False without sched_switch events (or with ones of different layouts).
+bool find_switches(Trace& trace, SwitchEvents* out) {
+  out->is_switch.assign(trace.kernel_events().size(), 0);
   bool any = false;
   for (const EventInfo& e : trace.kernel_events()) {
     if (e.full_name() != "sched:sched_switch") continue;
     const int p = field_index(e, "prev_pid"), n = field_index(e, "next_pid");
-    if (p < 0 || n < 0 || (prev >= 0 && (p != prev || n != next))) continue;
-    prev = p;
-    next = n;
-    is_switch[e.id] = 1;
+    if (p < 0 || n < 0 || (out->prev >= 0 && (p != out->prev || n != out->next))) continue;
+    out->prev = p;
+    out->next = n;
+    out->is_switch[e.id] = 1;
     any = true;
   }
-  if (!any) return false;
-  // The traced threads: those with a ring (the kernel's pid filter also keeps the other side
-  // of their switches: idle, other processes).
-  std::unordered_map<uint64_t, std::string> names;
-  struct State {
-    uint64_t in_ns = 0, out_ns = 0;
-    bool in = false, out = false;
+  return any;
+}
+
+// One traced thread's state between switches.
+class ThreadClock {
+ public:
+  explicit ThreadClock(ThreadTimes* times) : times_(times) {}
+
+  void switched_out(uint64_t t) {
+    if (in_ && t >= in_ns_) times_->on.push_back(t - in_ns_);
+    // Switched out twice without a sign of running between: that gap's end is unknown, and
+    // it is not counted.
+    in_ = false;
+    out_ = true;
+    out_ns_ = t;
+  }
+  void switched_in(uint64_t t) {
+    if (out_ && t >= out_ns_) times_->off.push_back(t - out_ns_);
+    out_ = false;
+    in_ = true;
+    in_ns_ = t;
+  }
+  // A record the thread wrote itself, or a kernel event in its context: it is on a CPU. The
+  // kernel does not always log the switch in (6.18 omits many switches from the idle task to
+  // a thread woken by a timer): after a switch out, the thread's first sign of running ends
+  // its gap, a few microseconds after the switch that was not logged.
+  void running(uint64_t t) {
+    if (out_) switched_in(t);
+  }
+
+ private:
+  ThreadTimes* times_;
+  uint64_t in_ns_ = 0, out_ns_ = 0;
+  bool in_ = false, out_ = false;
+};
+
+// Slices of the traced threads of one run, by thread name; false without sched_switch.
+bool switches(Trace& trace, std::map<std::string, ThreadTimes>* out) {
+  SwitchEvents sw;
+  if (!find_switches(trace, &sw)) return false;
+  // The traced threads are those with a ring (the kernel's pid filter also keeps the other
+  // side of their switches: idle, other processes), from the trace's thread list: the merged
+  // reader learns a thread's id only when it reaches the thread's records. The reader's
+  // thread index is the list's index.
+  const std::vector<ThreadInfo> threads = trace.threads();
+  std::unordered_map<uint64_t, ThreadClock> clocks;
+  for (const ThreadInfo& t : threads) {
+    if (!t.kernel && t.tid != 0) clocks.try_emplace(t.tid, &(*out)[t.name]);
+  }
+  auto clock_of = [&](uint64_t tid) -> ThreadClock* {
+    auto it = clocks.find(tid);
+    return it == clocks.end() ? nullptr : &it->second;
   };
-  std::unordered_map<uint64_t, State> state;
   auto records = trace.read_all_with_kernel();
   Record r;
   while (records->next(&r)) {
-    if (!r.event->is_kernel || !is_switch[r.event->id]) continue;
-    if (names.empty()) {
-      for (const ThreadStats& t : records->threads()) {
-        if (!t.info.kernel && t.info.tid != 0) names[t.info.tid] = t.info.name;
-      }
+    if (!r.event->is_kernel) {
+      if (r.thread >= threads.size()) continue;
+      if (ThreadClock* c = clock_of(threads[r.thread].tid)) c->running(r.time_ns);
+      continue;
     }
-    const uint64_t from = r.values[prev].bits, to = r.values[next].bits;
-    if (auto it = names.find(from); it != names.end()) {
-      State& s = state[from];
-      if (s.in && r.time_ns >= s.in_ns) (*out)[it->second].on.push_back(r.time_ns - s.in_ns);
-      s.in = false;
-      s.out = true;
-      s.out_ns = r.time_ns;
+    if (!sw.is_switch[r.event->id]) {
+      if (ThreadClock* c = clock_of(r.task)) c->running(r.time_ns);
+      continue;
     }
-    if (auto it = names.find(to); it != names.end()) {
-      State& s = state[to];
-      if (s.out && r.time_ns >= s.out_ns) (*out)[it->second].off.push_back(r.time_ns - s.out_ns);
-      s.out = false;
-      s.in = true;
-      s.in_ns = r.time_ns;
-    }
+    if (ThreadClock* c = clock_of(r.values[sw.prev].bits)) c->switched_out(r.time_ns);
+    if (ThreadClock* c = clock_of(r.values[sw.next].bits)) c->switched_in(r.time_ns);
   }
   return true;
 }

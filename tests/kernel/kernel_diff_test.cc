@@ -177,16 +177,16 @@ TEST(KernelDiffTest, SleepShowsAsOffCpuTimeOfTheThread) {
   }
   ASSERT_NE(off, nullptr) << out;
   EXPECT_TRUE((*off)["significant"].get<bool>()) << out;
+  // Every sleep is one off-CPU gap, seen in both runs, even where the kernel did not log the
+  // switch back in (it omits many switches from the idle task). A few more come from
+  // preemptions and the runtime's start.
+  EXPECT_GE((*off)["count_a"].get<double>(), 300) << out;
+  EXPECT_GE((*off)["count_b"].get<double>(), 300) << out;
   for (const json& m : (*off)["metrics"]) {
-    if (m["metric"] == "p50") EXPECT_NEAR(m["delta"].get<double>(), 2e6, 0.5e6) << out;
+    if (m["metric"] == "p50") EXPECT_NEAR(m["delta"].get<double>(), 2e6, 0.2e6) << out;
   }
-  // Each sleep 2 ms longer: about 2 ms more off the CPU per slice seen, less what preemptions
-  // of a loaded machine happened to add to A. `run --kernel sched` filters the command's
-  // threads once it has found them, so the first sleeps may go unseen on a loaded machine
-  // (154 of 300 once): the bound is per slice captured, and most must be.
-  const double slices_b = (*off)["count_b"].get<double>();
-  EXPECT_GE(slices_b, 100) << out;
-  EXPECT_GT((*off)["added"].get<double>(), 1e6 * slices_b) << out;
+  // Each sleep 2 ms longer: about 2 ms more off the CPU a sleep, 0.6 s in all.
+  EXPECT_GT((*off)["added"].get<double>(), 300 * 1.8e6) << out;
   fs::remove(a);
   fs::remove(b);
 }
