@@ -64,9 +64,9 @@ struct Agent::Impl {
   AgentOptions options;
   std::optional<Spool> spool;
   std::unique_ptr<Broker> broker;
+  std::unique_ptr<SnapshotShipper> shipper;  // options.ship given (outlives the metrics server)
   std::unique_ptr<MetricsServer> metrics;
   std::unique_ptr<ClockWatch> clock;
-  std::unique_ptr<SnapshotShipper> shipper;  // options.ship given
   LocalProcesses locals;
   AgentCounters counters;
 

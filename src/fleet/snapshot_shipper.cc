@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "nanotrace/reader.hpp"
 #include "ship/clickhouse_http.hpp"
@@ -203,6 +204,10 @@ void SnapshotShipper::run() {
   std::unique_ptr<ship::Shipper> shipper;
   uint64_t backoff_ns = 0;
   auto retry_at = std::chrono::steady_clock::now();
+  // Each wait is drawn from [backoff / 2, backoff): agents that lost the same server do not
+  // all come back to it at the same moment.
+  std::minstd_rand jitter(
+      static_cast<uint32_t>(now_realtime_ns() ^ static_cast<uint64_t>(gettid())));
   for (;;) {
     std::string name;
     {
@@ -218,7 +223,9 @@ void SnapshotShipper::run() {
       shipper.reset();  // a new connection for the next attempt
       backoff_ns =
           backoff_ns == 0 ? options_.retry_min_ns : std::min(backoff_ns * 2, options_.retry_max_ns);
-      retry_at = std::chrono::steady_clock::now() + std::chrono::nanoseconds(backoff_ns);
+      const uint64_t wait_ns =
+          backoff_ns / 2 + std::uniform_int_distribution<uint64_t>(0, backoff_ns / 2)(jitter);
+      retry_at = std::chrono::steady_clock::now() + std::chrono::nanoseconds(wait_ns);
     } else {
       backoff_ns = 0;
     }

@@ -5,7 +5,8 @@
 // the agent's freeze path.
 //   - A failed attempt (server down, connection dropped, a server error) keeps the snapshot
 //     queued: it goes to the back of the queue and the thread waits before the next attempt
-//     (0.5 s, doubling up to retry_max_ns), on a new connection. A retry is safe: a trace
+//     (0.5 s, doubling up to retry_max_ns, each wait drawn between half and all of that), on
+//     a new connection. A retry is safe: a trace
 //     stored already is not sent again, and rows an interrupted attempt left are replaced.
 //   - A file that cannot be read as a trace is dropped from the queue, counted and logged: no
 //     retry could ship it.
