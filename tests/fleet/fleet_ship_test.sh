@@ -157,13 +157,15 @@ wait_for 200 nodes_up || fail "the 2 agents did not report their producer: $(tai
 echo "ok: 2 agents up, one producer each"
 
 # check_stored ROUNDS...: ClickHouse holds every snapshot of these rounds (collected into
-# $T/<round>) once, its counts per event equal to `nanotrace stats --json` on the file, and
-# nothing else.
+# $T/<round>, named as in the spools) once, its counts per event equal to `nanotrace stats
+# --json` on the spool's file, and nothing else.
 check_stored() {
-  local round f
+  local round f n
   : >"$T/stats.jsonl"
   for round in "$@"; do
     for f in "$T/$round"/*.nt; do
+      n=$(basename "$f" | cut -d. -f3)
+      f=$T/spool${n#node}/$(basename "$f")
       "$NT" stats "$f" --json | $PY -c 'import json,sys; j=json.load(sys.stdin); print(json.dumps({"file": sys.argv[1], "events": {e["event"]: e["count"] for e in j["events"]}}))' \
         "$(basename "$f")" >>"$T/stats.jsonl" || fail "stats $f"
     done
