@@ -303,7 +303,32 @@ json Agent::Impl::status_json() {
                    {"instance", flight ? flight->instance_name() : ""},
                    {"error", kernel_error}};
   }
+  if (shipper) j["ship"] = ship_json();
   return j;
+}
+
+void Agent::Impl::ship_round(const json& manifest) {
+  if (!shipper) return;
+  std::vector<std::string> files;
+  for (const json& p : manifest["processes"]) {
+    if (p.contains("file") && !p.contains("error")) files.push_back(p["file"].get<std::string>());
+  }
+  shipper->enqueue(files);
+}
+
+json Agent::Impl::ship_json() const {
+  ShipHealth h = shipper->health();
+  return {{"servers", options.ship.servers.size()},
+          {"database", options.ship.database},
+          {"shipped", h.shipped},
+          {"already_stored", h.already_stored},
+          {"events", h.events},
+          {"failures", h.failures},
+          {"rejected", h.rejected},
+          {"queued", h.queued},
+          {"last_error", h.last_error},
+          {"last_error_realtime_ns", h.last_error_realtime_ns},
+          {"last_success_realtime_ns", h.last_success_realtime_ns}};
 }
 
 json Agent::Impl::clock_json() const {
@@ -321,6 +346,7 @@ Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Agent::~Agent() {
   if (impl_) {
     impl_->metrics.reset();
+    impl_->shipper.reset();  // cancels an attempt in progress
     impl_->broker.reset();
   }
 }
@@ -346,6 +372,12 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
   impl->spool.emplace(std::move(*spool));
   impl->clock = std::make_unique<ClockWatch>(options.clock_interval_ms);
   Impl* self = impl.get();
+  if (!options.ship.servers.empty()) {
+    auto shipper = SnapshotShipper::start(options.spool, options.ship,
+                                          [self](const std::string& line) { self->log(line); });
+    if (!shipper.ok()) return shipper.status();
+    impl->shipper = std::move(*shipper);
+  }
   if (!options.metrics_address.empty()) {
     auto m =
         MetricsServer::start(options.metrics_address, [self] { return self->render_metrics(); });
@@ -377,7 +409,10 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
                                 [self](BrokerMessage&& m) { self->on_fetch(std::move(m)); });
   }
   if (!s.ok()) return s;
-  impl->log("started: spool " + options.spool + ", broker " + options.broker_url);
+  impl->log("started: spool " + options.spool + ", broker " + options.broker_url +
+            (impl->shipper ? ", shipping snapshots into ClickHouse (" +
+                                 std::to_string(options.ship.servers.size()) + " shards)"
+                           : ""));
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 

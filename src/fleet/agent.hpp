@@ -19,6 +19,8 @@
 //     first process's).
 //   - Broker down: triggers still freeze their process; the agent snapshots its node alone
 //     (counted as a local-only freeze) and reconnects on its own.
+//   - With ClickHouse servers given (options.ship), every snapshot written to the spool is
+//     shipped by a thread of its own (snapshot_shipper.hpp), retried until it is stored.
 //   - It acts on commands from the broker alone, over a connection opened with the fleet's
 //     credentials; commands are a fixed set (no command runs anything), and every file name
 //     a message brings is checked to be inside the spool.
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "fleet/credentials.hpp"
+#include "fleet/snapshot_shipper.hpp"
 #include "nanotrace/status.hpp"
 
 namespace nanotrace::fleet {
@@ -51,6 +54,8 @@ struct AgentOptions {
   // instance with kernel_buffer_kb per CPU, whose window goes into each round's snapshots.
   std::vector<std::string> kernel;
   uint32_t kernel_buffer_kb = 4096;
+  // ClickHouse to ship each snapshot into (ship.servers empty: none).
+  SnapshotShipperOptions ship;
 };
 
 class Agent {

@@ -1,7 +1,8 @@
 // The agent's /metrics (OpenMetrics text format): per traced process, the history its rings
 // hold, the bytes written over, records lost by cause, trigger arms, fires and freezes; per
 // node, fleet freezes (taken, coalesced, rate-limited, local-only), the last freeze's latency,
-// snapshots written, the broker link and the clock's error bound.
+// snapshots written, the broker link and the clock's error bound; with shipping, the snapshots
+// shipped into ClickHouse, the failed attempts, the queue and the last error's time.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -109,6 +110,38 @@ std::vector<Family> agent_families(const AgentCounters& c, const std::string& no
   };
 }
 
+// Shipping into ClickHouse (snapshot_shipper.hpp).
+std::vector<Family> ship_families(const ShipHealth& h, const std::string& node) {
+  auto one = [&](const char* name, const char* type, const char* help, double value) {
+    Family f{name, type, help};
+    add(f, node, value);
+    return f;
+  };
+  return {
+      one("nanotrace_fleet_shipped_snapshots", "counter",
+          "Snapshots stored in ClickHouse (or found stored already)",
+          static_cast<double>(h.shipped)),
+      one("nanotrace_fleet_shipped_events", "counter", "Events rows of the snapshots shipped",
+          static_cast<double>(h.events)),
+      one("nanotrace_fleet_ship_failures", "counter",
+          "Attempts to ship a snapshot that failed (server down, connection dropped, server "
+          "error); the snapshot stays queued and is retried",
+          static_cast<double>(h.failures)),
+      one("nanotrace_fleet_ship_rejected", "counter",
+          "Snapshots not shipped because they cannot be read as a trace",
+          static_cast<double>(h.rejected)),
+      one("nanotrace_fleet_ship_queue", "gauge",
+          "Snapshots waiting to be shipped, the one in progress included",
+          static_cast<double>(h.queued)),
+      one("nanotrace_fleet_ship_last_error_time_seconds", "gauge",
+          "CLOCK_REALTIME of the last failed or refused ship (0: none)",
+          static_cast<double>(h.last_error_realtime_ns) / 1e9),
+      one("nanotrace_fleet_ship_last_success_time_seconds", "gauge",
+          "CLOCK_REALTIME of the last snapshot shipped (0: none)",
+          static_cast<double>(h.last_success_realtime_ns) / 1e9),
+  };
+}
+
 // The clock-sync daemon's view, as snapshots record it.
 std::vector<Family> clock_families(const rec::ClockSync& sync, const std::string& node) {
   // An unknown bound is NaN, with source "unknown" (no daemon answered) or the daemon's name
@@ -138,6 +171,10 @@ std::string Agent::Impl::render_metrics() {
   families.insert(families.end(), more.begin(), more.end());
   more = clock_families(clock->current().sync, node);
   families.insert(families.end(), more.begin(), more.end());
+  if (shipper) {
+    more = ship_families(shipper->health(), node);
+    families.insert(families.end(), more.begin(), more.end());
+  }
   std::string out;
   for (const Family& f : families) {
     out += fmt::format("# TYPE {} {}\n# HELP {} {}\n", f.name, f.type, f.name, f.help);

@@ -21,6 +21,7 @@
 #include "fleet/local_processes.hpp"
 #include "fleet/metrics_server.hpp"
 #include "fleet/protocol.hpp"
+#include "fleet/snapshot_shipper.hpp"
 #include "fleet/spool.hpp"
 #include "kernel/kernel_capture.hpp"
 #include "nanotrace/controller.hpp"
@@ -63,6 +64,7 @@ struct Agent::Impl {
   AgentOptions options;
   std::optional<Spool> spool;
   std::unique_ptr<Broker> broker;
+  std::unique_ptr<SnapshotShipper> shipper;  // options.ship given (outlives the metrics server)
   std::unique_ptr<MetricsServer> metrics;
   std::unique_ptr<ClockWatch> clock;
   LocalProcesses locals;
@@ -101,6 +103,8 @@ struct Agent::Impl {
   nlohmann::json clock_json() const;
   nlohmann::json arm(const ArmSpec& spec);
   nlohmann::json disarm();
+  void ship_round(const nlohmann::json& manifest);
+  nlohmann::json ship_json() const;
 
   // rounds.cc
   void on_local_fire(LocalProcess& p, const TriggerInfo& info);

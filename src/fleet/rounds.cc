@@ -187,6 +187,7 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
                    {"processes", processes}};
   Status s = spool->replace_file(round + "." + options.node + ".json", json_text(manifest, 2));
   if (!s.ok()) log("manifest: " + s.message());
+  ship_round(manifest);
   log(fmt::format("round {}: {} processes copied, frozen {:.3f} ms after the match", round,
                   processes.size(), static_cast<double>(latency) / 1e6));
   return manifest;

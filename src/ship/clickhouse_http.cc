@@ -37,6 +37,11 @@ std::string escape(CURL* curl, std::string_view s) {
   return out;
 }
 
+// libcurl's progress callback: a non-zero answer aborts the transfer.
+int cancelled(void* cancel, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<const std::atomic<bool>*>(cancel)->load(std::memory_order_relaxed) ? 1 : 0;
+}
+
 }  // namespace
 
 void compress_blocks(std::string_view data, std::string* out) {
@@ -62,7 +67,8 @@ void compress_blocks(std::string_view data, std::string* out) {
   ZSTD_freeCCtx(cctx);
 }
 
-Result<std::unique_ptr<ClickHouseHttp>> ClickHouseHttp::open(const std::string& url) {
+Result<std::unique_ptr<ClickHouseHttp>> ClickHouseHttp::open(const std::string& url,
+                                                             const std::atomic<bool>* cancel) {
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
     return Status::Invalid(
         fmt::format("--clickhouse: '{}' is not an http:// or https:// URL", url));
@@ -74,6 +80,7 @@ Result<std::unique_ptr<ClickHouseHttp>> ClickHouseHttp::open(const std::string& 
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   std::unique_ptr<ClickHouseHttp> c(new ClickHouseHttp());
   c->url_ = url;
+  c->cancel_ = cancel;
   const size_t authority = url.find("//") + 2;
   if (c->url_.find('/', authority) == std::string::npos) c->url_ += '/';
   // The URL without its user and password, for messages and reports.
@@ -105,6 +112,11 @@ Result<std::string> ClickHouseHttp::post(const std::string& params, std::string_
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 60L);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  if (cancel_ != nullptr) {
+    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, cancelled);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, const_cast<std::atomic<bool>*>(cancel_));
+    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  }
   // No "Expect: 100-continue" round trip before each insert.
   curl_slist* headers = curl_slist_append(nullptr, "Expect:");
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
@@ -112,6 +124,9 @@ Result<std::string> ClickHouseHttp::post(const std::string& params, std::string_
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
   const CURLcode rc = curl_easy_perform(curl);
   curl_slist_free_all(headers);
+  if (rc == CURLE_ABORTED_BY_CALLBACK) {
+    return Status::IoError(fmt::format("ClickHouse at {}: cancelled", shown_url_));
+  }
   if (rc != CURLE_OK) {
     return Status::IoError(
         fmt::format("ClickHouse at {}: {}", shown_url_, error[0] ? error : curl_easy_strerror(rc)));

@@ -14,11 +14,13 @@
 // Errors: a server error (HTTP status other than 200) gives kIoError with ClickHouse's message
 // ("Code: 60, e.displayText() = DB::Exception: Table ... doesn't exist"); a refused or dropped
 // connection gives kIoError with curl's reason. A connection that sends nothing for 60 s is
-// dropped.
+// dropped. A request in flight ends (kIoError, "cancelled") within about a second of *cancel
+// becoming true, whatever the server does (libcurl's progress callback sees it).
 //
 // Thread safety: a client belongs to one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,8 +33,10 @@ namespace nanotrace::ship {
 class ClickHouseHttp {
  public:
   // url: "http://host:port" (user and password may be in it: http://user:pass@host:port).
+  // cancel (optional, outliving the client): ends requests in flight once true.
   // Errors: kInvalidArgument for a URL with a query string or another scheme.
-  static Result<std::unique_ptr<ClickHouseHttp>> open(const std::string& url);
+  static Result<std::unique_ptr<ClickHouseHttp>> open(const std::string& url,
+                                                      const std::atomic<bool>* cancel = nullptr);
   ~ClickHouseHttp();
   ClickHouseHttp(const ClickHouseHttp&) = delete;
   ClickHouseHttp& operator=(const ClickHouseHttp&) = delete;
@@ -56,6 +60,7 @@ class ClickHouseHttp {
   std::string url_;
   std::string shown_url_;
   void* curl_ = nullptr;  // CURL*
+  const std::atomic<bool>* cancel_ = nullptr;
   std::string compressed_;
 };
 

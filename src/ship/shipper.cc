@@ -58,7 +58,7 @@ Result<std::unique_ptr<Shipper>> Shipper::connect(const ShipOptions& options) {
   if (options.batch_rows == 0) return Status::Invalid("--batch-rows: must be at least 1");
   std::unique_ptr<Shipper> s(new Shipper(options));
   for (const std::string& url : options.servers) {
-    auto server = ClickHouseHttp::open(url);
+    auto server = ClickHouseHttp::open(url, options.cancel);
     if (!server.ok()) return server.status();
     for (const std::string& sql : schema_sql(options.database, options.cluster)) {
       auto done = (*server)->query(sql);
@@ -143,6 +143,9 @@ Status Shipper::delete_leftovers(ClickHouseHttp& server, Attempt& a, uint64_t* d
       auto left = server.query_count(pending);
       if (!left.ok()) return left.status();
       if (*left == 0) break;
+      if (options_.cancel != nullptr && options_.cancel->load()) {
+        return Status::IoError("cancelled while waiting for the deletion of earlier rows");
+      }
       if (std::chrono::steady_clock::now() > deadline) {
         return Status::IoError(fmt::format(
             "the deletion of trace {:016x}'s earlier rows in {} did not finish within {} s",

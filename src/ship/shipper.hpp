@@ -20,6 +20,7 @@
 // Thread safety: a Shipper belongs to one thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,6 +46,9 @@ struct ShipOptions {
   std::vector<PairRule> pairs;  // empty: the pairs the event names suggest
   size_t batch_rows = 1 << 20;  // rows per Native block (ClickHouse's max_insert_block_size)
   bool compress = true;
+  // Optional, outliving the Shipper: once true, a ship in progress ends within about a
+  // second (kIoError; as any dropped connection, it leaves nothing a retry cannot replace).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct ShipReport {

@@ -1,5 +1,6 @@
 // `nanotrace agent`: the fleet agent of this node (src/fleet/agent.hpp), until SIGINT or
-// SIGTERM. Its log lines go to stderr (the journal, under systemd).
+// SIGTERM, shipping its snapshots into ClickHouse with --ship-clickhouse. Its log lines go to
+// stderr (the journal, under systemd).
 #include <fmt/format.h>
 #include <signal.h>
 
@@ -36,6 +37,12 @@ int cmd_agent(const FleetCommands& c) {
   o.scan_ms = c.scan_ms;
   o.kernel = split_list(c.kernel);
   o.kernel_buffer_kb = c.kernel_flight_buffer_kb;
+  o.ship.servers = c.ship_servers;
+  o.ship.database = c.ship_database;
+  o.ship.cluster = c.ship_cluster;
+  auto retry_max = parse_duration_ns(c.ship_retry_max, "--ship-retry-max");
+  if (!retry_max.ok()) return fail(retry_max.status());
+  o.ship.retry_max_ns = *retry_max;
   auto rate = parse_duration_ns(c.rate, "--rate");
   if (!rate.ok()) return fail(rate.status());
   o.rate_ns = *rate;

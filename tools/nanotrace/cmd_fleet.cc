@@ -142,6 +142,20 @@ int run_fleet(const FleetCommands& c) {
           a.value("armed", ""), a.value("rounds", 0), a.value("coalesced", 0),
           a.value("rate_limited", 0), a.value("local_only", 0),
           a.value("last_latency_ns", 0.0) / 1e6, clock_text);
+      if (a.contains("ship")) {
+        const json& sh = a["ship"];
+        // The last error while it is the news (no success since).
+        const std::string error =
+            sh.value("last_error_realtime_ns", 0ull) > sh.value("last_success_realtime_ns", 0ull)
+                ? sh.value("last_error", "")
+                : "";
+        fmt::print(
+            "  ship: {} snapshots shipped ({} events), {} queued, {} failed attempts, {} "
+            "rejected{}\n",
+            sh.value("shipped", 0), sh.value("events", 0), sh.value("queued", 0),
+            sh.value("failures", 0), sh.value("rejected", 0),
+            error.empty() ? "" : ", last error: " + error);
+      }
       for (const json& p : a.value("processes", json::array())) {
         fmt::print("  process {} {}: trigger {}{}, {} threads, {:.2f} s of history, {} lost\n",
                    p.value("pid", 0), p.value("name", ""), p.value("trigger", ""),
@@ -194,6 +208,24 @@ void register_fleet_commands(CLI::App& app, FleetCommands* c) {
                    "with --kernel: the overwrite ftrace instance's buffer per CPU in KiB")
       ->capture_default_str()
       ->check(CLI::Range(4u, 1u << 20));
+  CLI::Option* ship =
+      c->agent->add_option("--ship-clickhouse", c->ship_servers,
+                           "ship each snapshot into ClickHouse at this HTTP URL "
+                           "(http://host:8123); several: shards, as `ship --clickhouse`");
+  c->agent->add_option("--ship-database", c->ship_database, "with --ship-clickhouse: database")
+      ->capture_default_str()
+      ->needs(ship);
+  c->agent
+      ->add_option("--ship-cluster", c->ship_cluster,
+                   "with --ship-clickhouse: the cluster the Distributed tables span, as "
+                   "`ship --cluster`")
+      ->needs(ship);
+  c->agent
+      ->add_option("--ship-retry-max", c->ship_retry_max,
+                   "with --ship-clickhouse: the longest wait between attempts to ship (they "
+                   "start at 0.5 s and double)")
+      ->capture_default_str()
+      ->needs(ship);
 
   c->fleet = app.add_subcommand("fleet", "Arm, freeze and collect every node of a fleet");
   c->fleet->require_subcommand(1);

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 namespace nanotrace::cli {
 
@@ -22,6 +23,8 @@ struct FleetCommands {
   int scan_ms = 1000;
   std::string kernel;
   uint32_t kernel_flight_buffer_kb = 4096;
+  std::vector<std::string> ship_servers;
+  std::string ship_database = "nanotrace", ship_cluster, ship_retry_max = "30s";
   // fleet
   std::string expression, before, after, dir, round, wait = "10s";
   std::string fetch_node, fetch_file, output;
