@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -40,9 +41,25 @@ class DiffTest : public ::testing::Test {
     return segment;
   }
 
+  // Two runs of the same arguments at the same time: two runs one after the other on a
+  // machine whose speed and load change from one second to the next differ in truth (another
+  // rate of preemptions stretches one run's tail), and a test of the statistics' false
+  // positives must not count the machine's changes. Side by side, both see the same machine.
+  std::pair<std::string, std::string> record_segments_together(const std::string& args) {
+    auto first = std::async(std::launch::async, [&] { return record_segment(args); });
+    std::string second = record_segment(args);
+    return {first.get(), second};
+  }
+  std::pair<std::string, std::string> record_together(const std::string& args) {
+    auto [a, b] = record_segments_together(args);
+    return {to_file(a), to_file(b)};
+  }
+
   // The same into a trace file; returns its path.
-  std::string record(const std::string& args) {
-    const std::string segment = record_segment(args);
+  std::string record(const std::string& args) { return to_file(record_segment(args)); }
+
+  // A kept segment recovered into a trace file of the test's directory (the segment removed).
+  std::string to_file(const std::string& segment) {
     std::string out;
     const std::string file = (dir_ / ("run" + std::to_string(++runs_) + ".ntr")).string();
     int code = 0;
@@ -133,8 +150,7 @@ TEST_F(DiffTest, SameBuildPairsAreRarelyCalledDifferent) {
   int flagged = 0;
   std::string examples;
   for (int pair = 0; pair < 20; ++pair) {
-    const std::string a = record_segment("--requests 400");
-    const std::string b = record_segment("--requests 400");
+    const auto [a, b] = record_segments_together("--requests 400");
     auto r = diff_runs({a}, {b}, DiffOptions{});
     ASSERT_TRUE(r.ok()) << r.status().message();
     if (!r->ranked.empty()) {
@@ -150,10 +166,8 @@ TEST_F(DiffTest, SameBuildPairsAreRarelyCalledDifferent) {
 }
 
 TEST_F(DiffTest, CommandPrintsOneLineWhenNothingChangedAndJsonAndHtml) {
-  const std::string a1 = record("--requests 600");
-  const std::string a2 = record("--requests 600");
-  const std::string b1 = record("--requests 600 --delay-stage parse --delay-us 400");
-  const std::string b2 = record("--requests 600 --delay-stage parse --delay-us 400");
+  const auto [a1, a2] = record_together("--requests 600");
+  const auto [b1, b2] = record_together("--requests 600 --delay-stage parse --delay-us 400");
   int code = 0;
   std::string out =
       testing::run_command(kBin + "/nanotrace diff " + a1 + " " + a2 + " 2>&1", &code);
