@@ -337,7 +337,6 @@ struct ColumnReader::Impl {
     }
     finish_columns(out);
     out->rows = rows;
-    const ProcessInfo& p = trace.process();
     out->threads.clear();
     out->thread_pid.clear();
     out->lost = 0;  // every process's no-slot and reclaimed losses, as TraceStats::lost
@@ -346,7 +345,8 @@ struct ColumnReader::Impl {
     for (Cursor& cur : cursors) {
       const ThreadStats& s = cur.source->stats();
       out->threads.push_back(s);
-      out->thread_pid.push_back(p.pid);
+      // Its own process's pid (a trace of several processes: `run`, `merge`).
+      out->thread_pid.push_back(s.info.pid != 0 ? s.info.pid : trace.process().pid);
       out->lost += s.lost();
       out->corrupt_blocks += s.corrupt_blocks;
     }

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "analysis/latency_compare.hpp"
+#include "nanotrace/columns.hpp"
 
 namespace nanotrace {
 namespace {
@@ -27,6 +29,17 @@ TEST(LatencyProcessesTest, SameAsRecordByRecordAcrossProcesses) {
   ASSERT_GE((*trace)->processes().size(), 3u);  // the shell and both programs
   std::vector<LatencyReport> reps = expect_same(**trace);
   EXPECT_EQ(reps[0].begins, (200u + 300u) * 3 * 8 + 2 * 20);
+  // The columns name each thread's own process, not the first process's.
+  auto columns = read_columns(**trace);
+  ASSERT_TRUE(columns.ok()) << columns.status().message();
+  ASSERT_EQ(columns->thread_pid.size(), columns->threads.size());
+  std::set<uint32_t> pids;
+  for (size_t t = 0; t < columns->threads.size(); ++t) {
+    const ThreadInfo& info = columns->threads[t].info;
+    EXPECT_EQ(columns->thread_pid[t], (*trace)->processes()[info.process].pid) << info.name;
+    pids.insert(columns->thread_pid[t]);
+  }
+  EXPECT_EQ(pids.size(), 2u);  // both programs (the shell wrote no record)
   std::filesystem::remove(file);
 }
 
