@@ -467,7 +467,8 @@ Result<LatencyReport> analyze_latency(Trace& trace, const LatencyOptions& option
   auto matcher = PairMatcher::create(trace, options.rule, options.by, options.top);
   if (!matcher.ok()) return matcher.status();
   const std::vector<ThreadStats> threads = (*matcher)->add_all(trace);
-  uint64_t lost = 0, kernel_lost = 0, corrupt_blocks = 0;
+  // Every loss, as `stats` counts them: the threads' and the processes' (no slot, reclaimed).
+  uint64_t lost = lost_outside_threads(trace), kernel_lost = 0, corrupt_blocks = 0;
   for (const ThreadStats& t : threads) {
     (t.info.kernel ? kernel_lost : lost) += t.lost();
     corrupt_blocks += t.corrupt_blocks;
