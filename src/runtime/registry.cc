@@ -122,10 +122,7 @@ Status Runtime::start_locked() {
   started.store(true, std::memory_order_release);
   apply_groups_locked();
   warn_if_groups_name_nothing(*this);
-  if (!config.trigger.empty() && !armed) {
-    Status s = arm_locked(config.trigger, config.trigger_after_events, config.trigger_after_ns);
-    if (!s.ok()) std::fprintf(stderr, "nanotrace: NANOTRACE_TRIGGER: %s\n", s.message().c_str());
-  }
+  arm_from_environment_locked();
   if (config.crash_handler) install_crash_handler();
   start_control_thread();
   return Status::Ok();
@@ -304,9 +301,7 @@ bool register_sites(Site* const* begin, Site* const* end) noexcept {
       rt.known_sites.clear();
     }
   } else if (started && !rt.config.trigger.empty() && !rt.armed) {
-    // The trigger's event may live in a module registered just now.
-    (void)rt.arm_locked(rt.config.trigger, rt.config.trigger_after_events,
-                        rt.config.trigger_after_ns);
+    rt.arm_from_environment_locked();  // its event may be in the module registered just now
   } else if (started && rt.armed) {
     // Bind the armed expression to the new module's sites too.
     (void)rt.arm_locked(rt.armed->expression.text, rt.armed->after_events, rt.armed->after_ns);

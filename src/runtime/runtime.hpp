@@ -176,6 +176,9 @@ class Runtime {
 
   // Triggers (trigger_runtime.cc). REQUIRES: mu held.
   Status arm_locked(const std::string& expression, uint64_t after_events, uint64_t after_ns);
+  // Arms NANOTRACE_TRIGGER if it is set and not armed yet: at start, and each time a module
+  // registers its tracepoints (the event may be in one loaded later).
+  void arm_from_environment_locked();
   void disarm_locked();
   Status resume_locked();
   // Freezes the rings now, as a trigger's end of window does, on a controller's request.
@@ -201,6 +204,7 @@ class Runtime {
   // Triggers armed before: kept (reachable, never freed) for threads that may still read one.
   std::vector<const ArmedTrigger*> retired_triggers;
   uint32_t trigger_requests_seen = 0;
+  bool environment_trigger_warned = false;
 
  private:
   Runtime() = default;

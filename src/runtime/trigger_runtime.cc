@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -285,6 +286,17 @@ Status Runtime::arm_locked(const std::string& expression, uint64_t after_events,
   set_state(h, TriggerState::kArmed);
   reapply(*this);
   return Status::Ok();
+}
+
+void Runtime::arm_from_environment_locked() {
+  if (config.trigger.empty() || armed != nullptr) return;
+  Status s = arm_locked(config.trigger, config.trigger_after_events, config.trigger_after_ns);
+  // Said once, and only once some module's tracepoints were there to look in: the runtime
+  // may start from a library without tracepoints of its own, before the program's register.
+  if (s.ok() || sites.empty() || environment_trigger_warned) return;
+  environment_trigger_warned = true;
+  std::fprintf(stderr, "nanotrace: NANOTRACE_TRIGGER: %s%s\n", s.message().c_str(),
+               s.code() == StatusCode::kNotFound ? " (armed if a module loaded later has it)" : "");
 }
 
 void Runtime::disarm_locked() {

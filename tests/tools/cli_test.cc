@@ -179,6 +179,23 @@ TEST_F(CliTest, GroupListsShareOneGrammarAndOneError) {
 
 // Enum fields print their value names in dump and every export, and CTF declares an enum:
 // iograph's backend, op and state on a 4-node rope whose node 2 fails on the nop target.
+// NANOTRACE_TRIGGER names an event of the program: the runtime, started first by the library
+// (which has no tracepoints), arms it when the program's register, without a warning; an
+// event that no module has is said once.
+TEST(EnvironmentTriggerTest, WarnsOnlyOfAnEventNoModuleHas) {
+  const std::string sim = std::string(NANOTRACE_BIN_DIR) + "/storage_sim --threads 1 --ops 50";
+  int code = 0;
+  std::string out = run_command("NANOTRACE_TRIGGER='io:error' " + sim + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out.find("NANOTRACE_TRIGGER"), std::string::npos) << out;
+  out = run_command("NANOTRACE_TRIGGER='io:nosuch' " + sim + " 2>&1", &code);
+  EXPECT_EQ(code, 0) << out;
+  const std::string warning = "NANOTRACE_TRIGGER: no event io:nosuch";
+  const size_t at = out.find(warning);
+  EXPECT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(out.find(warning, at + 1), std::string::npos) << out;
+}
+
 TEST(EnumFieldsTest, IographFieldsPrintNamesEverywhere) {
   const std::string bin = std::string(NANOTRACE_BIN_DIR);
   const std::string dir = "/tmp/cli-test-enums-" + std::to_string(getpid());
