@@ -66,10 +66,12 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
   // An earlier consumer's counts are about this thread only if they name its generation.
   const bool counts_are_this_threads =
       __atomic_load_n(&slot_->consumed_generation, __ATOMIC_ACQUIRE) == info.generation;
-  if (writable_slot_ && counts_are_this_threads) {
+  if (counts_are_this_threads) {
+    // Every reader starts where the consumer is: what it took is in its recording, not lost
+    // (a reader that does not consume would otherwise count it as overwritten).
     pos_ = __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE);
     expected_seq_ = __atomic_load_n(&slot_->consumed_records, __ATOMIC_ACQUIRE);
-    // Drops an earlier consumer reported are not ours to report again.
+    // Drops the consumer reported are not ours to report again.
     uint64_t reported = __atomic_load_n(&slot_->consumed_dropped, __ATOMIC_ACQUIRE);
     stats_.dropped = info.dropped > reported ? info.dropped - reported : 0;
   } else {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
@@ -125,6 +126,33 @@ TEST(RingModesTest, BlockModeWithoutConsumerDropsAndCounts) {
   const ThreadStats& s = result.threads.at(0);
   EXPECT_GT(s.dropped, 0u);
   EXPECT_EQ(s.records + s.dropped, n);
+}
+
+// A reader that does not consume (`nanotrace stats`, `dump` of a live process) after a
+// consumer took part of a ring: it starts where the consumer is, and the records taken are
+// not counted as overwritten.
+TEST(RingModesTest, AReaderAfterAConsumerCountsNothingTakenAsLost) {
+  const uint64_t n = 1000;
+  HeldProducer p({kProducer, "--events", std::to_string(n), "--hold"},
+                 {"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=1M"});
+  auto consumer = open_or_die(p.pid, /*writable=*/true);
+  ASSERT_TRUE(consumer);
+  ASSERT_TRUE(consumer->attach_consumer().ok());
+  auto taken = testing::read_test_records(*consumer, /*consume=*/true);
+  ASSERT_EQ(taken.records.size(), n);
+  auto observer = open_or_die(p.pid);
+  ASSERT_TRUE(observer);
+  auto seen = testing::read_test_records(*observer);
+  const ThreadStats& s = seen.threads.at(0);
+  EXPECT_EQ(s.records, 0u);
+  EXPECT_EQ(s.overwritten, 0u);
+  EXPECT_EQ(s.dropped, 0u);
+  int code = 0;
+  const std::string out = testing::run_command(
+      std::string(NANOTRACE_BIN_DIR) + "/nanotrace stats " + std::to_string(p.pid) + " --json",
+      &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(nlohmann::json::parse(out)["lost"].get<uint64_t>(), 0u) << out;
 }
 
 TEST(RingModesTest, MergeOrdersThreadsByTimeAndKeepsThreadOrder) {
