@@ -20,10 +20,10 @@ uint64_t load_u64(const uint8_t* p) {
 RecordSizer::RecordSizer(const std::vector<EventInfo>& events) {
   uint32_t max_id = 0;
   for (const EventInfo& e : events) max_id = e.id > max_id ? e.id : max_id;
-  layouts_.assign(max_id + 1, abi::RecordLayout());
+  layouts_.assign(max_id + 1, Entry{});
   for (const EventInfo& e : events) {
     if (e.is_guard || e.id == 0 || e.id > events.size() || &events[e.id - 1] != &e) continue;
-    layouts_[e.id] = e.layout;
+    layouts_[e.id].layout = e.layout;
   }
 }
 

