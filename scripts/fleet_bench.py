@@ -147,7 +147,7 @@ def freeze_latency(fleet, n, triggers, floor=True):
         pub = subprocess.Popen([os.path.join(BIN, "fleet_broker_floor"), "pub", fleet.url,
                                 "bench-token", "bench.floor"], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True)
-    lat, base = [], []
+    lat, base, hops = [], [], {}
     for t in range(triggers):
         name, _, spool, slow = fleet.nodes[t % n]
         for _, _, sp, _ in fleet.nodes:
@@ -158,7 +158,9 @@ def freeze_latency(fleet, n, triggers, floor=True):
             ms = [manifests(sp) for _, _, sp, _ in fleet.nodes]
             if all(len(m) == 1 for m in ms):
                 break
-            time.sleep(0.002)
+            # The latency comes from the manifests' timestamps, not from this loop: it looks
+            # seldom, so as not to take a CPU from the agents while they freeze.
+            time.sleep(0.01)
         else:
             for (nm, _, sp, _), m in zip(fleet.nodes, ms):
                 print(nm, sorted(m), file=sys.stderr)
@@ -176,6 +178,7 @@ def freeze_latency(fleet, n, triggers, floor=True):
         match = docs[0]["origins"][0]["match_realtime_ns"]
         assert all(d["origins"][0]["match_realtime_ns"] == match for d in docs)
         lat.append((max(d["freeze_realtime_ns"] for d in docs) - match) / 1e6)
+        add_hops(hops, docs, match)
         if floor:
             pub.stdin.write("go\n")
             pub.stdin.flush()
@@ -189,7 +192,55 @@ def freeze_latency(fleet, n, triggers, floor=True):
         p.stdin.close()
         p.wait()
     fleet.stop_nodes()
-    return lat, base
+    return lat, base, hops
+
+
+# The hops of a fleet freeze, in order (docs/fleet.md, "Where the time goes"): each is the
+# time from the previous step to this one, from the manifests' "timing" (CLOCK_REALTIME on one
+# host) and each process's freeze time. Per-node hops have one sample per other node.
+HOPS = ["match_to_woke", "woke_to_seen", "seen_to_published", "published_to_received",
+        "received_to_handled", "handled_to_requested", "requested_to_frozen",
+        "published_to_last_received", "match_to_published"]
+
+
+def add_hops(hops, docs, match):
+    origin_node = docs[0]["origins"][0]["node"]
+    origin = next((d for d in docs if d["node"] == origin_node), None)
+    if origin is None or "published_ns" not in origin.get("timing", {}):
+        return
+    o = origin["timing"]
+
+    def put(name, later, earlier):
+        hops.setdefault(name, []).append((later - earlier) / 1e6)
+
+    put("match_to_woke", o["woke_ns"], match)
+    put("woke_to_seen", o["seen_ns"], o["woke_ns"])
+    put("seen_to_published", o["published_ns"], o["seen_ns"])
+    put("match_to_published", o["published_ns"], match)
+    if os.environ.get("FLEET_BENCH_DUMP"):
+        with open(os.environ["FLEET_BENCH_DUMP"], "a") as f:
+            f.write(json.dumps({"match": match, "docs": docs}) + "\n")
+    last = 0
+    for d in docs:
+        if d is origin:
+            continue
+        t = d.get("timing", {})
+        if not all(k in t for k in ("received_ns", "handled_ns", "requested_ns")):
+            continue
+        put("published_to_received", t["received_ns"], o["published_ns"])
+        last = max(last, t["received_ns"])
+        put("received_to_handled", t["handled_ns"], t["received_ns"])
+        put("handled_to_requested", t["requested_ns"], t["handled_ns"])
+        for p in d["processes"]:
+            if "frozen_realtime_ns" in p:
+                put("requested_to_frozen", p["frozen_realtime_ns"], t["requested_ns"])
+    if last:
+        put("published_to_last_received", last, o["published_ns"])
+
+
+def hop_table(hops):
+    return {h: {"p50_ms": pct(hops[h], 50), "p99_ms": pct(hops[h], 99), "samples": len(hops[h])}
+            for h in HOPS if h in hops}
 
 
 def idle_cpu(fleet, processes, seconds=10):
@@ -287,7 +338,8 @@ def main():
     failed = None
     try:
         if "latency" in only:
-            lat, base = freeze_latency(fleet, a.nodes, a.triggers)
+            load0 = os.getloadavg()
+            lat, base, hops = freeze_latency(fleet, a.nodes, a.triggers)
             result["freeze_latency"] = {
                 "nodes": a.nodes, "triggers": a.triggers,
                 "what": "matching record's CLOCK_REALTIME to the last node's freeze (ms)",
@@ -295,8 +347,14 @@ def main():
                 "broker_floor": {
                     "what": "bare NATS publish to as many subscriber processes, to the last (ms)",
                     "p50_ms": pct(base, 50), "p99_ms": pct(base, 99), "max_ms": max(base)},
-                "p99_vs_floor_p99": pct(lat, 99) / pct(base, 99)}
-            print(json.dumps(result["freeze_latency"]), flush=True)
+                "p99_vs_floor_p99": pct(lat, 99) / pct(base, 99),
+                "hops": hop_table(hops),
+                "load_average": [load0, os.getloadavg()]}
+            print(json.dumps({k: v for k, v in result["freeze_latency"].items() if k != "hops"}),
+                  flush=True)
+            for h, v in result["freeze_latency"]["hops"].items():
+                print(f"  {h:24} p50 {v['p50_ms']:8.3f} ms  p99 {v['p99_ms']:8.3f} ms  "
+                      f"({v['samples']} samples)", flush=True)
         if "idle" in only:
             result["agent_idle_cpu_percent"] = {"processes": a.idle_processes,
                                                 "percent_of_a_core": idle_cpu(fleet, a.idle_processes)}
@@ -312,7 +370,7 @@ def main():
             result["scaling"] = {"triggers": a.scaling_triggers, "ring_mib": a.scaling_ring_mib,
                                  "rows": rows}
             for n in map(int, a.scaling.split(",")):
-                lat, _ = freeze_latency(fleet, n, a.scaling_triggers, floor=False)
+                lat, _, _ = freeze_latency(fleet, n, a.scaling_triggers, floor=False)
                 c = collect_time(fleet, n, a.scaling_ring_mib)
                 rows.append({"agents": n, "freeze_p50_ms": pct(lat, 50), "freeze_p99_ms": pct(lat, 99),
                              "freeze_max_ms": max(lat), "collect_s": c["collect_s"],
@@ -322,6 +380,8 @@ def main():
         failed = result["error"] = f"{type(e).__name__}: {e}"  # what was measured is kept
     finally:
         fleet.close()
+        if os.environ.get("XKEEP"):
+            os.system(f"rm -rf /tmp/freeze-logs; mkdir -p /tmp/freeze-logs; cp {tmp}/agent-*.log /tmp/freeze-logs/")
         shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     with open(a.out, "w") as f:

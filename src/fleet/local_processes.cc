@@ -132,7 +132,8 @@ void LocalProcesses::kick() {
   syscall(SYS_futex, &kick_, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
 }
 
-size_t LocalProcesses::freeze_all(const LocalProcess* except, std::vector<std::string>* errors) {
+size_t LocalProcesses::freeze_all(const LocalProcess* except, std::vector<std::string>* errors,
+                                  uint64_t* requested_ns) {
   std::vector<std::pair<LocalProcess*, uint32_t>> posted;
   for (const auto& p : processes_) {
     if (p.get() == except) continue;
@@ -142,6 +143,11 @@ size_t LocalProcesses::freeze_all(const LocalProcess* except, std::vector<std::s
       continue;
     }
     posted.emplace_back(p.get(), *seq);
+  }
+  if (requested_ns != nullptr) {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    *requested_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
   }
   size_t frozen = 0;
   for (auto& [p, seq] : posted) {
@@ -156,6 +162,15 @@ size_t LocalProcesses::freeze_all(const LocalProcess* except, std::vector<std::s
     ++frozen;
   }
   return frozen;
+}
+
+size_t LocalProcesses::signal_freeze_all(const LocalProcess* except) {
+  std::lock_guard lock(mu_);
+  size_t signalled = 0;
+  for (const auto& p : processes_) {
+    if (p.get() != except && p->control->signal_freeze().ok()) ++signalled;
+  }
+  return signalled;
 }
 
 void LocalProcesses::resume_all(std::vector<std::string>* errors) {

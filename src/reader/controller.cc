@@ -115,10 +115,10 @@ Status Controller::send(std::string_view request, const RemoteTriggerWindow& win
 
 Status Controller::freeze() { return send("freeze", {}); }
 
-Result<uint32_t> Controller::post_freeze() {
+Status Controller::signal_freeze() {
   // The writers freeze at their next record (docs/format.md, "Triggers"): bump freeze_seq,
-  // then send every writer through its slow path. The control thread gets the request too,
-  // for a process that writes nothing, and answers it.
+  // then send every writer through its slow path; the control thread, woken, does it for a
+  // process that writes nothing.
   auto* base = reader::TraceInternals::writable_base(*trace_);
   if (base == nullptr) return Status::Invalid("segment opened read-only");
   auto* h = reinterpret_cast<abi::SegmentHeader*>(base);
@@ -137,6 +137,15 @@ Result<uint32_t> Controller::post_freeze() {
     }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
   }
+  __atomic_fetch_add(&h->control_seq, 1, __ATOMIC_RELEASE);
+  sys::futex_wake_all(&h->control_seq);
+  return Status::Ok();
+}
+
+Result<uint32_t> Controller::post_freeze() {
+  // The request too: a runtime that predates the signal alone answers it (and it is how the
+  // caller learns the process froze).
+  if (Status s = signal_freeze(); !s.ok()) return s;
   return post("freeze", {});
 }
 

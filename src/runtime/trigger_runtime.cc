@@ -351,6 +351,12 @@ Status Runtime::freeze_locked() {
   return Status::Ok();
 }
 
+void Runtime::process_freeze_request_locked() {
+  if (!started) return;
+  const uint32_t wanted = __atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE);
+  if (wanted != g_freeze_seen.load(std::memory_order_relaxed)) (void)freeze_locked();
+}
+
 void Runtime::process_trigger_request_locked() {
   abi::SegmentHeader* h = segment.header();
   uint32_t seq = __atomic_load_n(&h->trigger_request_seq, __ATOMIC_ACQUIRE);
