@@ -6,7 +6,9 @@ only its node's producer):
   - freeze latency: from the matching record's CLOCK_REALTIME to the last node's freeze, over
     --triggers triggers with --nodes nodes (the origin node turns), interleaved trigger by
     trigger with the broker's own floor: a bare publish fanned out to as many subscriber
-    processes (bench/fleet_broker_floor.cc), time to the last subscriber;
+    processes (bench/fleet_broker_floor.cc), time to the last subscriber; and each hop's
+    share (the manifests' "timing": the origin's watcher waking, its publish, each other
+    agent's receipt and freeze request, each process's freeze; docs/fleet.md);
   - agent idle CPU with --idle-processes traced processes (100 events/s each), over 10 s;
   - time to collect --nodes nodes x --ring-mib MiB of rings (fleet snapshot, then collect),
     and to merge what was collected into one trace (`nanotrace merge`);
@@ -203,6 +205,9 @@ HOPS = ["match_to_woke", "woke_to_seen", "seen_to_published", "published_to_rece
         "published_to_last_received", "match_to_published"]
 
 
+DUMP = None  # --dump FILE: every trigger's manifests, one JSON line each
+
+
 def add_hops(hops, docs, match):
     origin_node = docs[0]["origins"][0]["node"]
     origin = next((d for d in docs if d["node"] == origin_node), None)
@@ -217,9 +222,9 @@ def add_hops(hops, docs, match):
     put("woke_to_seen", o["seen_ns"], o["woke_ns"])
     put("seen_to_published", o["published_ns"], o["seen_ns"])
     put("match_to_published", o["published_ns"], match)
-    if os.environ.get("FLEET_BENCH_DUMP"):
-        with open(os.environ["FLEET_BENCH_DUMP"], "a") as f:
-            f.write(json.dumps({"match": match, "docs": docs}) + "\n")
+    if DUMP:
+        with open(DUMP, "a") as f:
+            f.write(json.dumps({"match": match, "manifests": docs}) + "\n")
     last = 0
     for d in docs:
         if d is origin:
@@ -327,7 +332,10 @@ def main():
     ap.add_argument("--scaling-ring-mib", type=int, default=4)
     ap.add_argument("--only", default="latency,idle,collect,cost")
     ap.add_argument("--bin", default=BIN, help="where the programs are (default build/bin)")
+    ap.add_argument("--dump", help="append each trigger's manifests to this file (JSON lines)")
     a = ap.parse_args()
+    global DUMP
+    DUMP = a.dump
     if os.geteuid() != 0:
         sys.exit("fleet_bench: needs root (mount namespaces)")
     only = set(a.only.split(","))
@@ -380,8 +388,6 @@ def main():
         failed = result["error"] = f"{type(e).__name__}: {e}"  # what was measured is kept
     finally:
         fleet.close()
-        if os.environ.get("XKEEP"):
-            os.system(f"rm -rf /tmp/freeze-logs; mkdir -p /tmp/freeze-logs; cp {tmp}/agent-*.log /tmp/freeze-logs/")
         shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     with open(a.out, "w") as f:

@@ -146,7 +146,8 @@ void Agent::Impl::on_freeze(BrokerMessage&& m) {
   // (a process's runtime may predate the signal), copies and resumes.
   const Claim claim = claim_round(freeze.round, /*always=*/false);
   if (claim == Claim::kKnown) return;
-  const bool due = freeze.after_ns == 0 || freeze.match_realtime_ns + freeze.after_ns <= timing.received_ns;
+  const bool due =
+      freeze.after_ns == 0 || freeze.match_realtime_ns + freeze.after_ns <= timing.received_ns;
   if (claim == Claim::kTaken && due) {
     timing.handled_ns = realtime_ns();
     locals.signal_freeze_all(nullptr);

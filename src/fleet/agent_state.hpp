@@ -106,9 +106,9 @@ struct Agent::Impl {
   // The watcher thread's own state.
   std::optional<ArmSpec> armed;
   std::optional<Round> last_round;
-  std::vector<uint32_t> deferred;       // pids fired within the interval, frozen, not copied
+  std::vector<uint32_t> deferred;        // pids fired within the interval, frozen, not copied
   std::vector<Freeze> deferred_origins;  // what they fired on
-  uint64_t woke_ns = 0;            // the watcher's last wake-up (CLOCK_REALTIME)
+  uint64_t woke_ns = 0;                  // the watcher's last wake-up (CLOCK_REALTIME)
   // The kernel's last events (options.kernel), started with the first process found (whose
   // clock it takes); kernel_error: why it could not be.
   std::unique_ptr<kernel::KernelCapture> flight;

@@ -60,9 +60,8 @@ void Agent::Impl::on_local_fire(LocalProcess& p, const TriggerInfo& info) {
   ++counters.origins;
   // The announcement first (written to the socket here: the broker's send_asap), then the
   // node's other processes, then the round trip that tells whether the broker has it.
-  Status s = counters.connected.load()
-                 ? broker->publish(freeze_subject(options.fleet), f.to_json())
-                 : Status::IoError("broker down");
+  Status s = counters.connected.load() ? broker->publish(freeze_subject(options.fleet), f.to_json())
+                                       : Status::IoError("broker down");
   timing.published_ns = realtime_ns();
   if (f.after_ns == 0) {
     locals.signal_freeze_all(&p);
