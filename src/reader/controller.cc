@@ -3,6 +3,9 @@
 // side (src/runtime/control_thread.cc, trigger_runtime.cc).
 #include "nanotrace/controller.hpp"
 
+#include <time.h>
+#include <x86intrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -122,6 +125,19 @@ Status Controller::signal_freeze() {
   auto* base = reader::TraceInternals::writable_base(*trace_);
   if (base == nullptr) return Status::Invalid("segment opened read-only");
   auto* h = reinterpret_cast<abi::SegmentHeader*>(base);
+  // The process's clock now (one machine's TSC, or CLOCK_MONOTONIC): from the bump below on,
+  // no record begun is kept, so the process stamps its freeze with this, not with the moment
+  // it got around to it.
+  uint64_t ticks;
+  if (trace_->process().clock == abi::ClockKind::kTsc) {
+    unsigned aux;
+    ticks = __rdtscp(&aux);
+  } else {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ticks = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  }
+  __atomic_store_n(&h->freeze_request_ticks, ticks, __ATOMIC_RELAXED);
   __atomic_add_fetch(&h->freeze_seq, 1, __ATOMIC_SEQ_CST);
   const uint64_t threads_offset = __atomic_load_n(&h->threads_offset, __ATOMIC_RELAXED);
   const uint64_t slots = __atomic_load_n(&h->max_threads, __ATOMIC_RELAXED);
