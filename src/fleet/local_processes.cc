@@ -135,8 +135,20 @@ void LocalProcesses::kick() {
 size_t LocalProcesses::freeze_all(const LocalProcess* except, std::vector<std::string>* errors,
                                   uint64_t* requested_ns) {
   std::vector<std::pair<LocalProcess*, uint32_t>> posted;
+  size_t frozen = 0;
+  auto count = [&frozen](LocalProcess& p) {
+    p.frozen_by_agent = true;
+    p.seen = p.control->trigger_state();
+    ++p.freezes;
+    ++frozen;
+  };
   for (const auto& p : processes_) {
     if (p.get() == except) continue;
+    // Frozen already by a signal (signal_freeze_all): no request, no wake-up of the process.
+    if (p->control->trigger_state() == abi::TriggerState::kFrozen) {
+      count(*p);
+      continue;
+    }
     auto seq = p->control->post_freeze();
     if (!seq.ok()) {
       errors->push_back("process " + std::to_string(p->pid) + ": " + seq.status().message());
@@ -149,17 +161,13 @@ size_t LocalProcesses::freeze_all(const LocalProcess* except, std::vector<std::s
     clock_gettime(CLOCK_REALTIME, &ts);
     *requested_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
   }
-  size_t frozen = 0;
   for (auto& [p, seq] : posted) {
     Status s = p->control->await_answer(seq);
     if (!s.ok()) {
       errors->push_back("process " + std::to_string(p->pid) + ": " + s.message());
       continue;
     }
-    p->frozen_by_agent = true;
-    p->seen = p->control->trigger_state();
-    ++p->freezes;
-    ++frozen;
+    count(*p);
   }
   return frozen;
 }

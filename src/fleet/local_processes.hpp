@@ -56,7 +56,8 @@ class LocalProcesses {
   // timeout_ms.
   void wait(int timeout_ms);
   void kick();
-  // Freezes every process (but `except`) at once: all requests first, then the answers.
+  // Freezes every process (but `except`) at once: all requests first, then the answers; a
+  // process already frozen (by a signal) is counted without a request.
   // Returns how many froze; errors go to *errors; *requested_ns (if given): when every request
   // was made (CLOCK_REALTIME).
   size_t freeze_all(const LocalProcess* except, std::vector<std::string>* errors,
