@@ -267,7 +267,7 @@ def idle_cpu(fleet, processes, seconds=10):
     return 100.0 * (c1 - c0) / (t1 - t0)
 
 
-def collect_time(fleet, n, ring_mib):
+def collect_time(fleet, n, ring_mib, parallel=None):
     records = ring_mib * 1024 * 1024 // 24
     for i in range(n):
         fleet.start_node(f"c{i}", env={"NANOTRACE_BUFFER": f"{ring_mib}M"},
@@ -277,7 +277,7 @@ def collect_time(fleet, n, ring_mib):
     out = os.path.join(fleet.tmp, f"collected-{n}")
     t0 = time.time()
     r = fleet.fleet("snapshot", "--nodes", str(n), "--dir", out, "--wait", "60s",
-                    "--timeout-ms", "60000")
+                    "--timeout-ms", "60000", *(["--parallel", str(parallel)] if parallel else []))
     total = time.time() - t0
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
     copied = float(r.stdout.strip().splitlines()[-1].split(" in ")[1].split(" s ")[0])
@@ -294,7 +294,7 @@ def collect_time(fleet, n, ring_mib):
     assert len(merge["nodes"]) == n, merge["nodes"]
     shutil.rmtree(out)
     os.unlink(merged)
-    return {"nodes": n, "ring_mib": ring_mib, "bytes": size, "snapshot_and_collect_s": total,
+    return {"nodes": n, "ring_mib": ring_mib, "parallel": parallel or "default", "bytes": size, "snapshot_and_collect_s": total,
             "collect_s": copied, "merge_s": merge_s, "merged_records": merge["records"],
             "collect_and_merge_s": total + merge_s}
 
@@ -332,6 +332,8 @@ def main():
     ap.add_argument("--scaling-ring-mib", type=int, default=4)
     ap.add_argument("--only", default="latency,idle,collect,cost")
     ap.add_argument("--bin", default=BIN, help="where the programs are (default build/bin)")
+    ap.add_argument("--collect-parallel", type=int,
+                    help="nodes `fleet snapshot` copies at once (default: its own default)")
     ap.add_argument("--dump", help="append each trigger's manifests to this file (JSON lines)")
     a = ap.parse_args()
     global DUMP
@@ -368,7 +370,7 @@ def main():
                                                 "percent_of_a_core": idle_cpu(fleet, a.idle_processes)}
             print(json.dumps(result["agent_idle_cpu_percent"]), flush=True)
         if "collect" in only:
-            result["collect"] = collect_time(fleet, a.nodes, a.ring_mib)
+            result["collect"] = collect_time(fleet, a.nodes, a.ring_mib, a.collect_parallel)
             print(json.dumps(result["collect"]), flush=True)
         if "cost" in only:
             result["event_cost"] = event_cost(fleet)

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -102,6 +104,31 @@ Result<uint64_t> FleetClient::fetch(const std::string& node, const std::string& 
   return bytes;
 }
 
+FleetClient::NodeCopy FleetClient::copy_node(const std::string& node, const json& manifest,
+                                             int dir_fd) {
+  NodeCopy copy;
+  std::string manifest_name = manifest.value("round", "") + "." + node + ".json";
+  Status s = valid_spool_name(manifest_name)
+                 ? fetch_file(node, manifest_name, dir_fd, manifest_name, &copy.bytes)
+                 : Status::Invalid("bad round name");
+  if (!s.ok()) copy.errors.push_back(node + ": " + s.message());
+  for (const json& p : manifest.value("processes", json::array())) {
+    std::string file = p.value("file", "");
+    if (file.empty() || p.contains("error")) continue;
+    if (!valid_spool_name(file)) {
+      copy.errors.push_back(node + ": refused file name '" + file + "'");
+      continue;
+    }
+    Status f = fetch_file(node, file, dir_fd, file, &copy.bytes);
+    if (!f.ok()) {
+      copy.errors.push_back(node + ": " + f.message());
+    } else {
+      ++copy.files;
+    }
+  }
+  return copy;
+}
+
 Result<CollectResult> FleetClient::collect(const std::string& round, const std::string& dir,
                                            int wait_ms) {
   auto start = std::chrono::steady_clock::now();
@@ -157,27 +184,26 @@ Result<CollectResult> FleetClient::collect(const std::string& round, const std::
   int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return Status::IoError("cannot open " + dir + ": " + std::strerror(errno));
   auto copy_start = std::chrono::steady_clock::now();
-  for (const auto& [node, manifest] : holding) {
-    ++result.nodes;
-    std::string manifest_name = manifest.value("round", "") + "." + node + ".json";
-    Status s = valid_spool_name(manifest_name)
-                   ? fetch_file(node, manifest_name, dir_fd, manifest_name, &result.bytes)
-                   : Status::Invalid("bad round name");
-    if (!s.ok()) result.errors.push_back(node + ": " + s.message());
-    for (const json& p : manifest.value("processes", json::array())) {
-      std::string file = p.value("file", "");
-      if (file.empty() || p.contains("error")) continue;
-      if (!valid_spool_name(file)) {
-        result.errors.push_back(node + ": refused file name '" + file + "'");
-        continue;
-      }
-      Status f = fetch_file(node, file, dir_fd, file, &result.bytes);
-      if (!f.ok()) {
-        result.errors.push_back(node + ": " + f.message());
-      } else {
-        ++result.files;
-      }
+  // Up to `parallel` nodes at once, each one request at a time; the results in node order.
+  std::vector<const std::pair<const std::string, json>*> nodes;
+  for (const auto& entry : holding) nodes.push_back(&entry);
+  std::vector<NodeCopy> copies(nodes.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < nodes.size();) {
+      copies[i] = copy_node(nodes[i]->first, nodes[i]->second, dir_fd);
     }
+  };
+  std::vector<std::thread> workers;
+  const size_t threads = std::clamp<size_t>(options_.parallel, 1, nodes.size());
+  for (size_t t = 1; t < threads; ++t) workers.emplace_back(worker);
+  worker();
+  for (std::thread& t : workers) t.join();
+  for (NodeCopy& c : copies) {
+    ++result.nodes;
+    result.files += c.files;
+    result.bytes += c.bytes;
+    for (std::string& e : c.errors) result.errors.push_back(std::move(e));
   }
   ::close(dir_fd);
   result.seconds =

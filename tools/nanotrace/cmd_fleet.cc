@@ -28,6 +28,7 @@ Result<std::unique_ptr<fleet::FleetClient>> connect(const FleetCommands& c) {
   o.fleet = c.fleet_name;
   o.nodes = c.nodes;
   o.timeout_ms = c.timeout_ms;
+  o.parallel = c.parallel;
   return fleet::FleetClient::connect(o);
 }
 
@@ -218,11 +219,17 @@ void register_fleet_commands(CLI::App& app, FleetCommands* c) {
   c->snapshot->add_option("--dir", c->dir, "where to collect (default: fleet-ROUND)");
   c->snapshot->add_option("--wait", c->wait, "how long to wait for the nodes")
       ->capture_default_str();
+  c->snapshot->add_option("--parallel", c->parallel, "nodes copied at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   c->collect = sub("collect", "Gather a round's snapshots from every node");
   c->collect->add_option("--round", c->round, "the round (default: the latest)");
   c->collect->add_option("--dir", c->dir, "where to collect (default: fleet-ROUND)");
   c->collect->add_option("--wait", c->wait, "how long to wait for --nodes nodes to hold it")
       ->capture_default_str();
+  c->collect->add_option("--parallel", c->parallel, "nodes copied at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   c->fetch = sub("fetch", "Copy one file of a node's spool");
   c->fetch->add_option("NODE", c->fetch_node, "the node")->required();
   c->fetch->add_option("FILE", c->fetch_file, "a file of its spool")->required();

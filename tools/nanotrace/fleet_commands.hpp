@@ -26,6 +26,7 @@ struct FleetCommands {
   std::string expression, before, after, dir, round, wait = "10s";
   std::string fetch_node, fetch_file, output;
   size_t nodes = 0;
+  size_t parallel = 4;
   int timeout_ms = 3000;
   bool json = false;
 };
