@@ -267,7 +267,7 @@ def idle_cpu(fleet, processes, seconds=10):
     return 100.0 * (c1 - c0) / (t1 - t0)
 
 
-def collect_time(fleet, n, ring_mib, parallel=None):
+def collect_time(fleet, n, ring_mib, parallel=None, zstd=False):
     records = ring_mib * 1024 * 1024 // 24
     for i in range(n):
         fleet.start_node(f"c{i}", env={"NANOTRACE_BUFFER": f"{ring_mib}M"},
@@ -277,10 +277,13 @@ def collect_time(fleet, n, ring_mib, parallel=None):
     out = os.path.join(fleet.tmp, f"collected-{n}")
     t0 = time.time()
     r = fleet.fleet("snapshot", "--nodes", str(n), "--dir", out, "--wait", "60s",
-                    "--timeout-ms", "60000", *(["--parallel", str(parallel)] if parallel else []))
+                    "--timeout-ms", "60000", *(["--parallel", str(parallel)] if parallel else []),
+                    "--zstd" if zstd else "--no-zstd")
     total = time.time() - t0
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
-    copied = float(r.stdout.strip().splitlines()[-1].split(" in ")[1].split(" s ")[0])
+    last = r.stdout.strip().splitlines()[-1]
+    copied = float(last.split(" in ")[1].split(" s ")[0])
+    wire_mib = float(last.split(" (")[1].split(" MiB")[0]) if zstd else None
     fleet.stop_nodes()
     snapshots = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".nt"))
     merged = os.path.join(fleet.tmp, f"merged-{n}.nt")
@@ -294,7 +297,8 @@ def collect_time(fleet, n, ring_mib, parallel=None):
     assert len(merge["nodes"]) == n, merge["nodes"]
     shutil.rmtree(out)
     os.unlink(merged)
-    return {"nodes": n, "ring_mib": ring_mib, "parallel": parallel or "default", "bytes": size, "snapshot_and_collect_s": total,
+    return {"nodes": n, "ring_mib": ring_mib, "parallel": parallel or "default", "zstd": zstd,
+            "wire_mib": wire_mib, "bytes": size, "snapshot_and_collect_s": total,
             "collect_s": copied, "merge_s": merge_s, "merged_records": merge["records"],
             "collect_and_merge_s": total + merge_s}
 
@@ -334,6 +338,9 @@ def main():
     ap.add_argument("--bin", default=BIN, help="where the programs are (default build/bin)")
     ap.add_argument("--collect-parallel", type=int,
                     help="nodes `fleet snapshot` copies at once (default: its own default)")
+    ap.add_argument("--collect-zstd", action="store_true",
+                    help="`fleet snapshot --zstd` (its default): the agents compress what they "
+                    "send; without it, --no-zstd")
     ap.add_argument("--dump", help="append each trigger's manifests to this file (JSON lines)")
     a = ap.parse_args()
     global DUMP
@@ -370,7 +377,8 @@ def main():
                                                 "percent_of_a_core": idle_cpu(fleet, a.idle_processes)}
             print(json.dumps(result["agent_idle_cpu_percent"]), flush=True)
         if "collect" in only:
-            result["collect"] = collect_time(fleet, a.nodes, a.ring_mib, a.collect_parallel)
+            result["collect"] = collect_time(fleet, a.nodes, a.ring_mib, a.collect_parallel,
+                                             a.collect_zstd)
             print(json.dumps(result["collect"]), flush=True)
         if "cost" in only:
             result["event_cost"] = event_cost(fleet)

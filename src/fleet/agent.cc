@@ -163,7 +163,7 @@ void Agent::Impl::on_fetch(BrokerMessage&& m) {
     out = "E" + request.status().message();
   } else {
     auto bytes = spool->read(request->file, request->offset, request->length);
-    out = bytes.ok() ? "D" + *bytes : "E" + bytes.status().message();
+    out = bytes.ok() ? fetch_answer(*bytes, request->zstd) : "E" + bytes.status().message();
   }
   if (out[0] == 'E') {
     ++counters.refused;

@@ -56,7 +56,7 @@ bool names_round(const json& manifest, const std::string& round) {
 }  // namespace
 
 Status FleetClient::fetch_file(const std::string& node, const std::string& file, int dir_fd,
-                               const std::string& local_name, uint64_t* bytes) {
+                               const std::string& local_name, uint64_t* bytes, uint64_t* wire) {
   if (!valid_name(node)) return Status::Invalid("bad node name '" + node + "'");
   int fd = openat(dir_fd, local_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                   0600);
@@ -64,20 +64,21 @@ Status FleetClient::fetch_file(const std::string& node, const std::string& file,
   uint64_t offset = 0;
   Status result = Status::Ok();
   for (;;) {
-    FetchRequest r{file, offset, kFetchChunk};
+    FetchRequest r{file, offset, kFetchChunk, options_.zstd};
     auto answer = broker_->request(fetch_subject(options_.fleet, node), r.to_json(), 10000);
     if (!answer.ok()) {
       result = answer.status();
       break;
     }
-    if (answer->empty() || (*answer)[0] != 'D') {
-      result =
-          Status::IoError(node + ": " + (answer->empty() ? "empty answer" : answer->substr(1)));
+    auto data = fetch_answer_bytes(*answer);
+    if (!data.ok()) {
+      result = Status(data.status().code(), node + ": " + data.status().message());
       break;
     }
-    size_t n = answer->size() - 1;
+    if (wire != nullptr) *wire += answer->size();
+    size_t n = data->size();
     if (n > 0 &&
-        pwrite(fd, answer->data() + 1, n, static_cast<off_t>(offset)) != static_cast<ssize_t>(n)) {
+        pwrite(fd, data->data(), n, static_cast<off_t>(offset)) != static_cast<ssize_t>(n)) {
       result = Status::IoError("cannot write " + file + ": " + std::strerror(errno));
       break;
     }
@@ -108,9 +109,10 @@ FleetClient::NodeCopy FleetClient::copy_node(const std::string& node, const json
                                              int dir_fd) {
   NodeCopy copy;
   std::string manifest_name = manifest.value("round", "") + "." + node + ".json";
-  Status s = valid_spool_name(manifest_name)
-                 ? fetch_file(node, manifest_name, dir_fd, manifest_name, &copy.bytes)
-                 : Status::Invalid("bad round name");
+  Status s =
+      valid_spool_name(manifest_name)
+          ? fetch_file(node, manifest_name, dir_fd, manifest_name, &copy.bytes, &copy.wire_bytes)
+          : Status::Invalid("bad round name");
   if (!s.ok()) copy.errors.push_back(node + ": " + s.message());
   for (const json& p : manifest.value("processes", json::array())) {
     std::string file = p.value("file", "");
@@ -119,7 +121,7 @@ FleetClient::NodeCopy FleetClient::copy_node(const std::string& node, const json
       copy.errors.push_back(node + ": refused file name '" + file + "'");
       continue;
     }
-    Status f = fetch_file(node, file, dir_fd, file, &copy.bytes);
+    Status f = fetch_file(node, file, dir_fd, file, &copy.bytes, &copy.wire_bytes);
     if (!f.ok()) {
       copy.errors.push_back(node + ": " + f.message());
     } else {
@@ -203,6 +205,7 @@ Result<CollectResult> FleetClient::collect(const std::string& round, const std::
     ++result.nodes;
     result.files += c.files;
     result.bytes += c.bytes;
+    result.wire_bytes += c.wire_bytes;
     for (std::string& e : c.errors) result.errors.push_back(std::move(e));
   }
   ::close(dir_fd);
