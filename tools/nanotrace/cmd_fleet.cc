@@ -227,8 +227,8 @@ void register_fleet_commands(CLI::App& app, FleetCommands* c) {
   c->snapshot->add_option("--parallel", c->parallel, "nodes copied at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  c->snapshot->add_flag("--zstd,!--no-zstd", c->zstd, "ask the agents for zstd-compressed chunks")
-      ->capture_default_str();
+  c->snapshot->add_flag("--zstd,!--no-zstd", c->zstd,
+                        "ask the agents for zstd-compressed chunks (the default)");
   c->collect = sub("collect", "Gather a round's snapshots from every node");
   c->collect->add_option("--round", c->round, "the round (default: the latest)");
   c->collect->add_option("--dir", c->dir, "where to collect (default: fleet-ROUND)");
@@ -237,14 +237,14 @@ void register_fleet_commands(CLI::App& app, FleetCommands* c) {
   c->collect->add_option("--parallel", c->parallel, "nodes copied at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  c->collect->add_flag("--zstd,!--no-zstd", c->zstd, "ask the agents for zstd-compressed chunks")
-      ->capture_default_str();
+  c->collect->add_flag("--zstd,!--no-zstd", c->zstd,
+                       "ask the agents for zstd-compressed chunks (the default)");
   c->fetch = sub("fetch", "Copy one file of a node's spool");
   c->fetch->add_option("NODE", c->fetch_node, "the node")->required();
   c->fetch->add_option("FILE", c->fetch_file, "a file of its spool")->required();
   c->fetch->add_option("-o,--output", c->output, "where to write it (a new file)")->required();
-  c->fetch->add_flag("--zstd,!--no-zstd", c->zstd, "ask the agent for zstd-compressed chunks")
-      ->capture_default_str();
+  c->fetch->add_flag("--zstd,!--no-zstd", c->zstd,
+                     "ask the agent for zstd-compressed chunks (the default)");
 }
 
 bool run_fleet_commands(const FleetCommands& c, int* status) {
