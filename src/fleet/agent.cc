@@ -139,7 +139,7 @@ void Agent::Impl::on_freeze(BrokerMessage&& m) {
     log("refused a freeze message: " + f.status().message());
     return;
   }
-  if (f->node == options.node) return;  // our own announcement, echoed
+  if (f->node == options.node) return;  // our own (the server echoes none: no_echo)
   Freeze freeze = *f;
   // The node freezes here, on the broker's delivery thread, not a wake-up later on the
   // watcher: the signal is a few stores per process. The watcher then confirms the freeze

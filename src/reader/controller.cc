@@ -128,8 +128,10 @@ Status Controller::signal_freeze() {
   // The process's clock now (one machine's TSC, or CLOCK_MONOTONIC): from the bump below on,
   // no record begun is kept, so the process stamps its freeze with this, not with the moment
   // it got around to it.
+  // The kind from the header itself (one load): process() is the caller's thread's to re-read.
   uint64_t ticks;
-  if (trace_->process().clock == abi::ClockKind::kTsc) {
+  if (__atomic_load_n(&h->clock_kind, __ATOMIC_RELAXED) !=
+      static_cast<uint32_t>(abi::ClockKind::kMonotonic)) {
     unsigned aux;
     ticks = __rdtscp(&aux);
   } else {
