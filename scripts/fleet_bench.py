@@ -267,7 +267,7 @@ def idle_cpu(fleet, processes, seconds=10):
     return 100.0 * (c1 - c0) / (t1 - t0)
 
 
-def collect_time(fleet, n, ring_mib, parallel=None, zstd=False):
+def collect_time(fleet, n, ring_mib, parallel=None, zstd=True):
     records = ring_mib * 1024 * 1024 // 24
     for i in range(n):
         fleet.start_node(f"c{i}", env={"NANOTRACE_BUFFER": f"{ring_mib}M"},
@@ -278,7 +278,7 @@ def collect_time(fleet, n, ring_mib, parallel=None, zstd=False):
     t0 = time.time()
     r = fleet.fleet("snapshot", "--nodes", str(n), "--dir", out, "--wait", "60s",
                     "--timeout-ms", "60000", *(["--parallel", str(parallel)] if parallel else []),
-                    "--zstd" if zstd else "--no-zstd")
+                    *([] if zstd else ["--no-zstd"]))
     total = time.time() - t0
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
     last = r.stdout.strip().splitlines()[-1]
@@ -338,9 +338,8 @@ def main():
     ap.add_argument("--bin", default=BIN, help="where the programs are (default build/bin)")
     ap.add_argument("--collect-parallel", type=int,
                     help="nodes `fleet snapshot` copies at once (default: its own default)")
-    ap.add_argument("--collect-zstd", action="store_true",
-                    help="`fleet snapshot --zstd` (its default): the agents compress what they "
-                    "send; without it, --no-zstd")
+    ap.add_argument("--collect-no-zstd", action="store_true",
+                    help="`fleet snapshot --no-zstd`: the agents send their chunks uncompressed")
     ap.add_argument("--dump", help="append each trigger's manifests to this file (JSON lines)")
     a = ap.parse_args()
     global DUMP
@@ -378,7 +377,7 @@ def main():
             print(json.dumps(result["agent_idle_cpu_percent"]), flush=True)
         if "collect" in only:
             result["collect"] = collect_time(fleet, a.nodes, a.ring_mib, a.collect_parallel,
-                                             a.collect_zstd)
+                                             not a.collect_no_zstd)
             print(json.dumps(result["collect"]), flush=True)
         if "cost" in only:
             result["event_cost"] = event_cost(fleet)

@@ -29,7 +29,7 @@ Result<std::unique_ptr<fleet::FleetClient>> connect(const FleetCommands& c) {
   o.nodes = c.nodes;
   o.timeout_ms = c.timeout_ms;
   o.parallel = c.parallel;
-  o.zstd = c.zstd;
+  o.zstd = !c.no_zstd;
   return fleet::FleetClient::connect(o);
 }
 
@@ -76,7 +76,7 @@ int collect(fleet::FleetClient& client, const FleetCommands& c, const std::strin
   if (!r.ok()) return fail(r.status());
   fmt::print("round {}: {} files from {} nodes, {:.1f} MiB in {:.2f} s into {}", r->round, r->files,
              r->nodes, static_cast<double>(r->bytes) / (1 << 20), r->seconds, dir);
-  if (c.zstd) {
+  if (!c.no_zstd) {
     fmt::print(" ({:.1f} MiB over the broker)", static_cast<double>(r->wire_bytes) / (1 << 20));
   }
   fmt::print("\n");
@@ -227,8 +227,8 @@ void register_fleet_commands(CLI::App& app, FleetCommands* c) {
   c->snapshot->add_option("--parallel", c->parallel, "nodes copied at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  c->snapshot->add_flag("--zstd,!--no-zstd", c->zstd,
-                        "ask the agents for zstd-compressed chunks (the default)");
+  c->snapshot->add_flag("--no-zstd", c->no_zstd,
+                        "ask the agents for uncompressed chunks (default: zstd)");
   c->collect = sub("collect", "Gather a round's snapshots from every node");
   c->collect->add_option("--round", c->round, "the round (default: the latest)");
   c->collect->add_option("--dir", c->dir, "where to collect (default: fleet-ROUND)");
@@ -237,14 +237,14 @@ void register_fleet_commands(CLI::App& app, FleetCommands* c) {
   c->collect->add_option("--parallel", c->parallel, "nodes copied at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  c->collect->add_flag("--zstd,!--no-zstd", c->zstd,
-                       "ask the agents for zstd-compressed chunks (the default)");
+  c->collect->add_flag("--no-zstd", c->no_zstd,
+                       "ask the agents for uncompressed chunks (default: zstd)");
   c->fetch = sub("fetch", "Copy one file of a node's spool");
   c->fetch->add_option("NODE", c->fetch_node, "the node")->required();
   c->fetch->add_option("FILE", c->fetch_file, "a file of its spool")->required();
   c->fetch->add_option("-o,--output", c->output, "where to write it (a new file)")->required();
-  c->fetch->add_flag("--zstd,!--no-zstd", c->zstd,
-                     "ask the agent for zstd-compressed chunks (the default)");
+  c->fetch->add_flag("--no-zstd", c->no_zstd,
+                     "ask the agent for uncompressed chunks (default: zstd)");
 }
 
 bool run_fleet_commands(const FleetCommands& c, int* status) {

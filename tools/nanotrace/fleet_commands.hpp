@@ -27,7 +27,7 @@ struct FleetCommands {
   std::string fetch_node, fetch_file, output;
   size_t nodes = 0;
   size_t parallel = 4;
-  bool zstd = true;
+  bool no_zstd = false;
   int timeout_ms = 3000;
   bool json = false;
 };
