@@ -283,7 +283,8 @@ def collect_time(fleet, n, ring_mib, parallel=None, zstd=True):
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
     last = r.stdout.strip().splitlines()[-1]
     copied = float(last.split(" in ")[1].split(" s ")[0])
-    wire_mib = float(last.split(" (")[1].split(" MiB")[0]) if zstd else None
+    # "(N MiB over the broker)" when compressed (a build before it prints none).
+    wire_mib = float(last.split(" (")[1].split(" MiB")[0]) if " (" in last else None
     fleet.stop_nodes()
     snapshots = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".nt"))
     merged = os.path.join(fleet.tmp, f"merged-{n}.nt")
