@@ -6,7 +6,9 @@ only its node's producer):
   - freeze latency: from the matching record's CLOCK_REALTIME to the last node's freeze, over
     --triggers triggers with --nodes nodes (the origin node turns), interleaved trigger by
     trigger with the broker's own floor: a bare publish fanned out to as many subscriber
-    processes (bench/fleet_broker_floor.cc), time to the last subscriber;
+    processes (bench/fleet_broker_floor.cc), time to the last subscriber; and each hop's
+    share (the manifests' "timing": the origin's watcher waking, its publish, each other
+    agent's receipt and freeze request, each process's freeze; docs/fleet.md);
   - agent idle CPU with --idle-processes traced processes (100 events/s each), over 10 s;
   - time to collect --nodes nodes x --ring-mib MiB of rings (fleet snapshot, then collect),
     and to merge what was collected into one trace (`nanotrace merge`);
@@ -147,7 +149,7 @@ def freeze_latency(fleet, n, triggers, floor=True):
         pub = subprocess.Popen([os.path.join(BIN, "fleet_broker_floor"), "pub", fleet.url,
                                 "bench-token", "bench.floor"], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True)
-    lat, base = [], []
+    lat, base, hops = [], [], {}
     for t in range(triggers):
         name, _, spool, slow = fleet.nodes[t % n]
         for _, _, sp, _ in fleet.nodes:
@@ -158,7 +160,9 @@ def freeze_latency(fleet, n, triggers, floor=True):
             ms = [manifests(sp) for _, _, sp, _ in fleet.nodes]
             if all(len(m) == 1 for m in ms):
                 break
-            time.sleep(0.002)
+            # The latency comes from the manifests' timestamps, not from this loop: it looks
+            # seldom, so as not to take a CPU from the agents while they freeze.
+            time.sleep(0.01)
         else:
             for (nm, _, sp, _), m in zip(fleet.nodes, ms):
                 print(nm, sorted(m), file=sys.stderr)
@@ -176,6 +180,7 @@ def freeze_latency(fleet, n, triggers, floor=True):
         match = docs[0]["origins"][0]["match_realtime_ns"]
         assert all(d["origins"][0]["match_realtime_ns"] == match for d in docs)
         lat.append((max(d["freeze_realtime_ns"] for d in docs) - match) / 1e6)
+        add_hops(hops, docs, match)
         if floor:
             pub.stdin.write("go\n")
             pub.stdin.flush()
@@ -189,7 +194,58 @@ def freeze_latency(fleet, n, triggers, floor=True):
         p.stdin.close()
         p.wait()
     fleet.stop_nodes()
-    return lat, base
+    return lat, base, hops
+
+
+# The hops of a fleet freeze, in order (docs/fleet.md, "Where the time goes"): each is the
+# time from the previous step to this one, from the manifests' "timing" (CLOCK_REALTIME on one
+# host) and each process's freeze time. Per-node hops have one sample per other node.
+HOPS = ["match_to_woke", "woke_to_seen", "seen_to_published", "published_to_received",
+        "received_to_handled", "handled_to_requested", "requested_to_frozen",
+        "published_to_last_received", "match_to_published"]
+
+
+DUMP = None  # --dump FILE: every trigger's manifests, one JSON line each
+
+
+def add_hops(hops, docs, match):
+    origin_node = docs[0]["origins"][0]["node"]
+    origin = next((d for d in docs if d["node"] == origin_node), None)
+    if origin is None or "published_ns" not in origin.get("timing", {}):
+        return
+    o = origin["timing"]
+
+    def put(name, later, earlier):
+        hops.setdefault(name, []).append((later - earlier) / 1e6)
+
+    put("match_to_woke", o["woke_ns"], match)
+    put("woke_to_seen", o["seen_ns"], o["woke_ns"])
+    put("seen_to_published", o["published_ns"], o["seen_ns"])
+    put("match_to_published", o["published_ns"], match)
+    if DUMP:
+        with open(DUMP, "a") as f:
+            f.write(json.dumps({"match": match, "manifests": docs}) + "\n")
+    last = 0
+    for d in docs:
+        if d is origin:
+            continue
+        t = d.get("timing", {})
+        if not all(k in t for k in ("received_ns", "handled_ns", "requested_ns")):
+            continue
+        put("published_to_received", t["received_ns"], o["published_ns"])
+        last = max(last, t["received_ns"])
+        put("received_to_handled", t["handled_ns"], t["received_ns"])
+        put("handled_to_requested", t["requested_ns"], t["handled_ns"])
+        for p in d["processes"]:
+            if "frozen_realtime_ns" in p:
+                put("requested_to_frozen", p["frozen_realtime_ns"], t["requested_ns"])
+    if last:
+        put("published_to_last_received", last, o["published_ns"])
+
+
+def hop_table(hops):
+    return {h: {"p50_ms": pct(hops[h], 50), "p99_ms": pct(hops[h], 99), "samples": len(hops[h])}
+            for h in HOPS if h in hops}
 
 
 def idle_cpu(fleet, processes, seconds=10):
@@ -211,7 +267,7 @@ def idle_cpu(fleet, processes, seconds=10):
     return 100.0 * (c1 - c0) / (t1 - t0)
 
 
-def collect_time(fleet, n, ring_mib):
+def collect_time(fleet, n, ring_mib, parallel=None, zstd=True):
     records = ring_mib * 1024 * 1024 // 24
     for i in range(n):
         fleet.start_node(f"c{i}", env={"NANOTRACE_BUFFER": f"{ring_mib}M"},
@@ -221,10 +277,14 @@ def collect_time(fleet, n, ring_mib):
     out = os.path.join(fleet.tmp, f"collected-{n}")
     t0 = time.time()
     r = fleet.fleet("snapshot", "--nodes", str(n), "--dir", out, "--wait", "60s",
-                    "--timeout-ms", "60000")
+                    "--timeout-ms", "60000", *(["--parallel", str(parallel)] if parallel else []),
+                    *([] if zstd else ["--no-zstd"]))
     total = time.time() - t0
     size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
-    copied = float(r.stdout.strip().splitlines()[-1].split(" in ")[1].split(" s ")[0])
+    last = r.stdout.strip().splitlines()[-1]
+    copied = float(last.split(" in ")[1].split(" s ")[0])
+    # "(N MiB over the broker)" when compressed (a build before it prints none).
+    wire_mib = float(last.split(" (")[1].split(" MiB")[0]) if " (" in last else None
     fleet.stop_nodes()
     snapshots = sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".nt"))
     merged = os.path.join(fleet.tmp, f"merged-{n}.nt")
@@ -238,7 +298,8 @@ def collect_time(fleet, n, ring_mib):
     assert len(merge["nodes"]) == n, merge["nodes"]
     shutil.rmtree(out)
     os.unlink(merged)
-    return {"nodes": n, "ring_mib": ring_mib, "bytes": size, "snapshot_and_collect_s": total,
+    return {"nodes": n, "ring_mib": ring_mib, "parallel": parallel or "default", "zstd": zstd,
+            "wire_mib": wire_mib, "bytes": size, "snapshot_and_collect_s": total,
             "collect_s": copied, "merge_s": merge_s, "merged_records": merge["records"],
             "collect_and_merge_s": total + merge_s}
 
@@ -276,7 +337,14 @@ def main():
     ap.add_argument("--scaling-ring-mib", type=int, default=4)
     ap.add_argument("--only", default="latency,idle,collect,cost")
     ap.add_argument("--bin", default=BIN, help="where the programs are (default build/bin)")
+    ap.add_argument("--collect-parallel", type=int,
+                    help="nodes `fleet snapshot` copies at once (default: its own default)")
+    ap.add_argument("--collect-no-zstd", action="store_true",
+                    help="`fleet snapshot --no-zstd`: the agents send their chunks uncompressed")
+    ap.add_argument("--dump", help="append each trigger's manifests to this file (JSON lines)")
     a = ap.parse_args()
+    global DUMP
+    DUMP = a.dump
     if os.geteuid() != 0:
         sys.exit("fleet_bench: needs root (mount namespaces)")
     only = set(a.only.split(","))
@@ -287,7 +355,8 @@ def main():
     failed = None
     try:
         if "latency" in only:
-            lat, base = freeze_latency(fleet, a.nodes, a.triggers)
+            load0 = os.getloadavg()
+            lat, base, hops = freeze_latency(fleet, a.nodes, a.triggers)
             result["freeze_latency"] = {
                 "nodes": a.nodes, "triggers": a.triggers,
                 "what": "matching record's CLOCK_REALTIME to the last node's freeze (ms)",
@@ -295,14 +364,21 @@ def main():
                 "broker_floor": {
                     "what": "bare NATS publish to as many subscriber processes, to the last (ms)",
                     "p50_ms": pct(base, 50), "p99_ms": pct(base, 99), "max_ms": max(base)},
-                "p99_vs_floor_p99": pct(lat, 99) / pct(base, 99)}
-            print(json.dumps(result["freeze_latency"]), flush=True)
+                "p99_vs_floor_p99": pct(lat, 99) / pct(base, 99),
+                "hops": hop_table(hops),
+                "load_average": [load0, os.getloadavg()]}
+            print(json.dumps({k: v for k, v in result["freeze_latency"].items() if k != "hops"}),
+                  flush=True)
+            for h, v in result["freeze_latency"]["hops"].items():
+                print(f"  {h:24} p50 {v['p50_ms']:8.3f} ms  p99 {v['p99_ms']:8.3f} ms  "
+                      f"({v['samples']} samples)", flush=True)
         if "idle" in only:
             result["agent_idle_cpu_percent"] = {"processes": a.idle_processes,
                                                 "percent_of_a_core": idle_cpu(fleet, a.idle_processes)}
             print(json.dumps(result["agent_idle_cpu_percent"]), flush=True)
         if "collect" in only:
-            result["collect"] = collect_time(fleet, a.nodes, a.ring_mib)
+            result["collect"] = collect_time(fleet, a.nodes, a.ring_mib, a.collect_parallel,
+                                             not a.collect_no_zstd)
             print(json.dumps(result["collect"]), flush=True)
         if "cost" in only:
             result["event_cost"] = event_cost(fleet)
@@ -312,7 +388,7 @@ def main():
             result["scaling"] = {"triggers": a.scaling_triggers, "ring_mib": a.scaling_ring_mib,
                                  "rows": rows}
             for n in map(int, a.scaling.split(",")):
-                lat, _ = freeze_latency(fleet, n, a.scaling_triggers, floor=False)
+                lat, _, _ = freeze_latency(fleet, n, a.scaling_triggers, floor=False)
                 c = collect_time(fleet, n, a.scaling_ring_mib)
                 rows.append({"agents": n, "freeze_p50_ms": pct(lat, 50), "freeze_p99_ms": pct(lat, 99),
                              "freeze_max_ms": max(lat), "collect_s": c["collect_s"],

@@ -177,7 +177,10 @@ struct SegmentHeader {
   // had its pid and started in the same clock tick (which proc_start_time cannot); 0 if
   // unknown.
   uint64_t proc_identity;
-  uint8_t reserved[4096 - 1104];
+  // The clock value at which a controller signalled a freeze (written before it bumps
+  // freeze_seq): no record begun after it is kept, so it is the freeze's time; 0 if none yet.
+  uint64_t freeze_request_ticks;
+  uint8_t reserved[4096 - 1112];
 };
 static_assert(sizeof(SegmentHeader) == 4096);
 static_assert(offsetof(SegmentHeader, version) == 8);
@@ -196,6 +199,7 @@ static_assert(offsetof(SegmentHeader, trigger_done_seq) == 1072);
 static_assert(offsetof(SegmentHeader, run_id) == 1080);
 static_assert(offsetof(SegmentHeader, parent_pid) == 1088);
 static_assert(offsetof(SegmentHeader, proc_identity) == 1096);
+static_assert(offsetof(SegmentHeader, freeze_request_ticks) == 1104);
 
 struct GroupEntry {
   char name[kNameBytes];  // NUL-terminated

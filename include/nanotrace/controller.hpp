@@ -69,6 +69,14 @@ class Controller {
   // writes the request and wakes the process; await_answer() waits (at most 3 s) for its
   // answer. REQUIRES: no other request of this controller in between.
   Result<uint32_t> post_freeze();
+  // The first half of post_freeze() without the request: stamps the process's clock now into
+  // the segment (the freeze's time: no record begun after it is kept), bumps freeze_seq, sends
+  // every writer through its slow path and wakes the control thread, which freezes a process
+  // that writes nothing. It touches only the segment's atomic words, so any thread may call
+  // it while another uses this controller (a fleet agent freezing from its broker's delivery
+  // thread).
+  // Errors: kInvalidArgument if the segment was opened read-only.
+  Status signal_freeze();
   Status await_answer(uint32_t request);
 
   // The trigger's state as the segment says now: one load, no re-read of the tables (for a

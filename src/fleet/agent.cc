@@ -45,8 +45,20 @@ void Agent::Impl::post(std::function<void()> task) {
   locals.kick();
 }
 
-bool Agent::Impl::in_interval() const {
-  return last_round && monotonic_ns() - last_round->started_mono_ns < options.rate_ns;
+bool Agent::Impl::in_interval() {
+  std::lock_guard lock(round_mu);
+  return interval_start_ns != 0 && monotonic_ns() - interval_start_ns < options.rate_ns;
+}
+
+Claim Agent::Impl::claim_round(const std::string& round, bool always) {
+  std::lock_guard lock(round_mu);
+  if (!known_rounds.insert(round).second) return Claim::kKnown;
+  const uint64_t now = monotonic_ns();
+  if (!always && interval_start_ns != 0 && now - interval_start_ns < options.rate_ns) {
+    return Claim::kWithinInterval;
+  }
+  interval_start_ns = now;
+  return Claim::kTaken;
 }
 
 void Agent::Impl::answer(const std::string& reply, const json& body) {
@@ -80,7 +92,10 @@ void Agent::Impl::on_command(BrokerMessage&& m) {
           body = {{"error", "bad --after '" + c.after + "'"}};
           break;
         }
-        if (c.rate_ns != 0) options.rate_ns = c.rate_ns;
+        if (c.rate_ns != 0) {
+          std::lock_guard lock(round_mu);
+          options.rate_ns = c.rate_ns;
+        }
         body = arm(spec);
         break;
       }
@@ -93,7 +108,7 @@ void Agent::Impl::on_command(BrokerMessage&& m) {
         f.node = options.node;
         f.match_realtime_ns = realtime_ns();
         f.event = "";  // on request
-        known_rounds.insert(f.round);
+        claim_round(f.round, /*always=*/true);
         body = take_round(f, nullptr);
         break;
       }
@@ -116,15 +131,29 @@ void Agent::Impl::on_command(BrokerMessage&& m) {
 }
 
 void Agent::Impl::on_freeze(BrokerMessage&& m) {
+  FreezeTiming timing;
+  timing.received_ns = realtime_ns();
   auto f = Freeze::parse(m.data);
   if (!f.ok()) {
     ++counters.refused;
     log("refused a freeze message: " + f.status().message());
     return;
   }
-  if (f->node == options.node) return;  // our own announcement, echoed
+  if (f->node == options.node) return;  // our own (the server echoes none: no_echo)
   Freeze freeze = *f;
-  post([this, freeze] { on_remote_freeze(freeze); });
+  // The node freezes here, on the broker's delivery thread, not a wake-up later on the
+  // watcher: the signal is a few stores per process. The watcher then confirms the freeze
+  // (a process's runtime may predate the signal), copies and resumes.
+  const Claim claim = claim_round(freeze.round, /*always=*/false);
+  if (claim == Claim::kKnown) return;
+  const bool due =
+      freeze.after_ns == 0 || freeze.match_realtime_ns + freeze.after_ns <= timing.received_ns;
+  if (claim == Claim::kTaken && due) {
+    timing.handled_ns = realtime_ns();
+    locals.signal_freeze_all(nullptr);
+    timing.requested_ns = realtime_ns();
+  }
+  post([this, freeze, claim, timing] { on_remote_freeze(freeze, claim, timing); });
 }
 
 void Agent::Impl::on_fetch(BrokerMessage&& m) {
@@ -134,7 +163,7 @@ void Agent::Impl::on_fetch(BrokerMessage&& m) {
     out = "E" + request.status().message();
   } else {
     auto bytes = spool->read(request->file, request->offset, request->length);
-    out = bytes.ok() ? "D" + *bytes : "E" + bytes.status().message();
+    out = bytes.ok() ? fetch_answer(*bytes, request->zstd) : "E" + bytes.status().message();
   }
   if (out[0] == 'E') {
     ++counters.refused;
@@ -389,6 +418,8 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
   b.credentials = options.credentials;
   b.name = "nanotrace-agent-" + impl->options.node;
   b.retry = true;
+  b.send_asap = true;
+  b.no_echo = true;
   b.on_link = [self](bool up, const std::string& why) {
     bool was = self->counters.connected.exchange(up);
     if (was != up) ++self->counters.link_changes;
@@ -441,6 +472,7 @@ void Agent::run(const std::atomic<bool>& stop) {
     int wait_ms = next_scan > now ? static_cast<int>((next_scan - now) / 1000000) + 1 : 0;
     if (!a.deferred.empty()) wait_ms = std::min(wait_ms, 100);
     a.locals.wait(std::min(wait_ms, 1000));
+    a.woke_ns = realtime_ns();
   }
   a.flush_deferred(true);
   a.log("stopped");

@@ -36,12 +36,33 @@ struct ArmSpec {
   uint64_t before_ns = 0;
 };
 
+// When this node passed each step of a fleet freeze (CLOCK_REALTIME ns, 0: not on this
+// node's path), for the manifest's "timing": where a freeze's time goes, hop by hop. The origin
+// fills woke to published, every other node received to requested; each process's own freeze
+// time is its frozen_realtime_ns.
+struct FreezeTiming {
+  uint64_t woke_ns = 0;       // origin: the watcher's futex_waitv returned
+  uint64_t seen_ns = 0;       // origin: the watcher found the fired trigger
+  uint64_t published_ns = 0;  // origin: the announcement handed to the broker's client
+  uint64_t received_ns = 0;   // the announcement's delivery to this agent
+  uint64_t handled_ns = 0;    // this agent acted on it
+  uint64_t requested_ns = 0;  // every local process asked to freeze
+  nlohmann::json to_json() const;
+};
+
 // The last fleet freeze this node took part in.
 struct Round {
   std::string id;
   std::vector<Freeze> origins;  // the first, then freezes coalesced into it
-  uint64_t started_mono_ns = 0;
-  nlohmann::json manifest;  // as written to the spool
+  nlohmann::json manifest;      // as written to the spool
+  FreezeTiming timing;
+};
+
+// What the rate policy says of a freeze (Agent::Impl::claim_round).
+enum class Claim {
+  kKnown,           // its round was seen already
+  kWithinInterval,  // a fleet freeze was taken less than the rate interval ago
+  kTaken,           // this node freezes for it: the interval starts now
 };
 
 struct AgentCounters {
@@ -75,11 +96,21 @@ struct Agent::Impl {
   std::deque<std::function<void()>> tasks;
   void post(std::function<void()> task);
 
+  // The rate policy's state, shared by the watcher and the broker's delivery thread, which
+  // freezes the node on an announcement itself (a wake-up sooner than the watcher could).
+  std::mutex round_mu;
+  std::set<std::string> known_rounds;  // guarded by round_mu
+  uint64_t interval_start_ns = 0;      // CLOCK_MONOTONIC; 0: none yet; guarded by round_mu
+  // Records a round as seen and applies the rate policy to it (`always`: a freeze on request,
+  // which the interval does not hold back). Takes round_mu.
+  Claim claim_round(const std::string& round, bool always);
+
   // The watcher thread's own state.
   std::optional<ArmSpec> armed;
   std::optional<Round> last_round;
-  std::set<std::string> known_rounds;
-  std::vector<uint32_t> deferred;  // pids fired within the interval, frozen, not yet copied
+  std::vector<uint32_t> deferred;        // pids fired within the interval, frozen, not copied
+  std::vector<Freeze> deferred_origins;  // what they fired on
+  uint64_t woke_ns = 0;                  // the watcher's last wake-up (CLOCK_REALTIME)
   // The kernel's last events (options.kernel), started with the first process found (whose
   // clock it takes); kernel_error: why it could not be.
   std::unique_ptr<kernel::KernelCapture> flight;
@@ -87,8 +118,7 @@ struct Agent::Impl {
   abi::ClockKind kernel_clock = abi::ClockKind::kTsc;  // its timestamps' (a process's clock)
 
   void log(const std::string& line) const;
-  uint64_t rate_ns() const { return options.rate_ns; }
-  bool in_interval() const;
+  bool in_interval();
 
   // agent.cc
   void on_command(BrokerMessage&& m);
@@ -108,10 +138,12 @@ struct Agent::Impl {
 
   // rounds.cc
   void on_local_fire(LocalProcess& p, const TriggerInfo& info);
-  void on_remote_freeze(const Freeze& f);
-  nlohmann::json take_round(const Freeze& f, LocalProcess* origin);
+  void on_remote_freeze(const Freeze& f, Claim claim, FreezeTiming timing);
+  nlohmann::json take_round(const Freeze& f, LocalProcess* origin, FreezeTiming timing = {});
+  // timing: the round's hops for the manifest (none for a deferred copy).
   nlohmann::json write_snapshots(const std::string& round, const std::vector<Freeze>& origins,
-                                 const std::vector<LocalProcess*>& which);
+                                 const std::vector<LocalProcess*>& which,
+                                 const FreezeTiming* timing = nullptr);
   void flush_deferred(bool force);
   nlohmann::json rounds_json();
 

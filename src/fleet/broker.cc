@@ -119,6 +119,8 @@ Result<std::unique_ptr<Broker>> Broker::connect(const BrokerOptions& o) {
     natsOptions_SetUserInfo(opts, o.credentials.user.c_str(), o.credentials.password.c_str());
   }
   natsOptions_SetTimeout(opts, o.timeout_ms);
+  if (o.send_asap) natsOptions_SetSendAsap(opts, true);
+  if (o.no_echo) natsOptions_SetNoEcho(opts, true);
   natsOptions_SetAllowReconnect(opts, true);
   natsOptions_SetMaxReconnect(opts, o.retry ? -1 : 5);
   natsOptions_SetReconnectWait(opts, 250);

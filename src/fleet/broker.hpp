@@ -32,6 +32,12 @@ struct BrokerOptions {
   // Keep trying to connect for ever (the agent); false: fail at once (a command).
   bool retry = false;
   int timeout_ms = 2000;  // a connection attempt's
+  // Latency over throughput (the agent): a publish is written to the socket by the caller at
+  // once, instead of by the client's flusher thread, a wake-up later.
+  bool send_asap = false;
+  // The server does not send this connection what it published itself (the agent's freeze
+  // announcement: one delivery, and one wake-up of the origin, fewer per freeze).
+  bool no_echo = false;
   // Called (on a library thread) when the link goes down or comes back, with a reason.
   std::function<void(bool up, const std::string& why)> on_link;
 };

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -54,7 +56,7 @@ bool names_round(const json& manifest, const std::string& round) {
 }  // namespace
 
 Status FleetClient::fetch_file(const std::string& node, const std::string& file, int dir_fd,
-                               const std::string& local_name, uint64_t* bytes) {
+                               const std::string& local_name, uint64_t* bytes, uint64_t* wire) {
   if (!valid_name(node)) return Status::Invalid("bad node name '" + node + "'");
   int fd = openat(dir_fd, local_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                   0600);
@@ -62,20 +64,21 @@ Status FleetClient::fetch_file(const std::string& node, const std::string& file,
   uint64_t offset = 0;
   Status result = Status::Ok();
   for (;;) {
-    FetchRequest r{file, offset, kFetchChunk};
+    FetchRequest r{file, offset, kFetchChunk, options_.zstd};
     auto answer = broker_->request(fetch_subject(options_.fleet, node), r.to_json(), 10000);
     if (!answer.ok()) {
       result = answer.status();
       break;
     }
-    if (answer->empty() || (*answer)[0] != 'D') {
-      result =
-          Status::IoError(node + ": " + (answer->empty() ? "empty answer" : answer->substr(1)));
+    auto data = fetch_answer_bytes(*answer);
+    if (!data.ok()) {
+      result = Status(data.status().code(), node + ": " + data.status().message());
       break;
     }
-    size_t n = answer->size() - 1;
+    if (wire != nullptr) *wire += answer->size();
+    size_t n = data->size();
     if (n > 0 &&
-        pwrite(fd, answer->data() + 1, n, static_cast<off_t>(offset)) != static_cast<ssize_t>(n)) {
+        pwrite(fd, data->data(), n, static_cast<off_t>(offset)) != static_cast<ssize_t>(n)) {
       result = Status::IoError("cannot write " + file + ": " + std::strerror(errno));
       break;
     }
@@ -100,6 +103,32 @@ Result<uint64_t> FleetClient::fetch(const std::string& node, const std::string& 
   ::close(dir_fd);
   if (!s.ok()) return s;
   return bytes;
+}
+
+FleetClient::NodeCopy FleetClient::copy_node(const std::string& node, const json& manifest,
+                                             int dir_fd) {
+  NodeCopy copy;
+  std::string manifest_name = manifest.value("round", "") + "." + node + ".json";
+  Status s =
+      valid_spool_name(manifest_name)
+          ? fetch_file(node, manifest_name, dir_fd, manifest_name, &copy.bytes, &copy.wire_bytes)
+          : Status::Invalid("bad round name");
+  if (!s.ok()) copy.errors.push_back(node + ": " + s.message());
+  for (const json& p : manifest.value("processes", json::array())) {
+    std::string file = p.value("file", "");
+    if (file.empty() || p.contains("error")) continue;
+    if (!valid_spool_name(file)) {
+      copy.errors.push_back(node + ": refused file name '" + file + "'");
+      continue;
+    }
+    Status f = fetch_file(node, file, dir_fd, file, &copy.bytes, &copy.wire_bytes);
+    if (!f.ok()) {
+      copy.errors.push_back(node + ": " + f.message());
+    } else {
+      ++copy.files;
+    }
+  }
+  return copy;
 }
 
 Result<CollectResult> FleetClient::collect(const std::string& round, const std::string& dir,
@@ -157,27 +186,27 @@ Result<CollectResult> FleetClient::collect(const std::string& round, const std::
   int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return Status::IoError("cannot open " + dir + ": " + std::strerror(errno));
   auto copy_start = std::chrono::steady_clock::now();
-  for (const auto& [node, manifest] : holding) {
-    ++result.nodes;
-    std::string manifest_name = manifest.value("round", "") + "." + node + ".json";
-    Status s = valid_spool_name(manifest_name)
-                   ? fetch_file(node, manifest_name, dir_fd, manifest_name, &result.bytes)
-                   : Status::Invalid("bad round name");
-    if (!s.ok()) result.errors.push_back(node + ": " + s.message());
-    for (const json& p : manifest.value("processes", json::array())) {
-      std::string file = p.value("file", "");
-      if (file.empty() || p.contains("error")) continue;
-      if (!valid_spool_name(file)) {
-        result.errors.push_back(node + ": refused file name '" + file + "'");
-        continue;
-      }
-      Status f = fetch_file(node, file, dir_fd, file, &result.bytes);
-      if (!f.ok()) {
-        result.errors.push_back(node + ": " + f.message());
-      } else {
-        ++result.files;
-      }
+  // Up to `parallel` nodes at once, each one request at a time; the results in node order.
+  std::vector<const std::pair<const std::string, json>*> nodes;
+  for (const auto& entry : holding) nodes.push_back(&entry);
+  std::vector<NodeCopy> copies(nodes.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < nodes.size();) {
+      copies[i] = copy_node(nodes[i]->first, nodes[i]->second, dir_fd);
     }
+  };
+  std::vector<std::thread> workers;
+  const size_t threads = std::clamp<size_t>(options_.parallel, 1, nodes.size());
+  for (size_t t = 1; t < threads; ++t) workers.emplace_back(worker);
+  worker();
+  for (std::thread& t : workers) t.join();
+  for (NodeCopy& c : copies) {
+    ++result.nodes;
+    result.files += c.files;
+    result.bytes += c.bytes;
+    result.wire_bytes += c.wire_bytes;
+    for (std::string& e : c.errors) result.errors.push_back(std::move(e));
   }
   ::close(dir_fd);
   result.seconds =

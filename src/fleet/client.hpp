@@ -1,7 +1,8 @@
 // The fleet's commands from any node (`nanotrace fleet ...`): arm, disarm, snapshot, status,
 // and collect, which gathers a round's snapshot files and manifests from every node's spool
-// into a local directory, pulling each file in chunks one request at a time (the collector,
-// not the nodes, sets the pace: see docs/fleet.md on a thousand nodes).
+// into a local directory, pulling each file in chunks, one request at a time per node and
+// `parallel` nodes at once (the collector, not the nodes, sets the pace: see docs/fleet.md on
+// a thousand nodes).
 #pragma once
 
 #include <cstdint>
@@ -20,13 +21,16 @@ struct ClientOptions {
   std::string fleet = "default";
   size_t nodes = 0;       // answers to wait for (0: whoever answers within the timeout)
   int timeout_ms = 3000;  // for answers
+  size_t parallel = 4;    // collect: nodes copied at once
+  bool zstd = false;      // collect, fetch: ask the agents for zstd-compressed chunks
 };
 
 struct CollectResult {
   std::string round;
   size_t nodes = 0;
   size_t files = 0;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;       // written here
+  uint64_t wire_bytes = 0;  // received from the broker (fewer with zstd)
   double seconds = 0;
   std::vector<std::string> errors;  // per node or file
 };
@@ -50,7 +54,14 @@ class FleetClient {
       : options_(options), broker_(std::move(broker)) {}
   // Copies node's file into a new file local_name of dir_fd.
   Status fetch_file(const std::string& node, const std::string& file, int dir_fd,
-                    const std::string& local_name, uint64_t* bytes);
+                    const std::string& local_name, uint64_t* bytes, uint64_t* wire = nullptr);
+  // Copies a node's manifest and snapshot files of a round into dir_fd (collect's one node).
+  struct NodeCopy {
+    size_t files = 0;
+    uint64_t bytes = 0, wire_bytes = 0;
+    std::vector<std::string> errors;
+  };
+  NodeCopy copy_node(const std::string& node, const nlohmann::json& manifest, int dir_fd);
   ClientOptions options_;
   std::unique_ptr<Broker> broker_;
 };

@@ -132,10 +132,23 @@ void LocalProcesses::kick() {
   syscall(SYS_futex, &kick_, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
 }
 
-size_t LocalProcesses::freeze_all(const LocalProcess* except, std::vector<std::string>* errors) {
+size_t LocalProcesses::freeze_all(const LocalProcess* except, std::vector<std::string>* errors,
+                                  uint64_t* requested_ns) {
   std::vector<std::pair<LocalProcess*, uint32_t>> posted;
+  size_t frozen = 0;
+  auto count = [&frozen](LocalProcess& p) {
+    p.frozen_by_agent = true;
+    p.seen = p.control->trigger_state();
+    ++p.freezes;
+    ++frozen;
+  };
   for (const auto& p : processes_) {
     if (p.get() == except) continue;
+    // Frozen already by a signal (signal_freeze_all): no request, no wake-up of the process.
+    if (p->control->trigger_state() == abi::TriggerState::kFrozen) {
+      count(*p);
+      continue;
+    }
     auto seq = p->control->post_freeze();
     if (!seq.ok()) {
       errors->push_back("process " + std::to_string(p->pid) + ": " + seq.status().message());
@@ -143,19 +156,29 @@ size_t LocalProcesses::freeze_all(const LocalProcess* except, std::vector<std::s
     }
     posted.emplace_back(p.get(), *seq);
   }
-  size_t frozen = 0;
+  if (requested_ns != nullptr) {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    *requested_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+  }
   for (auto& [p, seq] : posted) {
     Status s = p->control->await_answer(seq);
     if (!s.ok()) {
       errors->push_back("process " + std::to_string(p->pid) + ": " + s.message());
       continue;
     }
-    p->frozen_by_agent = true;
-    p->seen = p->control->trigger_state();
-    ++p->freezes;
-    ++frozen;
+    count(*p);
   }
   return frozen;
+}
+
+size_t LocalProcesses::signal_freeze_all(const LocalProcess* except) {
+  std::lock_guard lock(mu_);
+  size_t signalled = 0;
+  for (const auto& p : processes_) {
+    if (p.get() != except && p->control->signal_freeze().ok()) ++signalled;
+  }
+  return signalled;
 }
 
 void LocalProcesses::resume_all(std::vector<std::string>* errors) {

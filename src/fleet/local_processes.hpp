@@ -56,9 +56,16 @@ class LocalProcesses {
   // timeout_ms.
   void wait(int timeout_ms);
   void kick();
-  // Freezes every process (but `except`) at once: all requests first, then the answers.
-  // Returns how many froze; errors go to *errors.
-  size_t freeze_all(const LocalProcess* except, std::vector<std::string>* errors);
+  // Freezes every process (but `except`) at once: all requests first, then the answers; a
+  // process already frozen (by a signal) is counted without a request.
+  // Returns how many froze; errors go to *errors; *requested_ns (if given): when every request
+  // was made (CLOCK_REALTIME).
+  size_t freeze_all(const LocalProcess* except, std::vector<std::string>* errors,
+                    uint64_t* requested_ns = nullptr);
+  // Signals every process (but `except`) to freeze (Controller::signal_freeze), without a
+  // request nor waiting: freeze_all() after it confirms. Any thread may call it (it takes
+  // mu()). Returns how many were signalled.
+  size_t signal_freeze_all(const LocalProcess* except);
   // Resumes every process frozen (by its trigger or by us).
   void resume_all(std::vector<std::string>* errors);
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <time.h>
+#include <zstd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -126,19 +127,55 @@ Result<Command> Command::parse(const std::string& text) {
 }
 
 std::string FetchRequest::to_json() const {
-  return json_text(json{{"file", file}, {"offset", offset}, {"length", length}});
+  json j{{"file", file}, {"offset", offset}, {"length", length}};
+  if (zstd) j["zstd"] = true;
+  return json_text(j);
 }
 
 Result<FetchRequest> FetchRequest::parse(const std::string& text) {
   auto j = parse_object(text);
   if (!j.ok()) return j.status();
   FetchRequest r;
+  auto zstd = j->find("zstd");
   if (!get_string(*j, "file", &r.file, 1024) || !get_uint(*j, "offset", &r.offset) ||
-      !get_uint(*j, "length", &r.length)) {
+      !get_uint(*j, "length", &r.length) || (zstd != j->end() && !zstd->is_boolean())) {
     return Status::Invalid("malformed fetch request");
   }
+  r.zstd = zstd != j->end() && zstd->get<bool>();
   if (r.length == 0 || r.length > kFetchChunk) r.length = kFetchChunk;
   return r;
+}
+
+std::string fetch_answer(const std::string& bytes, bool zstd) {
+  if (zstd && !bytes.empty()) {
+    // Level 1: the node's CPU is the traced program's; the point is fewer bytes on the wire.
+    std::string out(1 + ZSTD_compressBound(bytes.size()), '\0');
+    out[0] = 'Z';
+    size_t n = ZSTD_compress(out.data() + 1, out.size() - 1, bytes.data(), bytes.size(), 1);
+    if (!ZSTD_isError(n) && n < bytes.size()) {
+      out.resize(1 + n);
+      return out;
+    }
+  }
+  return "D" + bytes;
+}
+
+Result<std::string> fetch_answer_bytes(const std::string& answer) {
+  if (answer.empty()) return Status::IoError("empty answer");
+  if (answer[0] == 'D') return answer.substr(1);
+  if (answer[0] == 'E') return Status::IoError(answer.substr(1));
+  if (answer[0] != 'Z') return Status::Corrupt("unknown answer");
+  const char* frame = answer.data() + 1;
+  const size_t size = answer.size() - 1;
+  const unsigned long long content = ZSTD_getFrameContentSize(frame, size);
+  if (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN ||
+      content > kFetchChunk || ZSTD_findFrameCompressedSize(frame, size) != size) {
+    return Status::Corrupt("bad compressed chunk");
+  }
+  std::string out(static_cast<size_t>(content), '\0');
+  size_t n = ZSTD_decompress(out.data(), out.size(), frame, size);
+  if (ZSTD_isError(n) || n != out.size()) return Status::Corrupt("bad compressed chunk");
+  return out;
 }
 
 std::string new_round_id(uint64_t realtime_ns, const std::string& node) {

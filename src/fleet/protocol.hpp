@@ -6,7 +6,8 @@
 //   nanotrace.F.ctl           a command to every agent (Command), answered by each
 //   nanotrace.F.freeze        "freeze now": a node's trigger fired (Freeze), to every agent
 //   nanotrace.F.fetch.NODE    a chunk of a file in NODE's spool (FetchRequest); the answer is
-//                             'D' + bytes, or 'E' + an error message
+//                             'D' + bytes, 'Z' + one zstd frame of them (asked for, and
+//                             smaller), or 'E' + an error message
 #pragma once
 
 #include <cstdint>
@@ -64,9 +65,17 @@ struct FetchRequest {
   std::string file;
   uint64_t offset = 0;
   uint64_t length = 0;
+  bool zstd = false;  // the answer may be compressed (an agent that predates it ignores it)
   std::string to_json() const;
   static Result<FetchRequest> parse(const std::string& json);
 };
+
+// A fetch's answer carrying `bytes`: 'Z' + a zstd frame when zstd is asked and it is smaller,
+// else 'D' + the bytes.
+std::string fetch_answer(const std::string& bytes, bool zstd);
+// The bytes an answer carries (an untrusted message: a frame must decompress, whole, to at
+// most kFetchChunk bytes). Errors: kIoError with the agent's message ('E'), kCorrupt.
+Result<std::string> fetch_answer_bytes(const std::string& answer);
 
 // A new round id: the freeze's wall-clock time and its origin ("20261203T121501.123456-node3").
 std::string new_round_id(uint64_t realtime_ns, const std::string& node);

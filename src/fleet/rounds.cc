@@ -32,6 +32,9 @@ bool wait_frozen(LocalProcess& p, uint64_t limit_ns) {
 }  // namespace
 
 void Agent::Impl::on_local_fire(LocalProcess& p, const TriggerInfo& info) {
+  FreezeTiming timing;
+  timing.woke_ns = woke_ns;
+  timing.seen_ns = realtime_ns();
   ++p.fires;
   Trace& t = p.control->trace();
   Freeze f;
@@ -44,40 +47,42 @@ void Agent::Impl::on_local_fire(LocalProcess& p, const TriggerInfo& info) {
   f.expression = info.expression;
   f.match_realtime_ns = t.ticks_to_realtime_ns(info.ticks);
   f.after_ns = info.after_ns;
-  if (in_interval()) {
+  f.round = new_round_id(f.match_realtime_ns, options.node);
+  if (claim_round(f.round, /*always=*/false) != Claim::kTaken) {
     // Counted, not lost: the process stays frozen and is copied when the interval ends.
     ++counters.rate_limited;
     deferred.push_back(p.pid);
-    last_round->origins.push_back(f);
+    deferred_origins.push_back(f);
     log(fmt::format("process {} fired {} within the rate interval: counted, copied when it ends",
                     p.pid, f.event));
     return;
   }
-  f.round = new_round_id(f.match_realtime_ns, options.node);
-  known_rounds.insert(f.round);
   ++counters.origins;
-  if (counters.connected.load()) {
-    Status s = broker->publish(freeze_subject(options.fleet), f.to_json());
-    if (s.ok()) s = broker->flush(1000);
-    if (!s.ok()) {
-      ++counters.local_only;
-      log("cannot announce the freeze (" + s.message() + "): this node freezes alone");
-    }
-  } else {
-    ++counters.local_only;
-    log("broker down: this node freezes alone");
+  // The announcement first (written to the socket here: the broker's send_asap), then the
+  // node's other processes, then the round trip that tells whether the broker has it.
+  Status s = counters.connected.load() ? broker->publish(freeze_subject(options.fleet), f.to_json())
+                                       : Status::IoError("broker down");
+  timing.published_ns = realtime_ns();
+  if (f.after_ns == 0) {
+    locals.signal_freeze_all(&p);
+    timing.requested_ns = realtime_ns();
   }
-  uint64_t published = realtime_ns();
+  if (s.ok()) s = broker->flush(1000);
+  if (!s.ok()) {
+    ++counters.local_only;
+    log("cannot announce the freeze (" + s.message() + "): this node freezes alone");
+  }
+  uint64_t published = timing.published_ns;
   counters.last_fleet_ns = published > f.match_realtime_ns ? published - f.match_realtime_ns : 0;
   log(fmt::format("process {} thread {} fired {} (record #{}): round {}", p.pid, f.tid, f.event,
                   f.seq, f.round));
-  take_round(f, &p);
+  take_round(f, &p, timing);
 }
 
-void Agent::Impl::on_remote_freeze(const Freeze& f) {
-  if (!known_rounds.insert(f.round).second) return;
-  if (in_interval()) {
+void Agent::Impl::on_remote_freeze(const Freeze& f, Claim claim, FreezeTiming timing) {
+  if (claim == Claim::kWithinInterval) {
     ++counters.coalesced;
+    if (!last_round) return;  // not possible: an interval starts with a round
     last_round->origins.push_back(f);
     last_round->manifest["origins"].push_back(freeze_json(f));
     Status s = spool->replace_file(last_round->id + "." + options.node + ".json",
@@ -87,13 +92,28 @@ void Agent::Impl::on_remote_freeze(const Freeze& f) {
         last_round->id);
     return;
   }
+  if (timing.handled_ns == 0) timing.handled_ns = realtime_ns();  // a window to wait out
   log("freeze " + f.round + " from node " + f.node);
-  take_round(f, nullptr);
+  take_round(f, nullptr, timing);
 }
 
-json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin) {
+json FreezeTiming::to_json() const {
+  json j = json::object();
+  auto put = [&](const char* key, uint64_t ns) {
+    if (ns != 0) j[key] = ns;
+  };
+  put("woke_ns", woke_ns);
+  put("seen_ns", seen_ns);
+  put("published_ns", published_ns);
+  put("received_ns", received_ns);
+  put("handled_ns", handled_ns);
+  put("requested_ns", requested_ns);
+  return j;
+}
+
+json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin, FreezeTiming timing) {
   ++counters.rounds;
-  last_round = Round{f.round, {f}, monotonic_ns(), {}};
+  last_round = Round{f.round, {f}, {}, timing};
   // Another node's match with a time window: every node keeps that window past the match.
   if (origin == nullptr && f.after_ns != 0) {
     uint64_t until = f.match_realtime_ns + f.after_ns, now = realtime_ns();
@@ -103,7 +123,9 @@ json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin) {
     }
   }
   std::vector<std::string> errors;
-  locals.freeze_all(origin, &errors);
+  // Already signalled (on receipt, or beside the announcement): this confirms it.
+  uint64_t* requested = timing.requested_ns == 0 ? &last_round->timing.requested_ns : nullptr;
+  locals.freeze_all(origin, &errors, requested);
   if (origin != nullptr && !wait_frozen(*origin, f.after_ns + 1000000000ull)) {
     // A count window that the process does not fill in a second: end it here.
     auto seq = origin->control->post_freeze();
@@ -113,7 +135,7 @@ json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin) {
   for (const std::string& e : errors) log("freeze: " + e);
   std::vector<LocalProcess*> all;
   for (auto& p : locals.all()) all.push_back(p.get());
-  json manifest = write_snapshots(f.round, {f}, all);
+  json manifest = write_snapshots(f.round, {f}, all, &last_round->timing);
   last_round->manifest = manifest;
   std::vector<std::string> resume_errors;
   locals.resume_all(&resume_errors);
@@ -122,7 +144,8 @@ json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin) {
 }
 
 json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Freeze>& origins,
-                                  const std::vector<LocalProcess*>& which) {
+                                  const std::vector<LocalProcess*>& which,
+                                  const FreezeTiming* timing) {
   json processes = json::array();
   uint64_t last_freeze = 0;
   // The kernel's window goes into one snapshot of the round (a merged file keeps one
@@ -136,6 +159,11 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
     if (kernel_to == nullptr || origin) kernel_to = p;
     if (origin) break;
   }
+  // The clock-sync daemon's view as the agent's watch last read it (at most its interval old),
+  // not asked again per file: its client's fork and exec are CPU that the nodes still
+  // freezing need.
+  const ClockWatch::Reading clock_reading = clock->current();
+  const rec::ClockSync* sync = clock_reading.read_monotonic_ns != 0 ? &clock_reading.sync : nullptr;
   for (LocalProcess* p : which) {
     auto info = p->control->trigger();  // re-reads the header: frozen_ticks
     if (!info.ok() || info->state != abi::TriggerState::kFrozen) {
@@ -154,7 +182,7 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
     auto path = spool->new_path(name);
     kernel::KernelCapture* window = p == kernel_to ? flight.get() : nullptr;
     Result<RecordSummary> written =
-        path.ok() ? rec::write_snapshot_of({&t}, *path, /*compress=*/false, window)
+        path.ok() ? rec::write_snapshot_of({&t}, *path, /*compress=*/false, window, sync)
                   : Result<RecordSummary>(path.status());
     if (!written.ok()) {
       ++counters.snapshot_errors;
@@ -185,6 +213,7 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
                    {"freeze_realtime_ns", last_freeze},
                    {"latency_ns", latency},
                    {"processes", processes}};
+  if (timing != nullptr) manifest["timing"] = timing->to_json();
   Status s = spool->replace_file(round + "." + options.node + ".json", json_text(manifest, 2));
   if (!s.ok()) log("manifest: " + s.message());
   ship_round(manifest);
@@ -202,12 +231,7 @@ void Agent::Impl::flush_deferred(bool force) {
       which.push_back(p.get());
     }
   }
-  for (const Freeze& f : last_round->origins) {
-    if (f.node == options.node &&
-        std::find(deferred.begin(), deferred.end(), f.pid) != deferred.end()) {
-      origins.push_back(f);
-    }
-  }
+  origins.swap(deferred_origins);
   deferred.clear();
   if (which.empty()) return;
   std::string round =

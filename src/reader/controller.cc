@@ -3,6 +3,9 @@
 // side (src/runtime/control_thread.cc, trigger_runtime.cc).
 #include "nanotrace/controller.hpp"
 
+#include <time.h>
+#include <x86intrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -115,13 +118,28 @@ Status Controller::send(std::string_view request, const RemoteTriggerWindow& win
 
 Status Controller::freeze() { return send("freeze", {}); }
 
-Result<uint32_t> Controller::post_freeze() {
+Status Controller::signal_freeze() {
   // The writers freeze at their next record (docs/format.md, "Triggers"): bump freeze_seq,
-  // then send every writer through its slow path. The control thread gets the request too,
-  // for a process that writes nothing, and answers it.
+  // then send every writer through its slow path; the control thread, woken, does it for a
+  // process that writes nothing.
   auto* base = reader::TraceInternals::writable_base(*trace_);
   if (base == nullptr) return Status::Invalid("segment opened read-only");
   auto* h = reinterpret_cast<abi::SegmentHeader*>(base);
+  // The process's clock now (one machine's TSC, or CLOCK_MONOTONIC): from the bump below on,
+  // no record begun is kept, so the process stamps its freeze with this, not with the moment
+  // it got around to it.
+  // The kind from the header itself (one load): process() is the caller's thread's to re-read.
+  uint64_t ticks;
+  if (__atomic_load_n(&h->clock_kind, __ATOMIC_RELAXED) !=
+      static_cast<uint32_t>(abi::ClockKind::kMonotonic)) {
+    unsigned aux;
+    ticks = __rdtscp(&aux);
+  } else {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ticks = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  }
+  __atomic_store_n(&h->freeze_request_ticks, ticks, __ATOMIC_RELAXED);
   __atomic_add_fetch(&h->freeze_seq, 1, __ATOMIC_SEQ_CST);
   const uint64_t threads_offset = __atomic_load_n(&h->threads_offset, __ATOMIC_RELAXED);
   const uint64_t slots = __atomic_load_n(&h->max_threads, __ATOMIC_RELAXED);
@@ -137,6 +155,15 @@ Result<uint32_t> Controller::post_freeze() {
     }
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
   }
+  __atomic_fetch_add(&h->control_seq, 1, __ATOMIC_RELEASE);
+  sys::futex_wake_all(&h->control_seq);
+  return Status::Ok();
+}
+
+Result<uint32_t> Controller::post_freeze() {
+  // The request too: a runtime that predates the signal alone answers it (and it is how the
+  // caller learns the process froze).
+  if (Status s = signal_freeze(); !s.ok()) return s;
   return post("freeze", {});
 }
 

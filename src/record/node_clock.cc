@@ -82,7 +82,8 @@ NodeIdentity node_identity() {
   return id;
 }
 
-file::NodePayload node_payload(const std::vector<const Trace*>& processes) {
+file::NodePayload node_payload(const std::vector<const Trace*>& processes,
+                               const ClockSync* known_sync) {
   file::NodePayload n;
   std::memset(&n, 0, sizeof(n));
   n.magic = file::kNodeMagic;
@@ -103,7 +104,7 @@ file::NodePayload node_payload(const std::vector<const Trace*>& processes) {
   file::set_node_text(n.machine_id, sizeof(n.machine_id), id.machine_id);
   file::set_node_text(n.boot_id, sizeof(n.boot_id), id.boot_id);
 
-  const ClockSync sync = read_clock_sync();
+  const ClockSync sync = known_sync != nullptr ? *known_sync : read_clock_sync();
   n.sync_source = static_cast<uint32_t>(sync.source);
   n.sync_flags = sync.synchronised ? 1 : 0;
   n.sync_offset_ns = sync.offset_ns;
@@ -134,8 +135,9 @@ file::NodePayload node_payload(const std::vector<const Trace*>& processes) {
   return n;
 }
 
-Status write_node_chunk(FileWriter& out, const std::vector<const Trace*>& processes) {
-  const file::NodePayload n = node_payload(processes);
+Status write_node_chunk(FileWriter& out, const std::vector<const Trace*>& processes,
+                        const ClockSync* sync) {
+  const file::NodePayload n = node_payload(processes, sync);
   return out.write_chunk(file::ChunkType::kNode, &n, sizeof(n));
 }
 

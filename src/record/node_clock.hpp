@@ -11,6 +11,7 @@
 #include "base/node_meta.hpp"
 #include "nanotrace/reader.hpp"
 #include "nanotrace/status.hpp"
+#include "record/clock_sync.hpp"
 #include "record/file_writer.hpp"
 
 namespace nanotrace::rec {
@@ -27,11 +28,15 @@ NodeIdentity node_identity();
 
 // The NODE payload of a file holding `processes` (process index = position; the first sets the
 // clock kind and rate): identity, 8 bracketed clock pairs taken now, clock sync, and the first
-// of the processes whose trigger fired (from its segment header, as it is now).
-file::NodePayload node_payload(const std::vector<const Trace*>& processes);
+// of the processes whose trigger fired (from its segment header, as it is now). sync: the
+// clock-sync daemon's view if the caller holds a recent one (a fleet agent asks every 10 s
+// on a thread of its own), else it is asked now (a client run: a millisecond or two of CPU).
+file::NodePayload node_payload(const std::vector<const Trace*>& processes,
+                               const ClockSync* sync = nullptr);
 
 // Appends it as a NODE chunk.
-Status write_node_chunk(FileWriter& out, const std::vector<const Trace*>& processes);
+Status write_node_chunk(FileWriter& out, const std::vector<const Trace*>& processes,
+                        const ClockSync* sync = nullptr);
 inline Status write_node_chunk(FileWriter& out, const Trace& trace) {
   return write_node_chunk(out, std::vector<const Trace*>{&trace});
 }

@@ -10,6 +10,7 @@
 
 #include "kernel/kernel_capture.hpp"
 #include "nanotrace/record.hpp"
+#include "record/clock_sync.hpp"
 
 namespace nanotrace::rec {
 
@@ -17,9 +18,11 @@ namespace nanotrace::rec {
 // with flight, then the kernel's last events from the oldest user record in the file on
 // (summary.kernel_pages and kernel_lost say what the window held). The FileHeader's pid and
 // kind are the first trace's (a snapshot of a live process, a recovery of a dead one).
+// sync: the clock-sync view for the NODE chunk, if the caller holds one (node_payload).
 // Errors: kIoError.
 Result<RecordSummary> write_snapshot_of(const std::vector<Trace*>& traces,
                                         const std::string& output, bool compress,
-                                        kernel::KernelCapture* flight);
+                                        kernel::KernelCapture* flight,
+                                        const ClockSync* sync = nullptr);
 
 }  // namespace nanotrace::rec

@@ -157,6 +157,8 @@ void* control_loop(void*) {
       word = &h->control_seq;
       seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
       rt.process_trigger_request_locked();
+      // A freeze signalled without a request (a fleet agent's, from any of its threads).
+      rt.process_freeze_request_locked();
       rt.apply_groups_locked();
       // Not in the first 10 ms: a short-lived program should not pay for rings it never uses
       // (nor wait at exit for their allocation).

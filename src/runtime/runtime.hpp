@@ -187,6 +187,9 @@ class Runtime {
   void forget_freeze_requests();
   // Handles a request a controller wrote into the segment (arm/disarm/resume).
   void process_trigger_request_locked();
+  // Freezes the rings if a controller bumped freeze_seq since the last freeze or resume (a
+  // freeze signalled without a request, for a process that writes nothing).
+  void process_freeze_request_locked();
   // Value of a site's enable byte: 0 off, 1 on, 2 on and watched by the trigger.
   uint8_t site_state_locked(const detail::Site* site, bool group_enabled) const;
   // Forgets the trigger's process-local state (fork child).

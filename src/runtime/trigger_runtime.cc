@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -48,6 +49,16 @@ std::atomic<uint16_t> g_fire_id{0};
 // The header's freeze_seq as of the last freeze on request (or resume): a writer that finds
 // it changed freezes the rings.
 std::atomic<uint32_t> g_freeze_seen{0};
+// The clock value of the last resume or arm (or the segment's start): a freeze_request_ticks
+// not after it belongs to a request already answered.
+std::atomic<uint64_t> g_requests_after{0};
+
+// The time a freeze asked through freeze_seq takes effect: the controller's stamp if it is
+// one of this request (after the last resume, not in the future), else now.
+uint64_t request_ticks(const abi::SegmentHeader* h, uint64_t now) {
+  const uint64_t asked = __atomic_load_n(&h->freeze_request_ticks, __ATOMIC_RELAXED);
+  return asked > g_requests_after.load(std::memory_order_relaxed) && asked <= now ? asked : now;
+}
 
 // A fired or frozen state also wakes whoever waits on the word (a fleet agent): once per
 // firing, never on the path of an ordinary record.
@@ -75,14 +86,19 @@ bool is_idle_phase(uint32_t phase) {
 // REQUIRES: mu held. Every site's enable byte from its group and the trigger phase.
 void reapply(Runtime& rt) { rt.apply_groups_locked(); }
 
-// The window is over: the rings stop here. Lock-free; the first caller wins.
-void freeze(Runtime& rt) {
+// The window is over: the rings stop here (or at `at`, a request's time, if not 0). Lock-free;
+// the first caller wins.
+void freeze(Runtime& rt, uint64_t at = 0) {
   uint32_t expected = static_cast<uint32_t>(TriggerState::kFired);
   if (!g_phase.compare_exchange_strong(expected, static_cast<uint32_t>(TriggerState::kFrozen))) {
     return;
   }
   abi::SegmentHeader* h = rt.segment.header();
-  store_fact(&h->frozen_ticks, detail::now_ticks());
+  // A request made before the match ends the window at the match.
+  const uint64_t stamp = at != 0
+                             ? std::max(at, __atomic_load_n(&h->trigger_ticks, __ATOMIC_RELAXED))
+                             : detail::now_ticks();
+  store_fact(&h->frozen_ticks, stamp);
   set_state(h, TriggerState::kFrozen);
 }
 
@@ -148,12 +164,12 @@ void complete_fire(Runtime& rt) {
   sys::futex_wake_all(reinterpret_cast<uint32_t*>(&g_phase));
 }
 
-// Freezes as of now with no matching record (a controller's request). REQUIRES: g_firing
-// taken by the caller, so that no match fires meanwhile. The phase first, then every check:
-// a writer between its own check store and its fence sees one of them.
-void freeze_unmatched(Runtime& rt) {
+// Freezes as of now (or `at`, if not 0) with no matching record (a controller's request).
+// REQUIRES: g_firing taken by the caller, so that no match fires meanwhile. The phase first,
+// then every check: a writer between its own check store and its fence sees one of them.
+void freeze_unmatched(Runtime& rt, uint64_t at = 0) {
   abi::SegmentHeader* h = rt.segment.header();
-  const uint64_t ticks = detail::now_ticks();
+  const uint64_t ticks = at != 0 ? at : detail::now_ticks();
   store_fact(&h->trigger_event, 0);
   store_fact(&h->trigger_ticks, ticks);
   store_fact(&h->trigger_tid, 0);
@@ -168,8 +184,9 @@ void freeze_unmatched(Runtime& rt) {
 // A writer's slow path found freeze_seq changed: it freezes the rings itself, without waiting
 // for the control thread to be scheduled, if it can take the runtime's lock at once (never
 // waiting: the control thread, or whoever holds it, then handles the request, and until then
-// this thread's records keep coming here). Under the lock a resume cannot slip in between:
-// a request a resume already answered is not taken again.
+// this thread's records come here and are dropped: they began after the freeze was asked).
+// Under the lock a resume cannot slip in between: a request a resume already answered is not
+// taken again.
 void freeze_on_request(Runtime& rt, uint32_t wanted) {
   std::unique_lock lock(rt.mu, std::try_to_lock);
   if (!lock.owns_lock() || !rt.started.load(std::memory_order_acquire)) return;
@@ -196,7 +213,10 @@ void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& s
 TriggerGate trigger_gate() noexcept {
   Runtime& rt = Runtime::instance();
   const uint32_t wanted = __atomic_load_n(&rt.segment.header()->freeze_seq, __ATOMIC_ACQUIRE);
-  if (wanted != g_freeze_seen.load(std::memory_order_relaxed)) freeze_on_request(rt, wanted);
+  if (wanted != g_freeze_seen.load(std::memory_order_relaxed)) {
+    freeze_on_request(rt, wanted);
+    if (wanted != g_freeze_seen.load(std::memory_order_relaxed)) return TriggerGate::kDeny;
+  }
   uint32_t phase = g_phase.load(std::memory_order_acquire);
   if (phase == kFiring) {
     complete_fire(Runtime::instance());  // help a firing thread that may be descheduled
@@ -236,6 +256,7 @@ void Runtime::reset_trigger_after_fork() {
   g_firing.store(false, std::memory_order_relaxed);
   g_completing.store(false, std::memory_order_relaxed);
   g_freeze_seen.store(0, std::memory_order_relaxed);  // the child's new segment starts at 0
+  g_requests_after.store(0, std::memory_order_relaxed);
 }
 
 uint8_t Runtime::site_state_locked(const detail::Site* site, bool group_enabled) const {
@@ -282,6 +303,7 @@ Status Runtime::arm_locked(const std::string& expression, uint64_t after_events,
   h->trigger_after_ns = after_ns;
   g_firing.store(false, std::memory_order_release);
   g_completing.store(false, std::memory_order_release);
+  g_requests_after.store(detail::now_ticks(), std::memory_order_relaxed);
   g_phase.store(static_cast<uint32_t>(TriggerState::kArmed), std::memory_order_release);
   set_state(h, TriggerState::kArmed);
   reapply(*this);
@@ -320,6 +342,7 @@ Status Runtime::resume_locked() {
   // made so far are answered.
   g_freeze_seen.store(__atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE),
                       std::memory_order_relaxed);
+  g_requests_after.store(detail::now_ticks(), std::memory_order_relaxed);
   auto next = armed ? TriggerState::kArmed : TriggerState::kNone;
   g_firing.store(false, std::memory_order_release);
   g_completing.store(false, std::memory_order_release);
@@ -332,12 +355,19 @@ Status Runtime::resume_locked() {
 void Runtime::forget_freeze_requests() {
   g_freeze_seen.store(__atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE),
                       std::memory_order_relaxed);
+  g_requests_after.store(detail::now_ticks(), std::memory_order_relaxed);
 }
 
 Status Runtime::freeze_locked() {
   if (!started) return Status::NotFound("tracing is not running");
   abi::SegmentHeader* h = segment.header();
-  g_freeze_seen.store(__atomic_load_n(&h->freeze_seq, __ATOMIC_ACQUIRE), std::memory_order_relaxed);
+  // Asked through freeze_seq (a controller's signal): the freeze is as of the request, since
+  // every record begun after it is dropped (trigger_gate).
+  const uint32_t wanted = __atomic_load_n(&h->freeze_seq, __ATOMIC_ACQUIRE);
+  const uint64_t at = wanted != g_freeze_seen.load(std::memory_order_relaxed)
+                          ? request_ticks(h, detail::now_ticks())
+                          : 0;
+  g_freeze_seen.store(wanted, std::memory_order_relaxed);
   auto phase = g_phase.load(std::memory_order_acquire);
   if (phase == static_cast<uint32_t>(TriggerState::kFrozen)) return Status::Ok();
   // A match firing now (or its window running) wins: its facts stay, its window ends here.
@@ -353,14 +383,20 @@ Status Runtime::freeze_locked() {
       }
     }
     if (g_phase.load(std::memory_order_acquire) == kFiring) complete_fire(*this);
-    freeze(*this);
+    freeze(*this, at);
     if (g_phase.load(std::memory_order_acquire) != static_cast<uint32_t>(TriggerState::kFrozen)) {
       return Status::IoError("a firing in progress did not complete");
     }
     return Status::Ok();
   }
-  freeze_unmatched(*this);
+  freeze_unmatched(*this, at);
   return Status::Ok();
+}
+
+void Runtime::process_freeze_request_locked() {
+  if (!started) return;
+  const uint32_t wanted = __atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE);
+  if (wanted != g_freeze_seen.load(std::memory_order_relaxed)) (void)freeze_locked();
 }
 
 void Runtime::process_trigger_request_locked() {

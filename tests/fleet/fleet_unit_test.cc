@@ -126,6 +126,47 @@ TEST(ProtocolTest, RefusesMalformedAndHostileMessages) {
   EXPECT_TRUE(valid_name("node-3_a"));
 }
 
+// A fetch's chunk, plain or zstd: a compressed answer is taken only when it decompresses,
+// whole, to at most one chunk (the answer is untrusted); an agent's error comes back as one.
+TEST(ProtocolTest, FetchAnswersCompressOnlyWhenAskedAndAreCheckedWhenRead) {
+  auto request = FetchRequest::parse(R"({"file":"x.nt","offset":0,"length":10,"zstd":true})");
+  ASSERT_TRUE(request.ok());
+  EXPECT_TRUE(request->zstd);
+  EXPECT_FALSE(FetchRequest::parse(R"({"file":"x.nt","zstd":"yes"})").ok());
+  auto round_trip = FetchRequest::parse(FetchRequest{"y.nt", 5, 7, true}.to_json());
+  ASSERT_TRUE(round_trip.ok());
+  EXPECT_TRUE(round_trip->zstd);
+
+  std::string text(200000, 'a');
+  for (size_t i = 0; i < text.size(); i += 7) text[i] = static_cast<char>('a' + i % 23);
+  const std::string plain = fetch_answer(text, false);
+  EXPECT_EQ(plain[0], 'D');
+  const std::string packed = fetch_answer(text, true);
+  ASSERT_EQ(packed[0], 'Z');
+  EXPECT_LT(packed.size(), text.size() / 4);
+  for (const std::string* answer : {&plain, &packed}) {
+    auto back = fetch_answer_bytes(*answer);
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(*back, text);
+  }
+  EXPECT_EQ(fetch_answer("", true), "D");  // nothing to compress
+  auto error = fetch_answer_bytes("Erefused: ../x");
+  EXPECT_EQ(error.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(error.status().message(), "refused: ../x");
+
+  std::string damaged = packed;
+  damaged[damaged.size() / 2] ^= 0x5a;
+  damaged.resize(damaged.size() - 3);
+  EXPECT_EQ(fetch_answer_bytes(damaged).status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(fetch_answer_bytes("Znot a frame").status().code(), StatusCode::kCorrupt);
+  EXPECT_EQ(fetch_answer_bytes("X").status().code(), StatusCode::kCorrupt);
+  EXPECT_FALSE(fetch_answer_bytes("").ok());
+  // More than a chunk once decompressed: refused, whatever the frame says.
+  const std::string big = fetch_answer(std::string(kFetchChunk + 1, 'b'), true);
+  ASSERT_EQ(big[0], 'Z');
+  EXPECT_EQ(fetch_answer_bytes(big).status().code(), StatusCode::kCorrupt);
+}
+
 // Event and process names come from segments: bytes that are not UTF-8 must not throw out of
 // the agent when its messages and manifests are written.
 TEST(ProtocolTest, NamesThatAreNotUtf8AreReplacedNotThrown) {

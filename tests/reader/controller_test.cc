@@ -4,7 +4,9 @@
 #include "nanotrace/controller.hpp"
 
 #include <gtest/gtest.h>
+#include <time.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include <memory>
 #include <string>
@@ -169,6 +171,52 @@ TEST(ControllerTest, FreezesOnRequestAndResumes) {
   EXPECT_EQ(t->state, abi::TriggerState::kFrozen);
   EXPECT_NE(t->event, 0u);
   EXPECT_GE(t->frozen_ticks, t->ticks);
+  child.close_stdin();
+  child.wait();
+}
+
+uint64_t process_clock_now(const Controller& c) {
+  if (c.process().clock == abi::ClockKind::kTsc) {
+    unsigned aux;
+    return __rdtscp(&aux);
+  }
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A freeze signalled without a request (a fleet agent's, from its broker's thread): a process
+// that writes nothing is frozen by its control thread, as of the signal, not as of when that
+// thread ran; resume() then takes the signal as answered.
+TEST(ControllerTest, SignalledFreezeStampsTheRequestsTime) {
+  testing::ChildProcess child({kProducer, "--events", "100", "--hold"}, {});
+  pid_t pid = start(child);
+  auto control = Controller::attach(std::to_string(pid));
+  ASSERT_TRUE(control.ok()) << control.status().message();
+  Controller& c = **control;
+  for (int round = 0; round < 2; ++round) {
+    const uint64_t before = process_clock_now(c);
+    ASSERT_TRUE(c.signal_freeze().ok());
+    const uint64_t after = process_clock_now(c);
+    for (int i = 0; i < 3000 && c.trigger_state() != abi::TriggerState::kFrozen; ++i) {
+      usleep(1000);
+    }
+    ASSERT_EQ(c.trigger_state(), abi::TriggerState::kFrozen) << "round " << round;
+    auto t = c.trigger();
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(t->event, 0u);
+    EXPECT_GE(t->frozen_ticks, before);
+    EXPECT_LE(t->frozen_ticks, after);
+    EXPECT_EQ(t->ticks, t->frozen_ticks);
+    ASSERT_TRUE(c.resume().ok());
+    EXPECT_EQ(c.trigger_state(), abi::TriggerState::kNone);
+  }
+  // A plain request after a signalled one is stamped when handled, not with the old stamp.
+  const uint64_t before = process_clock_now(c);
+  ASSERT_TRUE(c.freeze().ok());
+  auto t = c.trigger();
+  ASSERT_TRUE(t.ok());
+  EXPECT_GE(t->frozen_ticks, before);
   child.close_stdin();
   child.wait();
 }

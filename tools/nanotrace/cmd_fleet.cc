@@ -28,6 +28,8 @@ Result<std::unique_ptr<fleet::FleetClient>> connect(const FleetCommands& c) {
   o.fleet = c.fleet_name;
   o.nodes = c.nodes;
   o.timeout_ms = c.timeout_ms;
+  o.parallel = c.parallel;
+  o.zstd = !c.no_zstd;
   return fleet::FleetClient::connect(o);
 }
 
@@ -72,8 +74,12 @@ int collect(fleet::FleetClient& client, const FleetCommands& c, const std::strin
       c.dir.empty() ? "fleet-" + (round.empty() ? std::string("latest") : round) : c.dir;
   auto r = client.collect(round, dir, static_cast<int>(*wait / 1000000));
   if (!r.ok()) return fail(r.status());
-  fmt::print("round {}: {} files from {} nodes, {:.1f} MiB in {:.2f} s into {}\n", r->round,
-             r->files, r->nodes, static_cast<double>(r->bytes) / (1 << 20), r->seconds, dir);
+  fmt::print("round {}: {} files from {} nodes, {:.1f} MiB in {:.2f} s into {}", r->round, r->files,
+             r->nodes, static_cast<double>(r->bytes) / (1 << 20), r->seconds, dir);
+  if (!c.no_zstd) {
+    fmt::print(" ({:.1f} MiB over the broker)", static_cast<double>(r->wire_bytes) / (1 << 20));
+  }
+  fmt::print("\n");
   for (const std::string& e : r->errors) fmt::print(stderr, "nanotrace: {}\n", e);
   return r->errors.empty() ? 0 : 1;
 }
@@ -250,15 +256,27 @@ void register_fleet_commands(CLI::App& app, FleetCommands* c) {
   c->snapshot->add_option("--dir", c->dir, "where to collect (default: fleet-ROUND)");
   c->snapshot->add_option("--wait", c->wait, "how long to wait for the nodes")
       ->capture_default_str();
+  c->snapshot->add_option("--parallel", c->parallel, "nodes copied at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  c->snapshot->add_flag("--no-zstd", c->no_zstd,
+                        "ask the agents for uncompressed chunks (default: zstd)");
   c->collect = sub("collect", "Gather a round's snapshots from every node");
   c->collect->add_option("--round", c->round, "the round (default: the latest)");
   c->collect->add_option("--dir", c->dir, "where to collect (default: fleet-ROUND)");
   c->collect->add_option("--wait", c->wait, "how long to wait for --nodes nodes to hold it")
       ->capture_default_str();
+  c->collect->add_option("--parallel", c->parallel, "nodes copied at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  c->collect->add_flag("--no-zstd", c->no_zstd,
+                       "ask the agents for uncompressed chunks (default: zstd)");
   c->fetch = sub("fetch", "Copy one file of a node's spool");
   c->fetch->add_option("NODE", c->fetch_node, "the node")->required();
   c->fetch->add_option("FILE", c->fetch_file, "a file of its spool")->required();
   c->fetch->add_option("-o,--output", c->output, "where to write it (a new file)")->required();
+  c->fetch->add_flag("--no-zstd", c->no_zstd,
+                     "ask the agent for uncompressed chunks (default: zstd)");
 }
 
 bool run_fleet_commands(const FleetCommands& c, int* status) {

@@ -29,6 +29,8 @@ struct FleetCommands {
   std::string expression, before, after, dir, round, wait = "10s";
   std::string fetch_node, fetch_file, output;
   size_t nodes = 0;
+  size_t parallel = 4;
+  bool no_zstd = false;
   int timeout_ms = 3000;
   bool json = false;
 };
