@@ -2,8 +2,8 @@
 // given time or until stdin closes. Used by the trace file tests and by
 // scripts/record-bench.sh.
 //
-//   paced_producer [--threads T] [--rate EVENTS_PER_S_PER_THREAD] [--seconds S] [--go]
-//                  [--fields 4|2] [--spans]
+//   paced_producer [--threads T] [--rate EVENTS_PER_S_PER_THREAD] [--seconds S] [--events N]
+//                  [--go] [--fields 4|2] [--spans]
 //
 // --fields 4 (default): test:rec, 40 bytes, the same thread + seq + value + checksum payload as
 // tests/runtime/producer.cc. --fields 2: test:rec2 "seq={} check={}", 24 bytes, the size of a
@@ -13,9 +13,10 @@
 // --spans: each batch of 256 records is also a pair test:span_begin "id={} pid={}" ..
 // test:span_end "id={}" (id: pid << 40 | thread << 32 | batch number, unique across
 // processes), for latency across processes.
-// --rate 0 writes at full speed. --go waits for stdin to close (or a line) before starting.
-// Prints "pid <pid>" first and, at the end, "done <records> <seconds>" (records of all threads,
-// wall time of the producing phase).
+// --events N: each thread stops after N records (rounded up to a batch of 256), the same work
+// on any machine; --seconds S stops after S seconds. --rate 0 writes at full speed. --go waits for
+// stdin to close (or a line) before starting. Prints "pid <pid>" first and, at the end, "done
+// <records> <seconds>" (records of all threads, wall time of the producing phase).
 #include <poll.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,14 +45,15 @@ double now_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-void produce(uint64_t thread, double rate, double seconds, int fields, bool spans,
+void produce(uint64_t thread, double rate, double seconds, uint64_t events, int fields, bool spans,
              std::atomic<uint64_t>* total) {
   const uint64_t pid = static_cast<uint64_t>(getpid());
   const double t0 = now_s();
   uint64_t seq = 0;
   for (;;) {
     double t = now_s() - t0;
-    if (seq > 0 && (g_stop.load(std::memory_order_relaxed) || (seconds > 0 && t >= seconds))) {
+    if (seq > 0 && (g_stop.load(std::memory_order_relaxed) || (seconds > 0 && t >= seconds) ||
+                    (events > 0 && seq >= events))) {
       break;
     }
     if (rate > 0) {
@@ -89,6 +91,7 @@ void produce(uint64_t thread, double rate, double seconds, int fields, bool span
 int main(int argc, char** argv) {
   uint64_t threads = 1;
   double rate = 0, seconds = 0;
+  uint64_t events = 0;
   int fields = 4;
   bool go = false, spans = false;
   for (int i = 1; i < argc; ++i) {
@@ -99,6 +102,8 @@ int main(int argc, char** argv) {
       rate = arg();
     } else if (!std::strcmp(argv[i], "--seconds")) {
       seconds = arg();
+    } else if (!std::strcmp(argv[i], "--events")) {
+      events = static_cast<uint64_t>(arg());
     } else if (!std::strcmp(argv[i], "--fields")) {
       fields = static_cast<int>(arg());
       if (fields != 2 && fields != 4) return 2;
@@ -121,8 +126,8 @@ int main(int argc, char** argv) {
   double t0 = now_s();
   std::vector<std::thread> pool;
   for (uint64_t t = 0; t < threads; ++t)
-    pool.emplace_back(produce, t, rate, seconds, fields, spans, &total);
-  if (seconds <= 0) {
+    pool.emplace_back(produce, t, rate, seconds, events, fields, spans, &total);
+  if (seconds <= 0 && events == 0) {
     // Until stdin closes.
     char buf[64];
     while (read(0, buf, sizeof(buf)) > 0) {

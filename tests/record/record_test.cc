@@ -81,7 +81,7 @@ struct PacedRecording {
 PacedRecording record_paced(const std::string& mode, const std::string& name,
                             const std::string& copy = "") {
   PacedRecording run;
-  ChildProcess producer({kPacedProducer, "--threads", "2", "--rate", "0", "--seconds", "0.3",
+  ChildProcess producer({kPacedProducer, "--threads", "2", "--rate", "0", "--events", "300000",
                          "--fields", "2", "--go"},
                         {"NANOTRACE_MODE=" + mode, "NANOTRACE_BUFFER=64K", "NANOTRACE_KEEP=1"});
   run.pid = testing::read_pid(producer);
