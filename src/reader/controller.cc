@@ -95,7 +95,9 @@ Status Controller::await_answer(uint32_t seq) {
   if (h == nullptr) return Status::Invalid("segment opened read-only");
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   auto pause = std::chrono::microseconds(50);
-  while (std::chrono::steady_clock::now() < deadline) {
+  for (bool last = false; !last;) {
+    // Looked at once more after the deadline: this thread may have slept past it.
+    last = std::chrono::steady_clock::now() >= deadline;
     // Handled? (The state does not tell: an armed trigger may fire before anyone sees it.)
     // The process writes trigger_error_seq before trigger_done_seq.
     if (__atomic_load_n(&h->trigger_done_seq, __ATOMIC_ACQUIRE) == seq) {
@@ -103,7 +105,7 @@ Status Controller::await_answer(uint32_t seq) {
       return Status::Invalid(
           std::string(h->trigger_error, ::strnlen(h->trigger_error, sizeof(h->trigger_error))));
     }
-    std::this_thread::sleep_for(pause);
+    if (!last) std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(2000));
   }
   return Status::IoError("process " + std::to_string(trace_->process().pid) +

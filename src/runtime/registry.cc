@@ -303,8 +303,7 @@ bool register_sites(Site* const* begin, Site* const* end) noexcept {
   } else if (started && !rt.config.trigger.empty() && !rt.armed) {
     rt.arm_from_environment_locked();  // its event may be in the module registered just now
   } else if (started && rt.armed) {
-    // Bind the armed expression to the new module's sites too.
-    (void)rt.arm_locked(rt.armed->expression.text, rt.armed->after_events, rt.armed->after_ns);
+    rt.rebind_trigger_locked();  // the new module's sites may match it too
   } else {
     rt.apply_groups_locked();
   }

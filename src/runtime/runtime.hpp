@@ -179,7 +179,10 @@ class Runtime {
   // Arms NANOTRACE_TRIGGER if it is set and not armed yet: at start, and each time a module
   // registers its tracepoints (the event may be in one loaded later).
   void arm_from_environment_locked();
-  void disarm_locked();
+  Status disarm_locked();
+  // The armed expression bound again, to the sites of a module registered since; the phase
+  // (armed, fired or frozen) stays.
+  void rebind_trigger_locked();
   Status resume_locked();
   // Freezes the rings now, as a trigger's end of window does, on a controller's request.
   Status freeze_locked();
@@ -206,6 +209,12 @@ class Runtime {
   const ArmedTrigger* armed = nullptr;
   // Triggers armed before: kept (reachable, never freed) for threads that may still read one.
   std::vector<const ArmedTrigger*> retired_triggers;
+  // REQUIRES: mu held. The expression bound to the registered sites (an error if none has
+  // the event and fields it names), not armed yet.
+  Result<const ArmedTrigger*> bind_trigger_locked(const std::string& expression,
+                                                  uint64_t after_events, uint64_t after_ns);
+  // REQUIRES: mu held. Publishes `next` (or none) to the writers, retiring the one armed.
+  void replace_armed_locked(const ArmedTrigger* next);
   uint32_t trigger_requests_seen = 0;
   bool environment_trigger_warned = false;
 

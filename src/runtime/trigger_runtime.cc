@@ -13,6 +13,13 @@
 // one record each thread had reserved before the switch. The first record past the window
 // freezes the rings: the slow path drops every record and never starts a block until
 // `resume`.
+//
+// The right to fire is one token (g_firing). A matching writer takes it; so does the control
+// side (arm, disarm, resume, a freeze on request) before it changes the trigger, after
+// letting a firing that holds it complete. Each change starts a new round (g_round): a writer
+// that matched in an earlier round and wins the token afterwards gives it back unused. The
+// segment's trigger_state shows the phase: whoever changes the phase publishes it, again if
+// it changed meanwhile, so the last change is what readers see.
 #include <sched.h>
 #include <unistd.h>
 
@@ -39,8 +46,9 @@ std::atomic<uint32_t> g_phase{static_cast<uint32_t>(TriggerState::kNone)};
 std::atomic<int64_t> g_remaining{0};
 std::atomic<uint64_t> g_deadline{0};  // clock value; 0 = count events
 std::atomic<const Runtime::ArmedTrigger*> g_armed{nullptr};
-std::atomic<bool> g_firing{false};      // the first matching thread takes it; reset on arm
+std::atomic<bool> g_firing{false};      // the token: the first matching thread takes it
 std::atomic<bool> g_completing{false};  // whoever completes the firing takes it
+std::atomic<uint32_t> g_round{0};       // bumped by each arm, disarm and resume
 // The match being fired (valid in kFiring): its unpublished record and its thread's slot.
 std::atomic<uint64_t*> g_fire_record{nullptr};
 std::atomic<abi::ThreadSlot*> g_fire_slot{nullptr};
@@ -60,12 +68,22 @@ uint64_t request_ticks(const abi::SegmentHeader* h, uint64_t now) {
   return asked > g_requests_after.load(std::memory_order_relaxed) && asked <= now ? asked : now;
 }
 
-// A fired or frozen state also wakes whoever waits on the word (a fleet agent): once per
-// firing, never on the path of an ordinary record.
-void set_state(abi::SegmentHeader* h, TriggerState s) {
-  __atomic_store_n(&h->trigger_state, static_cast<uint32_t>(s), __ATOMIC_RELEASE);
-  if (s == TriggerState::kFired || s == TriggerState::kFrozen) {
-    sys::futex_wake_all(&h->trigger_state);
+// Shows the phase in the segment (a firing in progress shows as armed). Two threads may
+// change the phase one after the other and publish in the other order: each publishes
+// again until what it stored is the phase. A fired or frozen state also wakes whoever
+// waits on the word (a fleet agent): once per firing, never on the path of an ordinary record.
+void publish_state(abi::SegmentHeader* h) {
+  uint32_t phase = g_phase.load(std::memory_order_seq_cst);
+  for (;;) {
+    const uint32_t shown = phase == kFiring ? static_cast<uint32_t>(TriggerState::kArmed) : phase;
+    __atomic_store_n(&h->trigger_state, shown, __ATOMIC_SEQ_CST);
+    if (shown == static_cast<uint32_t>(TriggerState::kFired) ||
+        shown == static_cast<uint32_t>(TriggerState::kFrozen)) {
+      sys::futex_wake_all(&h->trigger_state);
+    }
+    const uint32_t now = g_phase.load(std::memory_order_seq_cst);
+    if (now == phase) return;
+    phase = now;
   }
 }
 
@@ -99,7 +117,7 @@ void freeze(Runtime& rt, uint64_t at = 0) {
                              ? std::max(at, __atomic_load_n(&h->trigger_ticks, __ATOMIC_RELAXED))
                              : detail::now_ticks();
   store_fact(&h->frozen_ticks, stamp);
-  set_state(h, TriggerState::kFrozen);
+  publish_state(h);
 }
 
 // Sends every writer through the slow path for its next record.
@@ -160,13 +178,14 @@ void complete_fire(Runtime& rt) {
   auto next = freeze_now ? TriggerState::kFrozen : TriggerState::kFired;
   if (freeze_now) store_fact(&h->frozen_ticks, ticks);
   g_phase.store(static_cast<uint32_t>(next), std::memory_order_seq_cst);
-  set_state(h, next);
+  publish_state(h);
   sys::futex_wake_all(reinterpret_cast<uint32_t*>(&g_phase));
 }
 
 // Freezes as of now (or `at`, if not 0) with no matching record (a controller's request).
-// REQUIRES: g_firing taken by the caller, so that no match fires meanwhile. The phase first,
-// then every check: a writer between its own check store and its fence sees one of them.
+// REQUIRES: the token taken by the caller, so that no match fires meanwhile. The phase
+// first, then every check: a writer between its own check store and its fence sees one of
+// them.
 void freeze_unmatched(Runtime& rt, uint64_t at = 0) {
   abi::SegmentHeader* h = rt.segment.header();
   const uint64_t ticks = at != 0 ? at : detail::now_ticks();
@@ -178,7 +197,46 @@ void freeze_unmatched(Runtime& rt, uint64_t at = 0) {
   store_fact(&h->frozen_ticks, ticks);
   g_phase.store(static_cast<uint32_t>(TriggerState::kFrozen), std::memory_order_seq_cst);
   zero_every_check(rt);
-  set_state(h, TriggerState::kFrozen);
+  publish_state(h);
+}
+
+enum class Token { kOurs, kFiringDone, kStuck };
+
+// REQUIRES: mu held (so no other controller-side change runs). Takes the token before the
+// trigger changes. Held by a writer that matched: that firing is completed first (helped,
+// or waited for: a writer holds the token for a few stores, unless it is descheduled, or
+// gives it back if its round is over). kFiringDone: a firing holds it and is complete (the
+// phase is fired or frozen); the caller may change the phase. kStuck: a writer holding it
+// did not go on within about a second; nothing may change.
+Token take_token(Runtime& rt) {
+  for (int i = 0; i < 20000; ++i) {
+    if (!g_firing.exchange(true, std::memory_order_acq_rel)) return Token::kOurs;
+    const uint32_t phase = g_phase.load(std::memory_order_acquire);
+    if (phase == kFiring) {
+      complete_fire(rt);
+      continue;
+    }
+    if (!is_idle_phase(phase)) return Token::kFiringDone;
+    if (i < 64) {
+      __builtin_ia32_pause();
+    } else {
+      sched_yield();
+    }
+  }
+  return Token::kStuck;
+}
+
+Status stuck_firing() { return Status::IoError("a firing in progress did not complete"); }
+
+// REQUIRES: the token taken. A new round in `phase`; the token is given back last, so a
+// writer that wins it next sees the new round.
+void start_round(abi::SegmentHeader* h, TriggerState phase) {
+  g_completing.store(false, std::memory_order_release);
+  g_round.fetch_add(1, std::memory_order_acq_rel);
+  g_requests_after.store(detail::now_ticks(), std::memory_order_relaxed);
+  g_phase.store(static_cast<uint32_t>(phase), std::memory_order_seq_cst);
+  publish_state(h);
+  g_firing.store(false, std::memory_order_release);
 }
 
 // A writer's slow path found freeze_seq changed: it freezes the rings itself, without waiting
@@ -266,9 +324,9 @@ uint8_t Runtime::site_state_locked(const detail::Site* site, bool group_enabled)
   return 1;
 }
 
-Status Runtime::arm_locked(const std::string& expression, uint64_t after_events,
-                           uint64_t after_ns) {
-  if (!started) return Status::NotFound("tracing is not running");
+Result<const Runtime::ArmedTrigger*> Runtime::bind_trigger_locked(const std::string& expression,
+                                                                  uint64_t after_events,
+                                                                  uint64_t after_ns) {
   auto parsed = Trigger::parse(expression);
   if (!parsed.ok()) return parsed.status();
   std::unordered_map<const detail::Site*, std::vector<uint32_t>> fields;
@@ -293,21 +351,42 @@ Status Runtime::arm_locked(const std::string& expression, uint64_t after_events,
     fields[site] = bound.value();
   }
   if (fields.empty()) return last_error;
-  abi::SegmentHeader* h = segment.header();
+  return new ArmedTrigger{std::move(parsed.value()), std::move(fields), after_events, after_ns};
+}
+
+// A trigger a writer may still be testing is retired, never freed.
+void Runtime::replace_armed_locked(const ArmedTrigger* next) {
   if (armed != nullptr) retired_triggers.push_back(armed);
-  armed = new ArmedTrigger{std::move(parsed.value()), std::move(fields), after_events, after_ns};
+  armed = next;
   g_armed.store(armed, std::memory_order_release);
+}
+
+Status Runtime::arm_locked(const std::string& expression, uint64_t after_events,
+                           uint64_t after_ns) {
+  if (!started) return Status::NotFound("tracing is not running");
+  auto bound = bind_trigger_locked(expression, after_events, after_ns);
+  if (!bound.ok()) return bound.status();
+  if (take_token(*this) == Token::kStuck) {
+    delete *bound;
+    return stuck_firing();
+  }
+  replace_armed_locked(*bound);
+  abi::SegmentHeader* h = segment.header();
   std::memset(h->trigger_expr, 0, sizeof(h->trigger_expr));
   std::strncpy(h->trigger_expr, armed->expression.text.c_str(), sizeof(h->trigger_expr) - 1);
   h->trigger_after_events = after_events;
   h->trigger_after_ns = after_ns;
-  g_firing.store(false, std::memory_order_release);
-  g_completing.store(false, std::memory_order_release);
-  g_requests_after.store(detail::now_ticks(), std::memory_order_relaxed);
-  g_phase.store(static_cast<uint32_t>(TriggerState::kArmed), std::memory_order_release);
-  set_state(h, TriggerState::kArmed);
+  start_round(h, TriggerState::kArmed);
   reapply(*this);
   return Status::Ok();
+}
+
+void Runtime::rebind_trigger_locked() {
+  if (!started || armed == nullptr) return;
+  auto bound = bind_trigger_locked(armed->expression.text, armed->after_events, armed->after_ns);
+  if (!bound.ok()) return;  // it bound before; the new module's sites cannot unbind it
+  replace_armed_locked(*bound);
+  reapply(*this);
 }
 
 void Runtime::arm_from_environment_locked() {
@@ -321,16 +400,19 @@ void Runtime::arm_from_environment_locked() {
                s.code() == StatusCode::kNotFound ? " (armed if a module loaded later has it)" : "");
 }
 
-void Runtime::disarm_locked() {
-  if (armed != nullptr) retired_triggers.push_back(armed);
-  armed = nullptr;
-  g_armed.store(nullptr, std::memory_order_release);
-  g_phase.store(static_cast<uint32_t>(TriggerState::kNone), std::memory_order_release);
-  if (!started) return;
+Status Runtime::disarm_locked() {
+  if (!started) {
+    replace_armed_locked(nullptr);
+    g_phase.store(static_cast<uint32_t>(TriggerState::kNone), std::memory_order_release);
+    return Status::Ok();
+  }
+  if (take_token(*this) == Token::kStuck) return stuck_firing();
+  replace_armed_locked(nullptr);
   abi::SegmentHeader* h = segment.header();
   std::memset(h->trigger_expr, 0, sizeof(h->trigger_expr));
-  set_state(h, TriggerState::kNone);
+  start_round(h, TriggerState::kNone);
   reapply(*this);
+  return Status::Ok();
 }
 
 Status Runtime::resume_locked() {
@@ -338,16 +420,13 @@ Status Runtime::resume_locked() {
   if (phase != TriggerState::kFrozen && phase != TriggerState::kFired) {
     return Status::Invalid("the trigger has not fired");
   }
+  // The firing holds the token; it is taken for the new round only once complete.
+  if (take_token(*this) == Token::kStuck) return stuck_firing();
   // Unfreeze, keeping the same trigger armed for the next occurrence; the freeze requests
   // made so far are answered.
   g_freeze_seen.store(__atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE),
                       std::memory_order_relaxed);
-  g_requests_after.store(detail::now_ticks(), std::memory_order_relaxed);
-  auto next = armed ? TriggerState::kArmed : TriggerState::kNone;
-  g_firing.store(false, std::memory_order_release);
-  g_completing.store(false, std::memory_order_release);
-  g_phase.store(static_cast<uint32_t>(next), std::memory_order_release);
-  set_state(segment.header(), next);
+  start_round(segment.header(), armed ? TriggerState::kArmed : TriggerState::kNone);
   reapply(*this);
   return Status::Ok();
 }
@@ -368,28 +447,20 @@ Status Runtime::freeze_locked() {
                           ? request_ticks(h, detail::now_ticks())
                           : 0;
   g_freeze_seen.store(wanted, std::memory_order_relaxed);
-  auto phase = g_phase.load(std::memory_order_acquire);
-  if (phase == static_cast<uint32_t>(TriggerState::kFrozen)) return Status::Ok();
-  // A match firing now (or its window running) wins: its facts stay, its window ends here.
-  if (phase == kFiring || phase == static_cast<uint32_t>(TriggerState::kFired) ||
-      g_firing.exchange(true, std::memory_order_acq_rel)) {
-    // A matching thread (or a writer freezing on request) that took g_firing changes the
-    // phase a few stores later.
-    for (int i = 0; i < 20000 && is_idle_phase(g_phase.load(std::memory_order_acquire)); ++i) {
-      if (i < 64) {
-        __builtin_ia32_pause();
-      } else {
-        sched_yield();
-      }
-    }
-    if (g_phase.load(std::memory_order_acquire) == kFiring) complete_fire(*this);
-    freeze(*this, at);
-    if (g_phase.load(std::memory_order_acquire) != static_cast<uint32_t>(TriggerState::kFrozen)) {
-      return Status::IoError("a firing in progress did not complete");
-    }
+  if (g_phase.load(std::memory_order_acquire) == static_cast<uint32_t>(TriggerState::kFrozen)) {
     return Status::Ok();
   }
-  freeze_unmatched(*this, at);
+  switch (take_token(*this)) {
+    case Token::kStuck:
+      return stuck_firing();
+    case Token::kOurs:
+      freeze_unmatched(*this, at);  // the token stays taken until the next round
+      return Status::Ok();
+    case Token::kFiringDone:
+      // A match that fired (its window running) wins: its facts stay, its window ends here.
+      freeze(*this, at);
+      return Status::Ok();
+  }
   return Status::Ok();
 }
 
@@ -411,7 +482,7 @@ void Runtime::process_trigger_request_locked() {
   if (text.rfind("arm ", 0) == 0) {
     s = arm_locked(text.substr(4), h->trigger_after_events, h->trigger_after_ns);
   } else if (text == "disarm") {
-    disarm_locked();
+    s = disarm_locked();
   } else if (text == "resume") {
     s = resume_locked();
   } else if (text == "freeze") {
@@ -436,6 +507,7 @@ bool special_event(const Site& site, uint64_t* record) noexcept {
   if (const runtime::RuntimeApi* owner = runtime::g_forward) {
     return owner->special_event(site, record);
   }
+  const uint32_t round = runtime::g_round.load(std::memory_order_acquire);
   auto phase = static_cast<abi::TriggerState>(runtime::g_phase.load(std::memory_order_acquire));
   // After the trigger fired, the slow path accounts for every record; this one was
   // reserved (inside the window, or just before the switch) and is published.
@@ -462,6 +534,12 @@ bool special_event(const Site& site, uint64_t* record) noexcept {
   // One thread wins the race to fire; a record of another that matched at the same time
   // was reserved before the switch and is published like any in flight.
   if (runtime::g_firing.exchange(true, std::memory_order_acq_rel)) return true;
+  // The trigger changed since this record was tested (re-armed, disarmed, resumed): the
+  // token goes back unused.
+  if (runtime::g_round.load(std::memory_order_acquire) != round) {
+    runtime::g_firing.store(false, std::memory_order_release);
+    return true;
+  }
   runtime::fire(Runtime::instance(), *armed, site, record);
   return true;  // the matching record itself is kept
 }
@@ -479,8 +557,7 @@ Status arm_trigger(std::string_view expression, const TriggerWindow& window) {
 Status disarm_trigger() {
   runtime::Runtime& rt = runtime::Runtime::instance();
   std::lock_guard lock(rt.mu);
-  rt.disarm_locked();
-  return Status::Ok();
+  return rt.disarm_locked();
 }
 
 Status resume() {

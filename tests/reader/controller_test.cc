@@ -175,6 +175,44 @@ TEST(ControllerTest, FreezesOnRequestAndResumes) {
   child.wait();
 }
 
+// Re-arming while every writer tests the armed expression: a writer that matched the old
+// one must not fire the new round, and the new round fires once. (Both went wrong: a firing
+// begun before the re-arm was clobbered by it, a second one fired beside the first, and
+// the segment showed "fired" after a freeze, or the freeze found the firing stuck.)
+TEST(ControllerTest, ReArmingWhileThreadsTestTheTriggerFiresEachRoundOnce) {
+  testing::ChildProcess child({kProducer, "--threads", "3", "--forever"}, {});
+  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
+  Result<std::unique_ptr<Controller>> control = Status::NotFound("not attached yet");
+  for (int i = 0; i < 500 && !control.ok(); ++i) {
+    control = Controller::attach(std::to_string(pid));
+    if (!control.ok()) usleep(10000);
+  }
+  ASSERT_TRUE(control.ok()) << control.status().message();
+  Controller& c = **control;
+  while (written(c) < 3000) usleep(1000);
+  for (int round = 0; round < 30; ++round) {
+    // Armed and tested by every record, never matching; then one that matches at once.
+    ASSERT_TRUE(c.arm("test:rec value>=1000000000000").ok()) << "round " << round;
+    usleep(2000);
+    ASSERT_TRUE(c.arm("test:rec value>=0", {.after_events = 1000000000}).ok()) << "round " << round;
+    for (int i = 0; i < 1000 && c.trigger_state() != abi::TriggerState::kFired; ++i) usleep(1000);
+    ASSERT_EQ(c.trigger_state(), abi::TriggerState::kFired) << "round " << round;
+    ASSERT_TRUE(c.freeze().ok()) << "round " << round;
+    auto t = c.trigger();
+    ASSERT_TRUE(t.ok());
+    ASSERT_EQ(t->state, abi::TriggerState::kFrozen) << "round " << round;
+    EXPECT_NE(t->event, 0u);
+    EXPECT_GE(t->frozen_ticks, t->ticks) << "round " << round;
+    if (round % 2 == 0) {
+      ASSERT_TRUE(c.resume().ok());
+    } else {
+      ASSERT_TRUE(c.disarm().ok());
+    }
+  }
+  child.close_stdin();
+  child.wait();
+}
+
 uint64_t process_clock_now(const Controller& c) {
   if (c.process().clock == abi::ClockKind::kTsc) {
     unsigned aux;
