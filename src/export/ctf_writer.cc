@@ -34,6 +34,7 @@
 #include "base/output_file.hpp"
 #include "base/utf8.hpp"
 #include "export/ctf.hpp"
+#include "export/ctf_directories.hpp"
 #include "export/output.hpp"
 #include "export/writers.hpp"
 #include "reader/record_walk.hpp"
@@ -58,139 +59,14 @@ struct EventPlan {
 // Threads exporting streams side by side (at most one per CPU).
 constexpr size_t kMaxWorkers = 8;
 
-// The subdirectory of process `index` in a multi-process export: "process-INDEX-NAME-PID", the
-// name reduced to characters that are safe in a path.
-std::string process_directory_name(uint32_t index, const ProcessInfo& p) {
-  std::string name;
-  for (char c : p.process_name.substr(0, 32)) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-' || c == '.';
-    name += ok ? c : '_';
-  }
-  if (name.empty()) name = "unknown";
-  return fmt::format("process-{}-{}-{}", index, name, p.pid);
-}
-
-// The directory of node `index` in an export of a merged trace: "node-INDEX-HOST", the
-// hostname reduced to characters that are safe in a path.
-std::string node_directory_name(const NodeInfo& node) {
-  std::string name;
-  for (char c : node.hostname.substr(0, 64)) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-' || c == '.';
-    name += ok ? c : '_';
-  }
-  return fmt::format("node-{}-{}", node.index, name.empty() ? "unknown" : name);
-}
-
-// Removes what an earlier export wrote in dir: its metadata and stream-* files. Other files
-// are left alone.
-Status remove_old_output(const std::string& dir, int source_fd) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::string name = entry.path().filename().string();
-    if (name != "metadata" && name.rfind("stream-", 0) != 0) continue;
-    Status st = check_not_source(entry.path().string(), source_fd);
-    if (!st.ok()) return st;
-    fs::remove(entry.path(), ec);
-  }
-  return Status::Ok();
-}
-
-// What every worker shares: read-only tables, and the output directory created on first use
-// (so an export that finds no records creates nothing); in a multi-process export, each
-// process's subdirectory too.
+// What every worker shares: read-only tables, and the output directories.
 struct Shared {
-  const Trace& trace;
-  const ExportOptions& options;
+  Trace& trace;
   std::vector<EventPlan> plans;                // by event id
   std::vector<std::array<uint8_t, 16>> uuids;  // by process: its CTF trace's uuid
   ctf::ExportClock clock;
-  bool per_process = false;  // one CTF trace per process, in subdirectories
   uint64_t packet_bytes = 0;
-  std::mutex mu;
-  bool dir_tried = false;
-  Status dir_status;
-  std::string dir;
-  std::vector<std::string> process_dirs;  // by process: "" until its first stream
-
-  // The directory of process `process`'s streams and metadata, created on first use.
-  Result<std::string> directory_for(uint32_t process) {
-    Status st = ensure_directory();
-    if (!st.ok()) return st;
-    if (!per_process) return dir;
-    std::lock_guard<std::mutex> lock(mu);
-    if (!process_dirs[process].empty()) return process_dirs[process];
-    const ProcessInfo& p = trace.processes()[process];
-    std::string parent = dir;
-    if (trace.nodes().size() > 1) {
-      // A merged trace: each node's processes under its own directory.
-      parent = dir + "/" + node_directory_name(trace.nodes()[p.node]);
-      if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) {
-        return Status::FromErrno("cannot create directory " + parent, errno);
-      }
-    }
-    std::string sub = parent + "/" + process_directory_name(process, p);
-    // Any old directory of that name was emptied and removed by ensure_directory.
-    if (::mkdir(sub.c_str(), 0700) != 0) {
-      return Status::FromErrno("cannot create directory " + sub, errno);
-    }
-    process_dirs[process] = sub;
-    return sub;
-  }
-
-  // The process, kernel (and, at the top, node) subdirectories of an earlier export: emptied
-  // of what it wrote and removed (a symbolic link is not followed; a directory holding other
-  // files stays).
-  Status remove_old_subdirectories(const std::string& parent, bool nodes) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(parent, ec)) {
-      std::string name = entry.path().filename().string();
-      const bool node = nodes && name.rfind("node-", 0) == 0;
-      if ((name.rfind("process-", 0) != 0 && name != "kernel" && !node) || entry.is_symlink(ec) ||
-          !entry.is_directory(ec)) {
-        continue;
-      }
-      Status st = node ? remove_old_subdirectories(entry.path().string(), false)
-                       : remove_old_output(entry.path().string(), trace.source_fd());
-      if (!st.ok()) return st;
-      fs::remove(entry.path(), ec);  // only if empty
-    }
-    return Status::Ok();
-  }
-
-  Status ensure_directory() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (dir_tried) return dir_status;
-    dir_tried = true;
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const std::string& out = options.output;
-    struct stat st;
-    if (lstat(out.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-      // A symlink is refused too: the old CTF files in a directory are removed, and a planted
-      // link must not say which.
-      dir_status =
-          Status::IoError("cannot write CTF to " + out + ": it exists and is not a " +
-                          (S_ISLNK(st.st_mode) ? "directory (a symbolic link)" : "directory"));
-      return dir_status;
-    }
-    if (fs::create_directories(out, ec) && !ec) chmod(out.c_str(), 0700);
-    if (ec) {
-      dir_status = Status::IoError("cannot create directory " + out + ": " + ec.message());
-      return dir_status;
-    }
-    dir_status = remove_old_output(out, trace.source_fd());
-    if (!dir_status.ok()) return dir_status;
-    // The process and kernel subdirectories of an earlier export: emptied of what it wrote
-    // and removed (a symbolic link is not followed; a directory holding other files stays).
-    dir_status = remove_old_subdirectories(out, /*nodes=*/true);
-    if (!dir_status.ok()) return dir_status;
-    dir = out;
-    return dir_status;
-  }
+  ctf::OutputDirectories dirs;
 };
 
 // Writes whole streams, one at a time, through one packet buffer.
@@ -408,7 +284,7 @@ class StreamWriter {
   Status open_stream(uint32_t index, const ThreadInfo& thread) {
     const uint32_t tid = thread.tid;
     process_ = thread.process < shared_.uuids.size() ? thread.process : 0;
-    auto dir = shared_.directory_for(process_);
+    auto dir = shared_.dirs.for_process(process_);
     if (!dir.ok()) return dir.status();
     if (!buf_) buf_ = std::make_unique<uint8_t[]>(shared_.packet_bytes);
     path_ = fmt::format("{}/stream-{}-{}", *dir, index, tid);
@@ -520,42 +396,29 @@ std::vector<EventPlan> build_plans(const Trace& trace) {
   return plans;
 }
 
-}  // namespace
-
-Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
-  Shared shared{trace, options};
-  shared.plans = build_plans(trace);
-  shared.clock = ctf::export_clock(trace);
-  const std::vector<ProcessInfo>& processes = trace.processes();
-  // Kernel events are a CTF trace of their own, in a subdirectory: babeltrace2 does not look
-  // inside a directory that is itself a trace, so the user-space trace gets one too.
-  const bool kernel = trace.kernel_cpu_count() > 0;
-  shared.per_process = processes.size() > 1 || kernel;
-  shared.process_dirs.resize(processes.size());
+// The packet buffer: one block (a span is at most one), or a repaired record, at least.
+uint64_t packet_bytes(const Trace& trace, const ExportOptions& options) {
   uint32_t block_size = trace.process().block_size;
-  for (const ProcessInfo& p : processes) {
-    ctf::make_uuid(p, shared.uuids.emplace_back().data());
-    block_size = std::max(block_size, p.block_size);  // a span is at most one block
-  }
-  if (shared.uuids.empty()) ctf::make_uuid(trace.process(), shared.uuids.emplace_back().data());
-  shared.packet_bytes = std::max<uint64_t>({options.packet_bytes ? options.packet_bytes : 1u << 20,
-                                            kPacketPrefix + block_size,
-                                            kPacketPrefix + ctf::kMaxRepairedRecordBytes});
-  std::vector<std::unique_ptr<SpanSource>> sources = trace.read_spans();
+  for (const ProcessInfo& p : trace.processes()) block_size = std::max(block_size, p.block_size);
+  return std::max<uint64_t>({options.packet_bytes ? options.packet_bytes : 1u << 20,
+                             kPacketPrefix + block_size,
+                             kPacketPrefix + ctf::kMaxRepairedRecordBytes});
+}
 
-  // Streams are independent: workers take them one at a time.
+// Exports every stream, up to one worker per CPU taking them one at a time.
+Status write_streams(Shared& shared, std::vector<std::unique_ptr<SpanSource>>& sources,
+                     std::vector<std::unique_ptr<StreamWriter>>* writers) {
   size_t workers = std::min<size_t>(
       {sources.size(), kMaxWorkers, std::max(1u, std::thread::hardware_concurrency())});
-  std::vector<std::unique_ptr<StreamWriter>> writers;
   for (size_t w = 0; w < std::max<size_t>(workers, 1); ++w) {
-    writers.push_back(std::make_unique<StreamWriter>(shared));
+    writers->push_back(std::make_unique<StreamWriter>(shared));
   }
   std::atomic<uint32_t> next{0};
   std::atomic<bool> failed{false};
-  std::vector<Status> errors(writers.size());
+  std::vector<Status> errors(writers->size());
   auto work = [&](size_t w) {
     for (uint32_t i; !failed.load() && (i = next.fetch_add(1)) < sources.size();) {
-      Status st = writers[w]->export_thread(i, *sources[i]);
+      Status st = (*writers)[w]->export_thread(i, *sources[i]);
       if (!st.ok()) {
         errors[w] = st;
         failed = true;
@@ -569,24 +432,69 @@ Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
   for (const Status& st : errors) {
     if (!st.ok()) return st;
   }
+  return Status::Ok();
+}
 
+// Kernel events: a CTF trace of their own, in kernel/.
+Status write_kernel(Shared& shared, ExportSummary* summary) {
+  Status st = shared.dirs.ensure_top();
+  if (!st.ok()) return st;
+  auto k = ctf::export_kernel(shared.trace, shared.dirs.top() + "/kernel", shared.packet_bytes,
+                              shared.clock);
+  if (!k.ok()) return k.status();
+  summary->records += k->records;
+  summary->threads += k->streams;
+  summary->lost += k->lost;
+  summary->corrupt_blocks += k->corrupt_blocks;
+  summary->bytes_written += k->bytes;
+  summary->buffer_bytes += k->buffer_bytes;
+  return Status::Ok();
+}
+
+// One metadata file per CTF trace: the top directory's, or each process's that has streams.
+Status write_metadata(Shared& shared, bool per_process, ExportSummary* summary) {
+  const Trace& trace = shared.trace;
+  const std::vector<ProcessInfo>& processes = trace.processes();
+  for (uint32_t p = 0; p < shared.uuids.size(); ++p) {
+    std::string dir = per_process ? shared.dirs.made_for(p) : shared.dirs.top();
+    if (dir.empty()) continue;
+    std::string text = ctf::metadata(trace, p < processes.size() ? processes[p] : trace.process(),
+                                     shared.uuids[p].data(), shared.clock);
+    Status st = write_text_file(dir + "/metadata", text, trace.source_fd());
+    if (!st.ok()) return st;
+    summary->bytes_written += text.size();
+    if (!per_process) break;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
+  const std::vector<ProcessInfo>& processes = trace.processes();
+  // Kernel events are a CTF trace of their own, in a subdirectory: babeltrace2 does not look
+  // inside a directory that is itself a trace, so the user-space trace gets one too.
+  const bool kernel = trace.kernel_cpu_count() > 0;
+  const bool per_process = processes.size() > 1 || kernel;
+  Shared shared{trace,
+                build_plans(trace),
+                {},
+                ctf::export_clock(trace),
+                packet_bytes(trace, options),
+                ctf::OutputDirectories(trace, options.output, per_process)};
+  for (const ProcessInfo& p : processes) ctf::make_uuid(p, shared.uuids.emplace_back().data());
+  if (shared.uuids.empty()) ctf::make_uuid(trace.process(), shared.uuids.emplace_back().data());
+
+  std::vector<std::unique_ptr<SpanSource>> sources = trace.read_spans();
+  std::vector<std::unique_ptr<StreamWriter>> writers;
+  Status st = write_streams(shared, sources, &writers);
+  if (!st.ok()) return st;
   ExportSummary summary;
   for (const auto& w : writers) {
     summary.records += w->records();
     summary.threads += w->streams();
   }
-  if (kernel) {
-    Status st = shared.ensure_directory();
-    if (!st.ok()) return st;
-    auto k = ctf::export_kernel(trace, shared.dir + "/kernel", shared.packet_bytes, shared.clock);
-    if (!k.ok()) return k.status();
-    summary.records += k->records;
-    summary.threads += k->streams;
-    summary.lost += k->lost;
-    summary.corrupt_blocks += k->corrupt_blocks;
-    summary.bytes_written += k->bytes;
-    summary.buffer_bytes += k->buffer_bytes;
-  }
+  if (kernel && !(st = write_kernel(shared, &summary)).ok()) return st;
   if (summary.records == 0) {
     return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
                                         trace.process().pid, trace.process().path));
@@ -596,21 +504,11 @@ Result<ExportSummary> export_ctf(Trace& trace, const ExportOptions& options) {
     summary.lost += stats.lost();
     summary.corrupt_blocks += stats.corrupt_blocks;
     if (stats.records == 0 && stats.lost() > 0) {
-      Status st = writers[0]->export_loss_only(i, stats.info, stats.lost());
+      st = writers[0]->export_loss_only(i, stats.info, stats.lost());
       if (!st.ok()) return st;
     }
   }
-  // One metadata file per CTF trace: the top directory's, or each process's that has streams.
-  for (uint32_t p = 0; p < shared.uuids.size(); ++p) {
-    std::string dir = shared.per_process ? shared.process_dirs[p] : shared.dir;
-    if (dir.empty()) continue;
-    std::string text = ctf::metadata(trace, p < processes.size() ? processes[p] : trace.process(),
-                                     shared.uuids[p].data(), shared.clock);
-    Status st = write_text_file(dir + "/metadata", text, trace.source_fd());
-    if (!st.ok()) return st;
-    summary.bytes_written += text.size();
-    if (!shared.per_process) break;
-  }
+  if (!(st = write_metadata(shared, per_process, &summary)).ok()) return st;
   for (const auto& w : writers) {
     summary.bytes_written += w->bytes();
     summary.buffer_bytes += w->has_buffer() ? shared.packet_bytes : 0;
