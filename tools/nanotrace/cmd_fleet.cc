@@ -84,9 +84,8 @@ int collect(fleet::FleetClient& client, const FleetCommands& c, const std::strin
   return r->errors.empty() ? 0 : 1;
 }
 
-int run_fleet(const FleetCommands& c) {
-  auto client = connect(c);
-  if (!client.ok()) return fail(client.status());
+// The command an arm, disarm, resume, status or snapshot sends to every node.
+Result<fleet::Command> build_command(const FleetCommands& c) {
   fleet::Command command;
   if (c.arm->parsed()) {
     command.op = fleet::Command::Op::kArm;
@@ -94,12 +93,12 @@ int run_fleet(const FleetCommands& c) {
     command.after = c.after;
     if (!c.before.empty()) {
       auto before = parse_duration_ns(c.before, "--before");
-      if (!before.ok()) return fail(before.status());
+      if (!before.ok()) return before.status();
       command.before_ns = *before;
     }
     if (c.fleet->get_subcommand("arm")->count("--rate") != 0) {
       auto rate = parse_duration_ns(c.rate, "--rate");
-      if (!rate.ok()) return fail(rate.status());
+      if (!rate.ok()) return rate.status();
       command.rate_ns = *rate;
     }
   } else if (c.disarm->parsed()) {
@@ -108,22 +107,71 @@ int run_fleet(const FleetCommands& c) {
     command.op = fleet::Command::Op::kResume;
   } else if (c.status->parsed()) {
     command.op = fleet::Command::Op::kStatus;
-  } else if (c.snapshot->parsed()) {
+  } else {
     command.op = fleet::Command::Op::kSnapshot;
     timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     command.round = fleet::new_round_id(
         static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec),
         "request");
-  } else if (c.fetch->parsed()) {
+  }
+  return command;
+}
+
+// One node's answer to `fleet status`.
+void print_status(const json& a) {
+  const json clock = a.value("clock", json::object());
+  const json bound = clock.value("bound_ns", json(nullptr));
+  std::string clock_text = clock.value("source", "unknown");
+  if (clock_text != "unknown") {
+    clock_text += bound.is_number_unsigned() ? " " + error_bound_text(bound.get<uint64_t>(), false)
+                                             : " not synchronised";
+  }
+  fmt::print(
+      "node {}: broker {}, armed '{}', {} rounds ({} coalesced, {} rate-limited, {} "
+      "local only), last freeze {:.3f} ms after its match, clock {}\n",
+      a["node"].get<std::string>(), a.value("connected", false) ? "up" : "down",
+      a.value("armed", ""), a.value("rounds", 0), a.value("coalesced", 0),
+      a.value("rate_limited", 0), a.value("local_only", 0), a.value("last_latency_ns", 0.0) / 1e6,
+      clock_text);
+  if (a.contains("ship")) {
+    const json& sh = a["ship"];
+    // The last error while it is the news (no success since).
+    const std::string error =
+        sh.value("last_error_realtime_ns", 0ull) > sh.value("last_success_realtime_ns", 0ull)
+            ? sh.value("last_error", "")
+            : "";
+    fmt::print(
+        "  ship: {} snapshots shipped ({} events), {} queued, {} failed attempts, {} "
+        "rejected{}\n",
+        sh.value("shipped", 0), sh.value("events", 0), sh.value("queued", 0),
+        sh.value("failures", 0), sh.value("rejected", 0),
+        error.empty() ? "" : ", last error: " + error);
+  }
+  for (const json& p : a.value("processes", json::array())) {
+    fmt::print("  process {} {}: trigger {}{}, {} threads, {:.2f} s of history, {} lost\n",
+               p.value("pid", 0), p.value("name", ""), p.value("trigger", ""),
+               p.value("expression", "").empty() ? "" : " on " + p.value("expression", ""),
+               p.value("threads", 0), p.value("history_seconds", 0.0), p.value("lost", 0));
+  }
+}
+
+int run_fleet(const FleetCommands& c) {
+  auto client = connect(c);
+  if (!client.ok()) return fail(client.status());
+  if (c.fetch->parsed()) {
     auto bytes = (*client)->fetch(c.fetch_node, c.fetch_file, c.output);
     if (!bytes.ok()) return fail(bytes.status());
     fmt::print("{}: {} bytes from node {}\n", c.output, *bytes, c.fetch_node);
     return 0;
-  } else {
+  }
+  if (!c.arm->parsed() && !c.disarm->parsed() && !c.resume->parsed() && !c.status->parsed() &&
+      !c.snapshot->parsed()) {
     return collect(**client, c, c.round);
   }
-  auto answers = (*client)->command(command.to_json());
+  auto command = build_command(c);
+  if (!command.ok()) return fail(command.status());
+  auto answers = (*client)->command(command->to_json());
   if (!answers.ok()) return fail(answers.status());
   if (c.arm->parsed()) {
     return report(c, *answers, c.json, [&](const json& a) {
@@ -131,52 +179,14 @@ int run_fleet(const FleetCommands& c) {
       print_processes(a);
     });
   }
-  if (c.status->parsed()) {
-    return report(c, *answers, c.json, [](const json& a) {
-      const json clock = a.value("clock", json::object());
-      const json bound = clock.value("bound_ns", json(nullptr));
-      std::string clock_text = clock.value("source", "unknown");
-      if (clock_text != "unknown") {
-        clock_text += bound.is_number_unsigned()
-                          ? " " + error_bound_text(bound.get<uint64_t>(), false)
-                          : " not synchronised";
-      }
-      fmt::print(
-          "node {}: broker {}, armed '{}', {} rounds ({} coalesced, {} rate-limited, {} "
-          "local only), last freeze {:.3f} ms after its match, clock {}\n",
-          a["node"].get<std::string>(), a.value("connected", false) ? "up" : "down",
-          a.value("armed", ""), a.value("rounds", 0), a.value("coalesced", 0),
-          a.value("rate_limited", 0), a.value("local_only", 0),
-          a.value("last_latency_ns", 0.0) / 1e6, clock_text);
-      if (a.contains("ship")) {
-        const json& sh = a["ship"];
-        // The last error while it is the news (no success since).
-        const std::string error =
-            sh.value("last_error_realtime_ns", 0ull) > sh.value("last_success_realtime_ns", 0ull)
-                ? sh.value("last_error", "")
-                : "";
-        fmt::print(
-            "  ship: {} snapshots shipped ({} events), {} queued, {} failed attempts, {} "
-            "rejected{}\n",
-            sh.value("shipped", 0), sh.value("events", 0), sh.value("queued", 0),
-            sh.value("failures", 0), sh.value("rejected", 0),
-            error.empty() ? "" : ", last error: " + error);
-      }
-      for (const json& p : a.value("processes", json::array())) {
-        fmt::print("  process {} {}: trigger {}{}, {} threads, {:.2f} s of history, {} lost\n",
-                   p.value("pid", 0), p.value("name", ""), p.value("trigger", ""),
-                   p.value("expression", "").empty() ? "" : " on " + p.value("expression", ""),
-                   p.value("threads", 0), p.value("history_seconds", 0.0), p.value("lost", 0));
-      }
-    });
-  }
+  if (c.status->parsed()) return report(c, *answers, c.json, print_status);
   if (c.snapshot->parsed()) {
     int status = report(c, *answers, c.json, [](const json& a) {
       fmt::print("node {}: frozen, {} processes copied\n", a["node"].get<std::string>(),
                  a.value("processes", json::array()).size());
     });
     if (status != 0) return status;
-    return collect(**client, c, command.round);
+    return collect(**client, c, command->round);
   }
   return report(c, *answers, c.json, [](const json& a) {
     fmt::print("node {}: done\n", a["node"].get<std::string>());
