@@ -67,7 +67,7 @@ wait_for() {  # wait_for SECONDS COMMAND...
   for _ in $(seq $n); do "$@" && return 0; sleep 0.05; done
   return 1
 }
-wait_for 20 grep -q "keeping the kernel's last events in ftrace instance" "$T/agent.log" ||
+wait_for 20 grep -qs "keeping the kernel's last events in ftrace instance" "$T/agent.log" ||
   fail "the agent did not start its ftrace instance: $(cat "$T/agent.log")"
 instance=$(sed -n "s/.*keeping the kernel's last events in ftrace instance \(.*\)$/\1/p" "$T/agent.log")
 [ -d "$TRACEFS/instances/$instance" ] || fail "no instance $instance"
