@@ -140,6 +140,8 @@ struct Agent::Impl {
   void on_local_fire(LocalProcess& p, const TriggerInfo& info);
   void on_remote_freeze(const Freeze& f, Claim claim, FreezeTiming timing);
   nlohmann::json take_round(const Freeze& f, LocalProcess* origin, FreezeTiming timing = {});
+  // take_round's work once the node is frozen: confirm, copy, resume (on its niced thread).
+  nlohmann::json copy_round(const Freeze& f, LocalProcess* origin, const FreezeTiming& timing);
   // timing: the round's hops for the manifest (none for a deferred copy).
   nlohmann::json write_snapshots(const std::string& round, const std::vector<Freeze>& origins,
                                  const std::vector<LocalProcess*>& which,

@@ -2,7 +2,9 @@
 // processes, copying the frozen rings into the spool with a manifest, resuming; and the rate
 // policy (at most one fleet freeze per interval; what comes within it is counted, not lost).
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -122,8 +124,23 @@ json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin, FreezeTiming
           std::chrono::nanoseconds(std::min<uint64_t>(until - now, 1000000000ull)));
     }
   }
+  // The node is frozen (signalled on receipt, or beside the announcement): what is left is
+  // bulk work that can wait, confirming, copying and resuming. It runs on a thread at nice
+  // 10, so that the node's programs, and on a shared host the other agents' broker threads
+  // still freezing their nodes, have the CPU first. (A thread of its own: an agent that is
+  // not root may lower its priority, but not raise it again.)
+  json manifest;
+  std::thread worker([&] {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
+    manifest = copy_round(f, origin, timing);
+  });
+  worker.join();
+  return manifest;
+}
+
+json Agent::Impl::copy_round(const Freeze& f, LocalProcess* origin, const FreezeTiming& timing) {
   std::vector<std::string> errors;
-  // Already signalled (on receipt, or beside the announcement): this confirms it.
+  // Already signalled: this confirms it.
   uint64_t* requested = timing.requested_ns == 0 ? &last_round->timing.requested_ns : nullptr;
   locals.freeze_all(origin, &errors, requested);
   if (origin != nullptr && !wait_frozen(*origin, f.after_ns + 1000000000ull)) {
