@@ -67,7 +67,9 @@ class Controller {
   Status freeze();
   // freeze() in two halves, so that one thread freezes many processes at once: post_freeze()
   // writes the request and wakes the process; await_answer() waits (at most 3 s) for its
-  // answer. REQUIRES: no other request of this controller in between.
+  // answer. REQUIRES: no other request of this controller in between. Other controllers of
+  // the process wait (at most 5 s) from post_freeze() to await_answer(): the request slot is
+  // the segment's one.
   Result<uint32_t> post_freeze();
   // The first half of post_freeze() without the request: stamps the process's clock now into
   // the segment (the freeze's time: no record begun after it is kept), bumps freeze_seq, sends
@@ -93,8 +95,12 @@ class Controller {
   explicit Controller(std::unique_ptr<Trace> trace);
   Status send(std::string_view request, const RemoteTriggerWindow& window);
   Result<uint32_t> post(std::string_view request, const RemoteTriggerWindow& window);
+  Status wait_for_answer(uint32_t seq);
+  Status take_request_slot();
+  void release_request_slot();
 
   std::unique_ptr<Trace> trace_;
+  bool holds_request_slot_ = false;
 };
 
 }  // namespace nanotrace

@@ -3,10 +3,12 @@
 // side (src/runtime/control_thread.cc, trigger_runtime.cc).
 #include "nanotrace/controller.hpp"
 
+#include <sys/file.h>
 #include <time.h>
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -61,7 +63,36 @@ Result<std::unique_ptr<Controller>> Controller::attach(const std::string& source
 }
 
 Controller::Controller(std::unique_ptr<Trace> trace) : trace_(std::move(trace)) {}
-Controller::~Controller() = default;
+Controller::~Controller() { release_request_slot(); }
+
+// The segment holds one request at a time: controllers of one process (an agent, an operator's
+// CLI) take turns through an advisory lock on the segment file, held from the request to its
+// answer. The kernel drops it if the controller dies; the traced process never takes it.
+Status Controller::take_request_slot() {
+  if (holds_request_slot_) return Status::Ok();
+  const int fd = reader::TraceInternals::fd(*trace_);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      return Status::FromErrno(
+          "cannot lock the segment of process " + std::to_string(trace_->process().pid), errno);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::IoError("another controller of process " +
+                             std::to_string(trace_->process().pid) +
+                             " kept its request slot for 5 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  holds_request_slot_ = true;
+  return Status::Ok();
+}
+
+void Controller::release_request_slot() {
+  if (!holds_request_slot_) return;
+  ::flock(reader::TraceInternals::fd(*trace_), LOCK_UN);
+  holds_request_slot_ = false;
+}
 
 const ProcessInfo& Controller::process() const { return trace_->process(); }
 std::vector<GroupInfo> Controller::groups() const { return trace_->groups(); }
@@ -80,6 +111,7 @@ Result<uint32_t> Controller::post(std::string_view request, const RemoteTriggerW
   auto* h = reinterpret_cast<abi::SegmentHeader*>(reader::TraceInternals::writable_base(*trace_));
   if (h == nullptr) return Status::Invalid("segment opened read-only");
   if (request.size() >= sizeof(h->trigger_request)) return Status::Invalid("expression too long");
+  if (Status s = take_request_slot(); !s.ok()) return s;
   h->trigger_after_events = window.after_events;
   h->trigger_after_ns = window.after_ns;
   std::memset(h->trigger_request, 0, sizeof(h->trigger_request));
@@ -91,6 +123,12 @@ Result<uint32_t> Controller::post(std::string_view request, const RemoteTriggerW
 }
 
 Status Controller::await_answer(uint32_t seq) {
+  Status answer = wait_for_answer(seq);
+  release_request_slot();
+  return answer;
+}
+
+Status Controller::wait_for_answer(uint32_t seq) {
   auto* h = reinterpret_cast<abi::SegmentHeader*>(reader::TraceInternals::writable_base(*trace_));
   if (h == nullptr) return Status::Invalid("segment opened read-only");
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);

@@ -10,6 +10,8 @@
 
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/child_process.hpp"
 
@@ -209,6 +211,37 @@ TEST(ControllerTest, ReArmingWhileThreadsTestTheTriggerFiresEachRoundOnce) {
       ASSERT_TRUE(c.disarm().ok());
     }
   }
+  child.close_stdin();
+  child.wait();
+}
+
+// Two controllers of one process (an agent and an operator's CLI) asking at once: each gets
+// its own answer. (The segment holds one request: without turns, one overwrote the other's,
+// which then waited 3 s for an answer that never came.)
+TEST(ControllerTest, TwoControllersAskingAtOnceEachGetTheirAnswer) {
+  testing::ChildProcess child({kProducer, "--events", "100", "--hold"}, {});
+  pid_t pid = start(child);
+  auto first = Controller::attach(std::to_string(pid));
+  auto second = Controller::attach(std::to_string(pid));
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto ask = [](Controller& c, std::string expression, std::vector<std::string>* errors) {
+    for (int i = 0; i < 100; ++i) {
+      Status s = c.arm(expression);
+      if (!s.ok()) errors->push_back(s.message());
+      // A freeze in two halves, as the agent does it.
+      auto seq = c.post_freeze();
+      s = seq.ok() ? c.await_answer(*seq) : seq.status();
+      if (!s.ok()) errors->push_back(s.message());
+    }
+  };
+  std::vector<std::string> errors_first, errors_second;
+  std::thread other(ask, std::ref(**second), "test:rec value>=2000000000000", &errors_second);
+  ask(**first, "test:rec value>=1000000000000", &errors_first);
+  other.join();
+  EXPECT_TRUE(errors_first.empty())
+      << errors_first.size() << " errors, the first: " << errors_first.front();
+  EXPECT_TRUE(errors_second.empty())
+      << errors_second.size() << " errors, the first: " << errors_second.front();
   child.close_stdin();
   child.wait();
 }
