@@ -104,17 +104,24 @@ class RecordLayout {
                   String&& string) const {
     if (kind_ == Kind::kInvalid) return 0;
     uint32_t at = offset + kWord0Bytes;
+    // In locals: the callbacks' stores into bytes could otherwise alias them, and they would
+    // be loaded again for each field.
+    const uint32_t count = field_count_;
+    const uint32_t string_mask = string_mask_;
     if (kind_ == Kind::kFixed) {  // one bound check for the whole record
-      if (bytes_ > limit - offset) return 0;
-      for (uint32_t f = 0; f < field_count_; ++f, at += kScalarSlotBytes) {
+      const uint32_t bytes = bytes_;
+      if (bytes > limit - offset) return 0;
+      for (uint32_t f = 0; f < count; ++f, at += kScalarSlotBytes) {
         uint64_t bits;
         std::memcpy(&bits, buf + at, 8);
         scalar(f, bits);
       }
-      return bytes_;
+      return bytes;
     }
-    for (uint32_t f = 0; f < field_count_; ++f) {
-      if (string_mask_ >> f & 1) {
+    // at <= limit from here on: word0 is within the bytes given, and each slot below ends at
+    // or before limit.
+    for (uint32_t f = 0; f < count; ++f) {
+      if (string_mask >> f & 1) {
         if (at >= limit) return 0;
         const uint32_t n = buf[at];
         const uint32_t slot = string_slot_bytes(n);
@@ -122,7 +129,7 @@ class RecordLayout {
         string(f, std::string_view(reinterpret_cast<const char*>(buf + at + 1), n));
         at += slot;
       } else {
-        if (at > limit || limit - at < kScalarSlotBytes) return 0;
+        if (limit - at < kScalarSlotBytes) return 0;
         uint64_t bits;
         std::memcpy(&bits, buf + at, 8);
         scalar(f, bits);
