@@ -435,7 +435,7 @@ TEST_F(ShipTest, IllFormedTextIsStoredAsValidUtf8) {
   EXPECT_TRUE(utf8::is_valid(dev));
   EXPECT_EQ(dev, utf8::valid("dev\xc3(\xed\xa0\x80'\"\\\n\t;--\xf0\x9f\x98"));
   // Every text column of every node, and every string value (18.16 has no isValidUTF8).
-  for (const std::string& column :
+  for (const std::string column :
        {"thread", "process", "node", "event", "arrayJoin(str_values)", "arrayJoin(str_keys)"}) {
     Rows all = query("SELECT DISTINCT hex(" + column + ") FROM nanotrace.events");
     ASSERT_FALSE(all.empty()) << column;

@@ -118,8 +118,9 @@ class RecordLayout {
       }
       return bytes;
     }
-    // at <= limit from here on: word0 is within the bytes given, and each slot below ends at
-    // or before limit.
+    // at <= limit from here on (checked once: a caller's word0 is within the bytes given), and
+    // each slot below ends at or before limit.
+    if (at > limit) return 0;
     for (uint32_t f = 0; f < count; ++f) {
       if (string_mask >> f & 1) {
         if (at >= limit) return 0;
