@@ -9,7 +9,8 @@
 // segment after its process exits (and an exec'd image's segment, set aside), so a process
 // shorter than a scan interval is still found; the session removes each segment once it has
 // taken everything from it. NANOTRACE_MODE=block (unless the caller chose a mode) makes a
-// writer wait for the recorder rather than drop once the recorder is attached.
+// writer wait for the recorder rather than drop, also before the scan has found its process
+// (a runtime with NANOTRACE_RUN_ID waits for its first consumer, within the block timeout).
 //
 // A recording that ends before the command (--stop-on) lets the command run its course: its
 // processes are no longer consumed (block mode waits for nobody), run waits for the command

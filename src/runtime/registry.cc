@@ -261,6 +261,7 @@ void Runtime::after_fork_in_child() {
   control_thread_running = false;  // threads do not survive fork
   control_stop.store(false, std::memory_order_relaxed);
   reset_trigger_after_fork();
+  consumer_seen.store(false, std::memory_order_relaxed);  // the child's segment is its own
   if (started.load(std::memory_order_relaxed)) {
     started.store(false, std::memory_order_release);
     munmap(segment.base, segment.size);

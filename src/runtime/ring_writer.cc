@@ -74,6 +74,18 @@ bool consumer_alive(Runtime& rt) {
   return t_slow.consumer_live;
 }
 
+// Whether a block-mode writer should wait for a consumer: one is attached and alive, or,
+// under `nanotrace run` (which attaches to each process once its scan finds it), none has
+// attached to this process yet and the recorder is on its way. Once one was seen, a consumer
+// gone means the recording ended: nobody is waited for.
+bool consumer_awaited(Runtime& rt) {
+  if (consumer_alive(rt)) {
+    rt.consumer_seen.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  return rt.config.run_id != 0 && !rt.consumer_seen.load(std::memory_order_relaxed);
+}
+
 // Announces that a slot became reusable (a thread exited, or the consumer drained one).
 void bump_slot_epoch(abi::SegmentHeader* h) {
   __atomic_fetch_add(&h->slot_epoch, 1, __ATOMIC_RELEASE);
@@ -346,7 +358,7 @@ bool room_for_block(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t blo
     return true;
   }
   uint64_t timeout = h->block_timeout_ns;
-  if (mode == abi::Mode::kDiscard || timeout == 0 || !consumer_alive(rt)) return false;
+  if (mode == abi::Mode::kDiscard || timeout == 0 || !consumer_awaited(rt)) return false;
   if (t_slow.consumer_stuck &&
       consumed_of_this_generation(s).position == t_slow.stuck_at_consumed) {
     return false;
@@ -361,7 +373,7 @@ bool room_for_block(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t blo
       break;
     }
     uint64_t waited = monotonic_ns() - start;
-    if (waited >= timeout || !consumer_alive(rt)) break;
+    if (waited >= timeout || !consumer_awaited(rt)) break;
     uint64_t left = timeout - waited;
     sys::futex_wait(&s->consumer_seq, seq, static_cast<long>(left < 20000000 ? left : 20000000));
   }

@@ -171,6 +171,8 @@ class Runtime {
   bool control_thread_running = false;
   std::atomic<bool> control_stop{false};
   std::atomic<uint32_t> prepare_seq{0};  // futex word: bumped when a prepared ring is taken
+  // A consumer was attached to this process's segment once (ring_writer.cc, block mode).
+  std::atomic<bool> consumer_seen{false};
 
   void after_fork_in_child();
 
