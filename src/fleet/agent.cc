@@ -153,6 +153,8 @@ void Agent::Impl::on_freeze(BrokerMessage&& m) {
     locals.signal_freeze_all(nullptr);
     timing.requested_ns = realtime_ns();
   }
+  // This thread has nothing else to deliver meanwhile (the freeze subject is its own).
+  if (claim == Claim::kTaken) let_other_nodes_freeze();
   post([this, freeze, claim, timing] { on_remote_freeze(freeze, claim, timing); });
 }
 

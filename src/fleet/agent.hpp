@@ -50,6 +50,9 @@ struct AgentOptions {
   uint64_t rate_ns = 10'000'000'000ull;  // at most one fleet freeze per interval
   int scan_ms = 1000;                    // how often /dev/shm is scanned for new processes
   int clock_interval_ms = 10000;         // how often the clock-sync daemon is asked
+  // How long a node, once frozen, waits before its bulk work (confirming, copying, resuming):
+  // where nodes share a host, the others are still being told, and their wake-ups come first.
+  uint64_t copy_delay_ns = 2'000'000;
   // Kernel events kept beside the rings (`record --kernel` groups): an overwrite ftrace
   // instance with kernel_buffer_kb per CPU, whose window goes into each round's snapshots.
   std::vector<std::string> kernel;

@@ -47,6 +47,7 @@ struct FreezeTiming {
   uint64_t received_ns = 0;   // the announcement's delivery to this agent
   uint64_t handled_ns = 0;    // this agent acted on it
   uint64_t requested_ns = 0;  // every local process asked to freeze
+  uint64_t copied_ns = 0;     // the copy began (after options.copy_delay_ns)
   nlohmann::json to_json() const;
 };
 
@@ -138,6 +139,8 @@ struct Agent::Impl {
 
   // rounds.cc
   void on_local_fire(LocalProcess& p, const TriggerInfo& info);
+  // Waits options.copy_delay_ns, on the thread that just froze the node.
+  void let_other_nodes_freeze() const;
   void on_remote_freeze(const Freeze& f, Claim claim, FreezeTiming timing);
   nlohmann::json take_round(const Freeze& f, LocalProcess* origin, FreezeTiming timing = {});
   // take_round's work once the node is frozen: confirm, copy, resume (on its niced thread).

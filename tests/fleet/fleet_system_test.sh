@@ -9,7 +9,8 @@
 #      record's time, and names node 3, its process, thread and record as the origin; its
 #      NODE chunk names its node and carries clock pairs and the clock sync (chrony on node 1,
 #      unknown elsewhere); `nanotrace merge` of the round is in exact time order and names
-#      node 3 as the origin.
+#      node 3 as the origin; each node copied its rings --copy-delay after it learned of
+#      the freeze.
 #   2. An agent killed mid-test: the other nodes still freeze; its restart loses no armed
 #      trigger (the trigger lives in the traced process).
 #   3. The broker stopped: a local trigger still freezes its node; the agents reconnect.
@@ -119,7 +120,7 @@ NANOTRACE_NAME=producer$n "$BIN/nanotrace_fleet_producer" --slow "$T/slow$n" >/d
 while [ ! -e "$T/stop" ]; do
   "$BIN/nanotrace" agent --node node$n --spool "$T/spool$n" --broker "$URL" \
     --credentials "$T/creds" --fleet "$FLEETNAME" --metrics "$ADDR:9464" --rate 2s \
-    --scan-ms 200 2>>"$T/agent$n.log"
+    --scan-ms 200 --copy-delay 100ms 2>>"$T/agent$n.log"
   echo "agent exited: $?" >>"$T/agent$n.log"
   sleep 0.2
   while [ -e "$T/down$n" ]; do sleep 0.05; done  # the test keeps this node's agent down
@@ -177,6 +178,10 @@ for m in manifests:
     assert o["node"] == "node3" and o["event"] == "test:io", o
     assert o == origin, (o, origin)
     assert len(m["processes"]) == 1 and "error" not in m["processes"][0], m
+    # Each node copies --copy-delay after it learned of the freeze, not at once.
+    t = m["timing"]
+    learned = t["seen_ns"] if m["node"] == "node3" else t["received_ns"]
+    assert t["copied_ns"] - learned >= 100_000_000, t
 assert len(info) == 4, info
 match = origin["match_realtime_ns"]
 for s in info:

@@ -46,6 +46,9 @@ int cmd_agent(const FleetCommands& c) {
   auto rate = parse_duration_ns(c.rate, "--rate");
   if (!rate.ok()) return fail(rate.status());
   o.rate_ns = *rate;
+  auto copy_delay = parse_duration_ns(c.copy_delay, "--copy-delay");
+  if (!copy_delay.ok()) return fail(copy_delay.status());
+  o.copy_delay_ns = *copy_delay;
   auto credentials = fleet::read_credentials(c.credentials);
   if (!credentials.ok()) return fail(credentials.status());
   o.credentials = *credentials;

@@ -213,6 +213,11 @@ void register_fleet_commands(CLI::App& app, FleetCommands* c) {
   c->agent->add_option("--metrics", c->metrics, "serve /metrics on HOST:PORT");
   c->agent->add_option("--rate", c->rate, "at most one fleet freeze per interval")
       ->capture_default_str();
+  c->agent
+      ->add_option("--copy-delay", c->copy_delay,
+                   "how long a frozen node waits before copying its rings (nodes that share a "
+                   "host are still being told; 0: at once)")
+      ->capture_default_str();
   c->agent->add_option("--scan-ms", c->scan_ms, "how often to look for new traced processes")
       ->capture_default_str();
   c->agent->add_option("--kernel", c->kernel,

@@ -20,6 +20,7 @@ struct FleetCommands {
   // agent
   std::string node, spool = "/var/spool/nanotrace", metrics;
   std::string rate = "10s";
+  std::string copy_delay = "2ms";
   int scan_ms = 1000;
   std::string kernel;
   uint32_t kernel_flight_buffer_kb = 4096;
