@@ -131,14 +131,21 @@ class StringDictionary {
   const ColumnArray<char>& text() const { return text_; }
 
  private:
+  // An entry of the index. key: a text of up to 8 bytes itself (all of its bytes in one
+  // word: with its size, equal keys are equal texts), a longer one's hash.
+  struct Slot {
+    uint64_t key = 0;
+    uint32_t size = 0;
+    uint32_t code_plus_one = 0;  // 0: empty
+  };
   uint64_t hash(std::string_view text) const;
-  uint32_t add(std::string_view text, uint64_t h, size_t slot);
+  size_t place(uint64_t key, size_t size) const;
+  uint32_t add(std::string_view text, uint64_t key, size_t slot);
   void grow_index();
 
   ColumnArray<uint64_t> offsets_;
   ColumnArray<char> text_;
-  // Open addressing, linear probing: the hash's high 32 bits << 32 | code + 1; 0: empty.
-  std::vector<uint64_t> index_;
+  std::vector<Slot> index_;  // open addressing, linear probing; at most half full
   uint64_t seed_;
 };
 

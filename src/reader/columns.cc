@@ -113,7 +113,7 @@ struct ColumnReader::Impl {
     uint32_t tail_bytes;          // the scalars after them
     int columns = 0;              // fields read
     std::vector<int> dictionary;  // per column read: index into dictionaries, -1: no string
-    bool reads_strings = false;   // a string column is read
+    size_t string_steps = 0;      // steps up to the last string column read (0: none)
   };
 
   Impl(Trace& t, ColumnOptions o)
@@ -159,7 +159,7 @@ struct ColumnReader::Impl {
       const bool read = wanted(f.name);
       t.steps.push_back({string, read ? t.columns++ : -1});
       if (read) t.dictionary.push_back(string ? dictionary_index(f.name) : -1);
-      if (read && string) t.reads_strings = true;
+      if (read && string) t.string_steps = i + 1;
       if (read || string) walked = i + 1;
     }
     t.tail_bytes = static_cast<uint32_t>(8 * (t.steps.size() - walked));
@@ -449,7 +449,7 @@ struct ColumnReader::Impl {
         p += 8;
       }
     }
-    if (layout.reads_strings) take_strings(*s, layout, rec, r);
+    if (layout.string_steps != 0) take_strings(*s, layout, rec, r);
   }
 
   // The string columns of take()'s row r, coded. Kept out of take() and out of line: with the
@@ -460,7 +460,8 @@ struct ColumnReader::Impl {
   [[gnu::noinline]] static void take_strings(const Sink& s, const Table& layout, const uint8_t* rec,
                                              size_t r) {
     const uint8_t* p = rec + 8;
-    for (const Step& step : layout.steps) {
+    for (size_t i = 0; i < layout.string_steps; ++i) {
+      const Step& step = layout.steps[i];
       if (step.string) {
         const uint32_t n = p[0];
         if (step.column >= 0) {

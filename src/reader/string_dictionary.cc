@@ -1,9 +1,9 @@
 // StringDictionary (nanotrace/columns.hpp): the distinct strings of dictionary-encoded
-// columns. A lookup per row is the cost of a string column, so it is one seeded hash of the
-// bytes (8 at a time), a probe of an array of 8-byte slots whose high half holds the hash's
-// own high bits (a mismatch rarely reaches the bytes), and one compare. The strings and their
-// offsets live in ColumnArrays (no copy as they grow); the index alone is rebuilt when it is
-// half full.
+// columns. A lookup per row is the cost of a string column. A text of up to 8 bytes is its
+// own key (every byte in one word, two fixed-size loads): the probe compares the slot's key and
+// size and never reaches the stored bytes. A longer text is keyed by a seeded hash of its bytes
+// (8 at a time) and compared once with the entry the key finds. The strings and their offsets
+// live in ColumnArrays (no copy as they grow); the index alone is rebuilt when half full.
 #include <cstring>
 
 #include "base/hash_seed.hpp"
@@ -13,6 +13,7 @@ namespace nanotrace {
 namespace {
 
 constexpr uint64_t kMul = 0x9e3779b97f4a7c15ull;
+constexpr size_t kShort = 8;  // texts up to this size are their own key
 
 uint64_t mix(uint64_t h) {
   h ^= h >> 32;
@@ -21,9 +22,8 @@ uint64_t mix(uint64_t h) {
   return h;
 }
 
-// The 1 to 7 bytes at p as one word, every byte in it (with the length hashed beside it, two
-// strings of one length give two words): fixed-size loads, where a copy of n bytes would be a
-// call per row.
+// The 1 to 8 bytes at p as one word holding every one of them (with the size beside it, two
+// texts give two keys): fixed-size loads, where a copy of n bytes would be a call per row.
 uint64_t load_short(const char* p, size_t n) {
   if (n >= 4) {
     uint32_t first, last;
@@ -35,19 +35,15 @@ uint64_t load_short(const char* p, size_t n) {
   return byte(0) << 16 | byte(n / 2) << 8 | byte(n - 1);
 }
 
-// Equal texts; short ones compared as one word each (no call per row).
-bool same(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  if (a.size() == 0) return true;
-  if (a.size() < 8) return load_short(a.data(), a.size()) == load_short(b.data(), b.size());
-  return std::memcmp(a.data(), b.data(), a.size()) == 0;
+uint64_t short_key(std::string_view text) {
+  return text.empty() ? 0 : load_short(text.data(), text.size());
 }
 
 }  // namespace
 
 StringDictionary::StringDictionary() : seed_(hash_seed()) {
   offsets_.push_back(0);
-  index_.assign(64, 0);
+  index_.resize(64);
 }
 
 uint64_t StringDictionary::hash(std::string_view text) const {
@@ -64,39 +60,52 @@ uint64_t StringDictionary::hash(std::string_view text) const {
   return mix(h);
 }
 
+// Where a key's probe starts (seeded: a trace's texts cannot aim at one chain).
+size_t StringDictionary::place(uint64_t key, size_t size) const {
+  const uint64_t h = size <= kShort ? mix((key ^ seed_) * kMul + size) : key;
+  return static_cast<size_t>(h) & (index_.size() - 1);
+}
+
 uint32_t StringDictionary::code_of(std::string_view text) {
-  const uint64_t h = hash(text);
-  const uint64_t tag = h & ~uint64_t{0xffffffff};
+  const size_t n = text.size();
   const size_t mask = index_.size() - 1;
-  for (size_t i = h & mask;; i = (i + 1) & mask) {
-    const uint64_t slot = index_[i];
-    if (slot == 0) return add(text, h, i);
-    if ((slot & ~uint64_t{0xffffffff}) == tag) {
-      const auto code = static_cast<uint32_t>(slot - 1);
+  if (n <= kShort) {
+    const uint64_t key = short_key(text);
+    for (size_t i = place(key, n);; i = (i + 1) & mask) {
+      const Slot& slot = index_[i];
+      if (slot.code_plus_one == 0) return add(text, key, i);
+      if (slot.key == key && slot.size == n) return slot.code_plus_one - 1;
+    }
+  }
+  const uint64_t key = hash(text);
+  for (size_t i = place(key, n);; i = (i + 1) & mask) {
+    const Slot& slot = index_[i];
+    if (slot.code_plus_one == 0) return add(text, key, i);
+    if (slot.key == key && slot.size == static_cast<uint32_t>(n)) {
+      const uint32_t code = slot.code_plus_one - 1;
       const std::string_view entry = (*this)[code];
-      if (same(entry, text)) return code;
+      if (entry.size() == n && std::memcmp(entry.data(), text.data(), n) == 0) return code;
     }
   }
 }
 
-uint32_t StringDictionary::add(std::string_view text, uint64_t h, size_t slot) {
+uint32_t StringDictionary::add(std::string_view text, uint64_t key, size_t slot) {
   const auto code = static_cast<uint32_t>(size());
   text_.append(text.data(), text.size());
   offsets_.push_back(text_.size());
-  index_[slot] = (h & ~uint64_t{0xffffffff}) | (uint64_t{code} + 1);
+  index_[slot] = Slot{key, static_cast<uint32_t>(text.size()), code + 1};
   if (2 * size() > index_.size()) grow_index();
   return code;
 }
 
 void StringDictionary::grow_index() {
-  std::vector<uint64_t> old(2 * index_.size(), 0);
+  std::vector<Slot> old(2 * index_.size());
   old.swap(index_);
   const size_t mask = index_.size() - 1;
-  for (uint64_t slot : old) {
-    if (slot == 0) continue;
-    const uint64_t h = hash((*this)[static_cast<uint32_t>(slot - 1)]);
-    size_t i = h & mask;
-    while (index_[i] != 0) i = (i + 1) & mask;
+  for (const Slot& slot : old) {
+    if (slot.code_plus_one == 0) continue;
+    size_t i = place(slot.key, slot.size);
+    while (index_[i].code_plus_one != 0) i = (i + 1) & mask;
     index_[i] = slot;
   }
 }

@@ -285,6 +285,49 @@ TEST(ColumnsTest, StringDictionariesSharedByFieldNameAndKeptAcrossBatches) {
   std::filesystem::remove(segment);
 }
 
+// Every text gets one code, kept as the index grows: short texts (their own key) that share
+// bytes, sizes or a key word ("a", "aa" and "aaa" load as one word), texts with NUL bytes, texts
+// that differ in one middle byte, and long ones that differ only at their end.
+TEST(ColumnsTest, DictionaryCodesEachDistinctTextOnce) {
+  std::vector<std::string> texts;
+  const char alphabet[] = {'a', 'b', '\0'};
+  std::vector<std::string> level{""};
+  for (int size = 0; size <= 5; ++size) {
+    texts.insert(texts.end(), level.begin(), level.end());
+    std::vector<std::string> longer;
+    for (const std::string& t : level) {
+      for (char c : alphabet) longer.push_back(t + c);
+    }
+    level.swap(longer);
+  }
+  // A byte repeated 1 to 3 times, or 4 to 8 times, loads as one word: only the sizes differ.
+  for (int c = 1; c < 256; ++c) {
+    for (size_t size = 1; size <= 8; ++size)
+      texts.push_back(std::string(size, static_cast<char>(c)));
+  }
+  for (size_t size = 6; size <= 40; ++size) {
+    std::string base(size, 'x');
+    texts.push_back(base);
+    for (size_t at : {size / 2, size - 1}) {
+      std::string other = base;
+      other[at] = 'y';
+      texts.push_back(other);
+    }
+  }
+  std::set<std::string> seen;
+  std::erase_if(texts, [&](const std::string& t) { return !seen.insert(t).second; });
+  StringDictionary d;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    ASSERT_EQ(d.code_of(texts[i]), i) << "text #" << i << " coded as an earlier one";
+  }
+  ASSERT_EQ(d.size(), texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_EQ(d.code_of(texts[i]), i) << "text #" << i << " coded again";
+    EXPECT_EQ(d[static_cast<uint32_t>(i)], texts[i]);
+  }
+  EXPECT_EQ(d.size(), texts.size());
+}
+
 TEST(ColumnsTest, AnEventWithoutFields) {
   std::string segment = testing::run_keeping_segment(kBin + "/export_helper --pairs 8");
   ASSERT_FALSE(segment.empty());
