@@ -139,7 +139,7 @@ class StringDictionary {
     uint32_t code_plus_one = 0;  // 0: empty
   };
   uint64_t hash(std::string_view text) const;
-  size_t place(uint64_t key, size_t size) const;
+  [[gnu::noinline]] uint32_t code_of_long(std::string_view text);
   uint32_t add(std::string_view text, uint64_t key, size_t slot);
   void grow_index();
 

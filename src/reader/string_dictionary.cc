@@ -39,6 +39,13 @@ uint64_t short_key(std::string_view text) {
   return text.empty() ? 0 : load_short(text.data(), text.size());
 }
 
+// Where a key's probe starts in an index of mask + 1 slots (seeded: a trace's texts cannot
+// aim at one chain; a long text's key is its seeded hash already).
+size_t place(uint64_t key, size_t size, uint64_t seed, size_t mask) {
+  const uint64_t h = size <= kShort ? mix((key ^ seed) * kMul + size) : key;
+  return static_cast<size_t>(h) & mask;
+}
+
 }  // namespace
 
 StringDictionary::StringDictionary() : seed_(hash_seed()) {
@@ -60,25 +67,25 @@ uint64_t StringDictionary::hash(std::string_view text) const {
   return mix(h);
 }
 
-// Where a key's probe starts (seeded: a trace's texts cannot aim at one chain).
-size_t StringDictionary::place(uint64_t key, size_t size) const {
-  const uint64_t h = size <= kShort ? mix((key ^ seed_) * kMul + size) : key;
-  return static_cast<size_t>(h) & (index_.size() - 1);
-}
-
 uint32_t StringDictionary::code_of(std::string_view text) {
   const size_t n = text.size();
+  if (n > kShort) return code_of_long(text);
   const size_t mask = index_.size() - 1;
-  if (n <= kShort) {
-    const uint64_t key = short_key(text);
-    for (size_t i = place(key, n);; i = (i + 1) & mask) {
-      const Slot& slot = index_[i];
-      if (slot.code_plus_one == 0) return add(text, key, i);
-      if (slot.key == key && slot.size == n) return slot.code_plus_one - 1;
-    }
+  const uint64_t key = short_key(text);
+  for (size_t i = place(key, n, seed_, mask);; i = (i + 1) & mask) {
+    const Slot& slot = index_[i];
+    if (slot.code_plus_one == 0) return add(text, key, i);
+    if (slot.key == key && slot.size == n) return slot.code_plus_one - 1;
   }
+}
+
+// Out of line: the registers it needs would otherwise be saved and restored around every
+// short text's lookup too.
+uint32_t StringDictionary::code_of_long(std::string_view text) {
+  const size_t n = text.size();
+  const size_t mask = index_.size() - 1;
   const uint64_t key = hash(text);
-  for (size_t i = place(key, n);; i = (i + 1) & mask) {
+  for (size_t i = place(key, n, seed_, mask);; i = (i + 1) & mask) {
     const Slot& slot = index_[i];
     if (slot.code_plus_one == 0) return add(text, key, i);
     if (slot.key == key && slot.size == static_cast<uint32_t>(n)) {
@@ -104,7 +111,7 @@ void StringDictionary::grow_index() {
   const size_t mask = index_.size() - 1;
   for (const Slot& slot : old) {
     if (slot.code_plus_one == 0) continue;
-    size_t i = place(slot.key, slot.size);
+    size_t i = place(slot.key, slot.size, seed_, mask);
     while (index_[i].code_plus_one != 0) i = (i + 1) & mask;
     index_[i] = slot;
   }
