@@ -85,8 +85,9 @@ void Agent::Impl::on_local_fire(LocalProcess& p, const TriggerInfo& info) {
 void Agent::Impl::let_other_nodes_freeze() const {
   // Measured with 8 nodes on one 2-core host (docs/fleet.md, "Where the time goes"): when each
   // node's watcher woke to copy as soon as the node froze, the last nodes' receipt of the
-  // announcement waited for a CPU, and the fleet's p99 was 3.5 x the broker's own; 2 ms later,
-  // 1.4 x. On hosts of their own, the nodes only resume that much later.
+  // announcement waited for a CPU, and the fleet's p99 was 2.9 x the broker's own (the median
+  // of six runs); 2 ms later, 1.3 x. On hosts of their own, the nodes only resume that much
+  // later.
   if (options.copy_delay_ns != 0) {
     std::this_thread::sleep_for(std::chrono::nanoseconds(options.copy_delay_ns));
   }
