@@ -22,6 +22,83 @@ bool selected(const std::vector<std::string>& filters, const EventInfo& e) {
   return false;
 }
 
+// Every filter names a group or event of the trace (user or kernel).
+Status check_filters(Trace& trace, const std::vector<std::string>& filters) {
+  for (const std::string& f : filters) {
+    bool known = false;
+    for (const EventInfo& e : trace.events()) known = known || f == e.group || f == e.full_name();
+    for (const EventInfo& e : trace.kernel_events()) {
+      known = known || f == e.group || f == e.full_name();
+    }
+    if (!known) return Status::NotFound("no event or group '" + f + "' in this trace");
+  }
+  return Status::Ok();
+}
+
+// One record as a line. Text is data: JSON goes through the exporters' encoder (JSON lines are
+// these objects), text through utf8::escape_text (a string field cannot forge a line).
+class LinePrinter {
+ public:
+  LinePrinter(Trace& trace, const std::vector<ThreadStats>& threads, bool json)
+      : threads_(threads), json_(json), processes_(trace.processes().size() > 1) {
+    if (json) encoder_.prepare(trace, threads);
+    for (const ThreadStats& s : threads) thread_names_.push_back(utf8::escape_text(s.info.name));
+    // A merge of several nodes (`nanotrace merge`) shows each record's node (its hostname).
+    if (trace.nodes().size() > 1) {
+      for (const ThreadStats& s : threads) {
+        const uint32_t node =
+            s.info.process < trace.processes().size() ? trace.processes()[s.info.process].node : 0;
+        node_of_thread_.push_back(utf8::escape_text(trace.nodes()[node].hostname));
+      }
+    }
+  }
+
+  void print(const Record& r) {
+    line_.clear();
+    auto out = std::back_inserter(line_);
+    if (json_) {
+      encoder_.encode(line_, r);
+      std::fwrite(line_.data(), 1, line_.size(), stdout);
+      return;
+    }
+    const std::string event = utf8::escape_text(r.event->full_name());
+    if (r.event->is_kernel) {
+      fmt::format_to(out, "{:>15} {:>7} {:<15} {:<28} {}\n", r.time_ns, r.task,
+                     fmt::format("[cpu{}]", r.cpu), event, utf8::escape_text(format_fields(r)));
+    } else {
+      const uint32_t tid = threads_[r.thread].info.tid;
+      fmt::format_to(out, "{:>15} ", r.time_ns);
+      if (!node_of_thread_.empty()) fmt::format_to(out, "{:<16} ", node_of_thread_[r.thread]);
+      // A trace of several processes (`nanotrace run`, a merge) shows each record's process.
+      if (!node_of_thread_.empty() || processes_) fmt::format_to(out, "{:>7} ", r.pid);
+      fmt::format_to(out, "{:>7} {:<15} {:<28} {}\n", tid, thread_names_[r.thread], event,
+                     utf8::escape_text(format_fields(r)));
+    }
+    std::fwrite(line_.data(), 1, line_.size(), stdout);
+  }
+
+ private:
+  const std::vector<ThreadStats>& threads_;
+  const bool json_;
+  const bool processes_;
+  exporter::JsonLineEncoder encoder_;
+  std::vector<std::string> thread_names_;
+  std::vector<std::string> node_of_thread_;
+  fmt::memory_buffer line_;
+};
+
+void report_losses(const std::vector<ThreadStats>& threads) {
+  for (const ThreadStats& s : threads) {
+    if (!s.lost() && !s.corrupt_blocks) continue;
+    std::fprintf(stderr, "%s %u (%s): %llu records lost (%llu overwritten, %llu dropped)%s\n",
+                 s.info.tid == 0 ? "kernel" : "thread", s.info.tid,
+                 utf8::escape_text(s.info.name).c_str(), static_cast<unsigned long long>(s.lost()),
+                 static_cast<unsigned long long>(s.overwritten),
+                 static_cast<unsigned long long>(s.dropped),
+                 s.corrupt_blocks ? ", corrupt blocks skipped" : "");
+  }
+}
+
 }  // namespace
 
 int cmd_dump(const std::string& source, const DumpOptions& options) {
@@ -31,83 +108,18 @@ int cmd_dump(const std::string& source, const DumpOptions& options) {
   auto opened = open_source(source);
   if (!opened.ok()) return fail(opened.status());
   Trace& trace = **opened;
-  for (const std::string& f : options.events) {
-    bool known = false;
-    for (const EventInfo& e : trace.events()) known = known || f == e.group || f == e.full_name();
-    for (const EventInfo& e : trace.kernel_events()) {
-      known = known || f == e.group || f == e.full_name();
-    }
-    if (!known) return fail(Status::NotFound("no event or group '" + f + "' in this trace"));
-  }
+  if (Status s = check_filters(trace, options.events); !s.ok()) return fail(s);
   auto records = trace.read_all_with_kernel();
-  const std::vector<ThreadStats>& threads = records->threads();
-  // Text is data: JSON goes through the exporters' encoder (JSON lines are these objects),
-  // text through utf8::escape_text (a string field cannot forge a line).
-  exporter::JsonLineEncoder encoder;
-  if (options.json) encoder.prepare(trace, threads);
-  std::vector<std::string> thread_names;
-  for (const ThreadStats& s : threads) thread_names.push_back(utf8::escape_text(s.info.name));
+  LinePrinter printer(trace, records->threads(), options.json);
   Record r;
   uint64_t printed = 0;
-  fmt::memory_buffer line;
-  // A trace of several processes (`nanotrace run`) shows each record's process too.
-  const bool processes = trace.processes().size() > 1;
-  // A merge of several nodes (`nanotrace merge`) shows each record's node (its hostname).
-  std::vector<std::string> node_of_thread;
-  if (trace.nodes().size() > 1) {
-    for (const ThreadStats& s : threads) {
-      const uint32_t node =
-          s.info.process < trace.processes().size() ? trace.processes()[s.info.process].node : 0;
-      node_of_thread.push_back(utf8::escape_text(trace.nodes()[node].hostname));
-    }
-  }
   while (records->next(&r)) {
     if (!selected(options.events, *r.event)) continue;
-    if (r.event->is_kernel) {
-      line.clear();
-      if (options.json) {
-        encoder.encode(line, r);
-      } else {
-        fmt::format_to(std::back_inserter(line), "{:>15} {:>7} {:<15} {:<28} {}\n", r.time_ns,
-                       r.task, fmt::format("[cpu{}]", r.cpu),
-                       utf8::escape_text(r.event->full_name()),
-                       utf8::escape_text(format_fields(r)));
-      }
-      std::fwrite(line.data(), 1, line.size(), stdout);
-    } else if (options.json) {
-      line.clear();
-      encoder.encode(line, r);
-      std::fwrite(line.data(), 1, line.size(), stdout);
-    } else if (!node_of_thread.empty()) {
-      fmt::print("{:>15} {:<16} {:>7} {:>7} {:<15} {:<28} {}\n", r.time_ns,
-                 node_of_thread[r.thread], r.pid, threads[r.thread].info.tid,
-                 thread_names[r.thread], utf8::escape_text(r.event->full_name()),
-                 utf8::escape_text(format_fields(r)));
-    } else if (processes) {
-      fmt::print("{:>15} {:>7} {:>7} {:<15} {:<28} {}\n", r.time_ns, r.pid,
-                 threads[r.thread].info.tid, thread_names[r.thread],
-                 utf8::escape_text(r.event->full_name()), utf8::escape_text(format_fields(r)));
-    } else {
-      fmt::print("{:>15} {:>7} {:<15} {:<28} {}\n", r.time_ns, threads[r.thread].info.tid,
-                 thread_names[r.thread], utf8::escape_text(r.event->full_name()),
-                 utf8::escape_text(format_fields(r)));
-    }
+    printer.print(r);
     if (options.limit > 0 && ++printed >= static_cast<uint64_t>(options.limit)) break;
   }
   std::fflush(stdout);
-  if (!options.json) {
-    for (const ThreadStats& s : records->threads()) {
-      if (s.lost() || s.corrupt_blocks) {
-        std::fprintf(stderr, "%s %u (%s): %llu records lost (%llu overwritten, %llu dropped)%s\n",
-                     s.info.tid == 0 ? "kernel" : "thread", s.info.tid,
-                     utf8::escape_text(s.info.name).c_str(),
-                     static_cast<unsigned long long>(s.lost()),
-                     static_cast<unsigned long long>(s.overwritten),
-                     static_cast<unsigned long long>(s.dropped),
-                     s.corrupt_blocks ? ", corrupt blocks skipped" : "");
-      }
-    }
-  }
+  if (!options.json) report_losses(records->threads());
   return 0;
 }
 
