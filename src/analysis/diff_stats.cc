@@ -290,12 +290,14 @@ std::string too_few(double q) {
 
 }  // namespace
 
-std::array<MetricResult, kMetrics> compare(const SampleSet& a, const SampleSet& b,
-                                           const Options& options) {
-  std::array<MetricResult, kMetrics> out;
+namespace {
+
+// Each metric's exact values, and whether there are samples enough to test it; false if no
+// metric can be.
+bool exact_values(const SampleSet& a, const SampleSet& b, std::array<MetricResult, kMetrics>* out) {
   bool any = false;
   for (int m = 0; m < kMetrics; ++m) {
-    MetricResult& r = out[m];
+    MetricResult& r = (*out)[m];
     r.metric = m;
     r.decides = m != kMean;
     r.a = a.count() > 0 ? a.exact(m) : 0;
@@ -314,75 +316,113 @@ std::array<MetricResult, kMetrics> compare(const SampleSet& a, const SampleSet& 
     }
     any = any || r.tested;
   }
-  if (!any) return out;
+  return any;
+}
+
+// The bootstrap's replicates of each metric's difference (b - a) and relative change, and
+// the binned estimates of all the samples: replicates are read relative to them, so that
+// intervals centre on the exact difference.
+struct Replicates {
+  std::array<double, kMetrics> base_a{}, base_b{};
+  std::array<std::vector<double>, kMetrics> deltas, ratios;
+};
+
+Replicates bootstrap(const SampleSet& a, const SampleSet& b, const Options& options) {
   const uint32_t lo = std::min(a.lo_bin(), b.lo_bin());
   const uint32_t width = std::max(a.hi_bin(), b.hi_bin()) - lo + 1;
   Side sa = prepare(a.run_blocks(), lo, width), sb = prepare(b.run_blocks(), lo, width);
-  // The binned estimates of all the samples: replicates are read relative to them, so that
-  // intervals centre on the exact difference.
+  Replicates out;
   sa.all_once();
   sb.all_once();
-  const std::array<double, kMetrics> base_a = sa.metrics(lo), base_b = sb.metrics(lo);
-  std::array<std::vector<double>, kMetrics> deltas, ratios;
+  out.base_a = sa.metrics(lo);
+  out.base_b = sb.metrics(lo);
   Rng rng(options.seed);
   for (uint32_t i = 0; i < options.resamples; ++i) {
     sa.draw(rng);
     sb.draw(rng);
     const std::array<double, kMetrics> ra = sa.metrics(lo), rb = sb.metrics(lo);
     for (int m = 0; m < kMetrics; ++m) {
-      deltas[m].push_back(rb[m] - ra[m]);
-      ratios[m].push_back(ra[m] > 0 ? (rb[m] - ra[m]) / ra[m] : 0);
+      out.deltas[m].push_back(rb[m] - ra[m]);
+      out.ratios[m].push_back(ra[m] > 0 ? (rb[m] - ra[m]) / ra[m] : 0);
     }
   }
-  const double tail = (1 - options.level) / 2;
-  // Few runs: a bootstrap of k runs sees (k - 1) / k of the variance between runs, and the
-  // spread of k runs is itself uncertain. So with several runs on both sides the standard
-  // error is scaled back up and tested against Student's t with (runs - 2) degrees of freedom,
-  // and the intervals are widened to match.
+  return out;
+}
+
+// Few runs: a bootstrap of k runs sees (k - 1) / k of the variance between runs, and the
+// spread of k runs is itself uncertain. So with several runs on both sides the standard error
+// is scaled back up and tested against Student's t with (runs - 2) degrees of freedom, and the
+// intervals are widened to match.
+struct RunCorrection {
+  bool by_runs = false;
+  double df = 0;
+  double se_scale = 1;
+  double widen = 1;
+};
+
+RunCorrection run_correction(const SampleSet& a, const SampleSet& b, double level) {
+  RunCorrection c;
   const uint32_t fewest_runs = std::min(a.runs(), b.runs());
-  const bool by_runs = fewest_runs >= 2;
-  const double df = static_cast<double>(a.runs() + b.runs()) - 2;
-  const double se_scale = by_runs ? std::sqrt(fewest_runs / (fewest_runs - 1.0)) : 1.0;
-  const double widen = by_runs ? student_quantile(1 - options.level, df) * se_scale /
-                                     (std::sqrt(2.0) * erfc_inverse(1 - options.level))
-                               : 1.0;
+  c.by_runs = fewest_runs >= 2;
+  c.df = static_cast<double>(a.runs() + b.runs()) - 2;
+  if (c.by_runs) {
+    c.se_scale = std::sqrt(fewest_runs / (fewest_runs - 1.0));
+    c.widen =
+        student_quantile(1 - level, c.df) * c.se_scale / (std::sqrt(2.0) * erfc_inverse(1 - level));
+  }
+  return c;
+}
+
+// A tested metric's standard error, intervals and p-value from its replicates (sorted here).
+void conclude(MetricResult& r, std::vector<double>& d, std::vector<double>& ratios, double base_a,
+              double base_b, const RunCorrection& c, double level) {
+  const double tail = (1 - level) / 2;
+  double mean = 0, sq = 0;
+  for (double x : d) mean += x;
+  mean /= static_cast<double>(d.size());
+  for (double x : d) sq += (x - mean) * (x - mean);
+  r.se = d.size() > 1 ? c.se_scale * std::sqrt(sq / static_cast<double>(d.size() - 1)) : 0;
+  std::sort(d.begin(), d.end());
+  std::sort(ratios.begin(), ratios.end());
+  const double shift = r.delta - (base_b - base_a);
+  r.lo = r.delta - c.widen * (r.delta - (percentile(d, tail) + shift));
+  r.hi = r.delta + c.widen * (percentile(d, 1 - tail) + shift - r.delta);
+  const double base_rel = base_a > 0 ? (base_b - base_a) / base_a : 0;
+  const double rel_shift = r.relative - base_rel;
+  r.rel_lo = r.relative - c.widen * (r.relative - (percentile(ratios, tail) + rel_shift));
+  r.rel_hi = r.relative + c.widen * (percentile(ratios, 1 - tail) + rel_shift - r.relative);
+  double p_param;
+  if (r.se > 0) {
+    p_param =
+        c.by_runs ? student_two_sided_p(r.delta / r.se, c.df) : normal_two_sided_p(r.delta / r.se);
+  } else {
+    p_param = r.delta == 0 ? 1 : 0;  // every replicate agrees: no sampling variation at all
+  }
+  // The percentile test: replicates (centred and widened as the interval) on the other side
+  // of zero. A skewed or lumpy bootstrap distribution (a p90 where preemptions begin) can make
+  // the normal p-value too small; taking the larger of the two keeps a significant change's
+  // interval clear of zero.
+  double across = 0;
+  for (double x : d) {
+    const double v = r.delta + c.widen * (x + shift - r.delta);
+    across += (r.delta > 0 ? v < 0 : r.delta < 0 ? v > 0 : true) ? 1 : v == 0 ? 0.5 : 0;
+  }
+  const double p_percentile = std::min(1.0, (2 * across + 1) / (static_cast<double>(d.size()) + 1));
+  r.p = std::max(p_param, p_percentile);
+}
+
+}  // namespace
+
+std::array<MetricResult, kMetrics> compare(const SampleSet& a, const SampleSet& b,
+                                           const Options& options) {
+  std::array<MetricResult, kMetrics> out;
+  if (!exact_values(a, b, &out)) return out;
+  Replicates rep = bootstrap(a, b, options);
+  const RunCorrection correction = run_correction(a, b, options.level);
   for (int m = 0; m < kMetrics; ++m) {
-    MetricResult& r = out[m];
-    if (!r.tested) continue;
-    std::vector<double>& d = deltas[m];
-    double mean = 0, sq = 0;
-    for (double x : d) mean += x;
-    mean /= static_cast<double>(d.size());
-    for (double x : d) sq += (x - mean) * (x - mean);
-    r.se = d.size() > 1 ? se_scale * std::sqrt(sq / static_cast<double>(d.size() - 1)) : 0;
-    std::sort(d.begin(), d.end());
-    std::sort(ratios[m].begin(), ratios[m].end());
-    const double shift = r.delta - (base_b[m] - base_a[m]);
-    r.lo = r.delta - widen * (r.delta - (percentile(d, tail) + shift));
-    r.hi = r.delta + widen * (percentile(d, 1 - tail) + shift - r.delta);
-    const double base_rel = base_a[m] > 0 ? (base_b[m] - base_a[m]) / base_a[m] : 0;
-    const double rel_shift = r.relative - base_rel;
-    r.rel_lo = r.relative - widen * (r.relative - (percentile(ratios[m], tail) + rel_shift));
-    r.rel_hi = r.relative + widen * (percentile(ratios[m], 1 - tail) + rel_shift - r.relative);
-    double p_param;
-    if (r.se > 0) {
-      p_param =
-          by_runs ? student_two_sided_p(r.delta / r.se, df) : normal_two_sided_p(r.delta / r.se);
-    } else {
-      p_param = r.delta == 0 ? 1 : 0;  // every replicate agrees: no sampling variation at all
-    }
-    // The percentile test: replicates (centred and widened as the interval) on the other
-    // side of zero. A skewed or lumpy bootstrap distribution (a p90 where preemptions
-    // begin) can make the normal p-value too small; taking the larger of the two keeps a
-    // significant change's interval clear of zero.
-    double across = 0;
-    for (double x : d) {
-      const double v = r.delta + widen * (x + shift - r.delta);
-      across += (r.delta > 0 ? v < 0 : r.delta < 0 ? v > 0 : true) ? 1 : v == 0 ? 0.5 : 0;
-    }
-    const double p_percentile =
-        std::min(1.0, (2 * across + 1) / (static_cast<double>(d.size()) + 1));
-    r.p = std::max(p_param, p_percentile);
+    if (!out[m].tested) continue;
+    conclude(out[m], rep.deltas[m], rep.ratios[m], rep.base_a[m], rep.base_b[m], correction,
+             options.level);
   }
   return out;
 }
