@@ -15,6 +15,16 @@ libdir=$(find "$prefix" -name libnanotrace.so -printf '%h\n' | head -1)
 test -n "$libdir"
 nanotrace="$prefix/bin/nanotrace"
 test -x "$nanotrace"
+# The network commands run in the installed nanotrace-net (tools/nanotrace/network_commands.hpp).
+test -x "$prefix/libexec/nanotrace/nanotrace-net" || { echo "no nanotrace-net installed"; exit 1; }
+printf 'token = t\n' >"$work/creds"
+chmod 600 "$work/creds"
+if out=$("$nanotrace" fleet status --broker nats://127.0.0.1:1 --credentials "$work/creds" \
+  --timeout-ms 100 2>&1); then
+  echo "fleet status with no broker succeeded"; exit 1
+fi
+echo "$out" | grep -q "cannot connect to nats://127.0.0.1:1" ||
+  { echo "the installed nanotrace did not run nanotrace-net: $out"; exit 1; }
 
 mkdir "$work/consumer"
 cat >"$work/consumer/CMakeLists.txt" <<'CMAKE'

@@ -2,6 +2,7 @@
 // list, events, enable/disable, dump, stats, and bad input (a wrong pid, an unknown group or
 // event) giving one clear line and a non-zero exit.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -268,6 +269,52 @@ TEST_F(CliTest, BadInputGivesOneLineAndNonZeroExit) {
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << c.args << ": " << out;
     EXPECT_NE(out.find(c.expect), std::string::npos) << c.args << ": " << out;
   }
+}
+
+// The network commands' libraries (NATS, libcurl, libmicrohttpd and what they bring) are
+// loaded by nanotrace-net alone: the other commands start without them.
+TEST(NetworkCommandsTest, OtherCommandsDoNotLoadTheNetworkLibraries) {
+  int code = 0;
+  std::string loaded = run_command("LD_DEBUG=libs " + kCli + " list 2>&1 >/dev/null", &code);
+  EXPECT_EQ(code, 0) << loaded;
+  EXPECT_NE(loaded.find("libfmt"), std::string::npos) << "LD_DEBUG printed nothing: " << loaded;
+  for (const char* lib : {"libnats", "libcurl", "libmicrohttpd", "libgnutls"}) {
+    EXPECT_EQ(loaded.find(lib), std::string::npos) << "`nanotrace list` loaded " << lib;
+  }
+  loaded = run_command(
+      "LD_DEBUG=libs " + kCli + " fleet status --broker nats://127.0.0.1:1 --timeout-ms 100 2>&1",
+      &code);
+  EXPECT_NE(loaded.find("libnats"), std::string::npos) << "fleet did not run in nanotrace-net";
+}
+
+// agent, fleet and ship run in nanotrace-net, with the same arguments; without it beside
+// nanotrace, one line says so.
+TEST(NetworkCommandsTest, RunInTheHelperOrSayItIsMissing) {
+  const std::string creds = ::testing::TempDir() + "/network-commands-creds";
+  { std::ofstream(creds) << "token = t\n"; }
+  chmod(creds.c_str(), 0600);
+  int code = 0;
+  std::string out = run_command(kCli + " fleet status --broker nats://127.0.0.1:1 --credentials " +
+                                    creds + " --timeout-ms 100 2>&1",
+                                &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("cannot connect to nats://127.0.0.1:1"), std::string::npos) << out;
+  out = run_command(kCli + " ship /nonexistent.nt --clickhouse http://127.0.0.1:1 2>&1", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("127.0.0.1"), std::string::npos) << out;
+  const std::string alone = ::testing::TempDir() + "/nanotrace-alone";
+  run_command("rm -rf " + alone + " && mkdir -p " + alone + " && cp " + kCli + " " + alone, &code);
+  ASSERT_EQ(code, 0);
+  out = run_command(alone + "/nanotrace fleet status --credentials " + creds + " 2>&1", &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_NE(out.find("nanotrace-net (which runs agent, fleet and ship) is not installed"),
+            std::string::npos)
+      << out;
+  out = run_command(alone + "/nanotrace --help 2>&1", &code);  // the others need no helper
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("fleet"), std::string::npos) << out;
+  run_command("rm -rf " + alone + " " + creds, &code);
 }
 
 }  // namespace

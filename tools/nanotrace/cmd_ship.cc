@@ -1,5 +1,6 @@
 // `nanotrace ship SRC... --clickhouse URL`: trace files (or directories of them, or live
-// sources) into ClickHouse (src/ship/shipper.hpp), one line (or JSON object) per trace.
+// sources) into ClickHouse (src/ship/shipper.hpp), one line (or JSON object) per trace. Part of
+// nanotrace-net (network_commands.hpp); its options are in ship_cli.cc.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -107,35 +108,6 @@ int cmd_ship(const ShipCommand& c) {
 }
 
 }  // namespace
-
-void register_ship_command(CLI::App& app, ShipCommand* c) {
-  c->ship = app.add_subcommand(
-      "ship",
-      "Ship traces into ClickHouse (events, begin/end intervals, I/O stages, losses), each once");
-  c->ship->add_option("SRC", c->sources, "Trace files, directories of them, or live sources")
-      ->required();
-  c->ship
-      ->add_option("--clickhouse", c->servers,
-                   "ClickHouse HTTP URL (http://host:8123); repeat for shards: a trace goes "
-                   "whole to shard trace_id % shards")
-      ->required();
-  c->ship->add_option("--database", c->database, "Database (created if missing)")
-      ->capture_default_str();
-  c->ship->add_option("--cluster", c->cluster,
-                      "Cluster of the servers' remote_servers the Distributed tables span "
-                      "(default: one server, Merge tables)");
-  c->ship->add_option(
-      "--node", c->node,
-      "The name of a one-node trace's node (default: the name the trace records, else this "
-      "host's name)");
-  c->ship->add_option("--pair", c->pairs,
-                      "BEGIN,END,KEY pairs whose intervals to store (default: inferred from "
-                      "event names)");
-  c->ship->add_option("--batch-rows", c->batch_rows, "Rows per insert block")
-      ->capture_default_str();
-  c->ship->add_flag("--no-compress", c->no_compress, "Send blocks uncompressed");
-  c->ship->add_flag("--json", c->json, "One JSON object per trace");
-}
 
 bool run_ship_command(const ShipCommand& c, int* status) {
   if (c.ship == nullptr || !c.ship->parsed()) return false;

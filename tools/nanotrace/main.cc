@@ -7,11 +7,10 @@
 #include "analysis_commands.hpp"
 #include "commands.hpp"
 #include "diff_command.hpp"
-#include "fleet_commands.hpp"   // agent, fleet
-#include "record_commands.hpp"  // record, snapshot, recover, clean
+#include "network_commands.hpp"  // agent, fleet, ship
+#include "record_commands.hpp"   // record, snapshot, recover, clean
 #include "reference_command.hpp"
 #include "run_commands.hpp"  // run, summary
-#include "ship_command.hpp"  // ship
 
 namespace {
 
@@ -157,9 +156,8 @@ int main(int argc, char** argv) {
   int status = 1;
   if (run_inspect_commands(inspect, &status) || run_trigger_commands(triggers, &status) ||
       run_analysis_commands(*analysis, &status) || run_diff_command(*diff, &status) ||
-      run_record_commands(record_commands, &status) ||
-      run_fleet_commands(fleet_commands, &status) || run_run_command(run_command, &status) ||
-      run_ship_command(ship_command, &status)) {
+      run_record_commands(record_commands, &status) || run_run_command(run_command, &status) ||
+      run_network_commands(fleet_commands, ship_command, argv, &status)) {
     return status;
   }
   return 1;
