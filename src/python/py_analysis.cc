@@ -227,91 +227,100 @@ py::dict trace_latency(Trace& trace, const std::string& begin, const std::string
   return j;
 }
 
-py::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& end,
-                     const std::string& key, const std::string& by) {
-  ResolvedPair rule = take(resolve_pair(trace, PairRule{begin, end, key}));
+namespace {
+
+// For each begin event of the rule, the index of its field named `by` (-1 elsewhere); an
+// error if a begin event has no such field.
+std::vector<int> by_fields(Trace& trace, const ResolvedPair& rule, const std::string& by) {
   std::vector<int> by_field(rule.role.size(), -1);
-  if (!by.empty()) {
-    for (uint16_t id : rule.begin_ids) {
-      const EventInfo* e = trace.event_by_id(id);
-      for (size_t f = 0; f < e->fields.size(); ++f) {
-        if (e->fields[f].name == by) by_field[id] = static_cast<int>(f);
-      }
-      if (by_field[id] < 0) {
-        check(Status::NotFound("by: begin event " + e->full_name() + " has no field '" + by + "'"));
-      }
+  if (by.empty()) return by_field;
+  for (uint16_t id : rule.begin_ids) {
+    const EventInfo* e = trace.event_by_id(id);
+    for (size_t f = 0; f < e->fields.size(); ++f) {
+      if (e->fields[f].name == by) by_field[id] = static_cast<int>(f);
+    }
+    if (by_field[id] < 0) {
+      check(Status::NotFound("by: begin event " + e->full_name() + " has no field '" + by + "'"));
     }
   }
-  PairColumns out;
-  std::vector<uint16_t> ids = rule.begin_ids;
-  ids.insert(ids.end(), rule.end_ids.begin(), rule.end_ids.end());
-  out.key.init(trace, ids, rule.key_field);
-  out.with_by = !by.empty();
-  if (out.with_by) out.by.init(trace, rule.begin_ids, by_field);
+  return by_field;
+}
 
-  IntervalMatcher matcher({rule});
-  const ResolvedPair& r0 = matcher.rules()[0];
-  auto source = trace.read_all();
-  const std::vector<ThreadStats>& threads = source->threads();
-  auto tid = [&](uint32_t thread) {
-    return thread < threads.size() ? threads[thread].info.tid : 0;
-  };
-  std::vector<Opened> opened;
-  std::vector<uint64_t> free_slots;
-  auto release = [&](uint64_t slot) {
-    Opened o = std::move(opened[slot]);
-    free_slots.push_back(slot);
-    return o;
-  };
-  const Kept none;
-  Record r;
-  while (source->next(&r)) {
-    const std::vector<IntervalMatch>& matches = matcher.add(r);
-    if (matches.empty()) continue;
-    const IntervalMatch& m = matches.front();
+// The matcher's intervals as rows of PairColumns. An open begin's key (and by value) waits in
+// a slot, named by the interval's tag, until its end or the end of the trace; a slot is reused
+// once its interval is written.
+class PairCollector {
+ public:
+  PairCollector(Trace& trace, const ResolvedPair& rule, std::vector<int> by_field, bool with_by,
+                const std::vector<ThreadStats>& threads)
+      : by_field_(std::move(by_field)), threads_(threads) {
+    std::vector<uint16_t> ids = rule.begin_ids;
+    ids.insert(ids.end(), rule.end_ids.begin(), rule.end_ids.end());
+    out_.key.init(trace, ids, rule.key_field);
+    out_.with_by = with_by;
+    if (out_.with_by) out_.by.init(trace, rule.begin_ids, by_field_);
+  }
+
+  // r, which the matcher (whose rule is `rule`) matched as m.
+  void add(const Record& r, const IntervalMatch& m, const ResolvedPair& rule) {
     const uint16_t id = r.event->id;
-    const auto k = static_cast<uint32_t>(r0.key_field[id]);
+    const auto k = static_cast<uint32_t>(rule.key_field[id]);
     if (m.kind == IntervalMatch::Kind::kBegin) {
-      if (m.replaced) {
-        Opened o = release(m.interval.tag);
-        out.add(1, m.interval, tid(m.interval.begin_thread), 0, m.interval.lost_adjacent, o.key,
-                o.by);
+      if (m.replaced) unmatched_begin(m.interval);
+      Opened o{out_.key.keep(r.event->fields[k], r.values[k]), {}};
+      if (by_field_[id] >= 0) {
+        auto f = static_cast<uint32_t>(by_field_[id]);
+        o.by = out_.by.keep(r.event->fields[f], r.values[f]);
       }
-      Opened o{out.key.keep(r.event->fields[k], r.values[k]), {}};
-      if (by_field[id] >= 0) {
-        auto f = static_cast<uint32_t>(by_field[id]);
-        o.by = out.by.keep(r.event->fields[f], r.values[f]);
-      }
-      uint64_t slot = opened.size();
-      if (!free_slots.empty()) {
-        slot = free_slots.back();
-        free_slots.pop_back();
-        opened[slot] = std::move(o);
-      } else {
-        opened.push_back(std::move(o));
-      }
-      *m.tag = slot;
+      *m.tag = open(std::move(o));
     } else if (m.kind == IntervalMatch::Kind::kEnd) {
       Opened o = release(m.interval.tag);
-      out.add(0, m.interval, tid(m.interval.begin_thread), tid(m.interval.end_thread),
-              m.interval.lost_adjacent, o.key, o.by);
+      out_.add(0, m.interval, tid(m.interval.begin_thread), tid(m.interval.end_thread),
+               m.interval.lost_adjacent, o.key, o.by);
     } else {
       Interval i;
       i.end_ns = r.time_ns;
-      out.add(2, i, 0, tid(r.thread), m.lost_adjacent,
-              out.key.keep(r.event->fields[k], r.values[k]), none);
+      out_.add(2, i, 0, tid(r.thread), m.lost_adjacent,
+               out_.key.keep(r.event->fields[k], r.values[k]), Kept{});
     }
   }
-  uint64_t lost = lost_outside_threads(trace);
-  for (const ThreadStats& s : source->threads()) lost += s.lost();
-  for (const auto& [unused, i] : matcher.finish(lost)) {
+
+  // A begin whose end never came (replaced, or open at the end of the trace).
+  void unmatched_begin(const Interval& i) {
     Opened o = release(i.tag);
-    out.add(1, i, tid(i.begin_thread), 0, i.lost_adjacent, o.key, o.by);
+    out_.add(1, i, tid(i.begin_thread), 0, i.lost_adjacent, o.key, o.by);
   }
-  // Losses the stream cannot place make every unmatched record lost-adjacent.
-  if (lost > matcher.lost_seen()) {
-    for (size_t i = 0; i < out.kind.size(); ++i) out.lost_adjacent[i] |= out.kind[i] != 0;
+
+  PairColumns& columns() { return out_; }
+
+ private:
+  uint32_t tid(uint32_t thread) const {
+    return thread < threads_.size() ? threads_[thread].info.tid : 0;
   }
+  uint64_t open(Opened o) {
+    if (free_slots_.empty()) {
+      opened_.push_back(std::move(o));
+      return opened_.size() - 1;
+    }
+    const uint64_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    opened_[slot] = std::move(o);
+    return slot;
+  }
+  Opened release(uint64_t slot) {
+    Opened o = std::move(opened_[slot]);
+    free_slots_.push_back(slot);
+    return o;
+  }
+
+  const std::vector<int> by_field_;
+  const std::vector<ThreadStats>& threads_;
+  PairColumns out_;
+  std::vector<Opened> opened_;
+  std::vector<uint64_t> free_slots_;
+};
+
+py::dict pair_columns_to_python(const PairColumns& out) {
   const auto n = static_cast<py::ssize_t>(out.kind.size());
   py::array_t<bool> lost_adjacent(n);
   for (py::ssize_t i = 0; i < n; ++i) lost_adjacent.mutable_data()[i] = out.lost_adjacent[i] != 0;
@@ -326,6 +335,31 @@ py::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& 
   if (out.with_by) columns["by"] = column_object(out.by.column, out.kind.size());
   columns["lost_adjacent"] = lost_adjacent;
   return columns;
+}
+
+}  // namespace
+
+py::dict trace_pairs(Trace& trace, const std::string& begin, const std::string& end,
+                     const std::string& key, const std::string& by) {
+  ResolvedPair rule = take(resolve_pair(trace, PairRule{begin, end, key}));
+  std::vector<int> by_field = by_fields(trace, rule, by);
+  IntervalMatcher matcher({rule});
+  auto source = trace.read_all();
+  PairCollector pairs(trace, rule, std::move(by_field), !by.empty(), source->threads());
+  Record r;
+  while (source->next(&r)) {
+    const std::vector<IntervalMatch>& matches = matcher.add(r);
+    if (!matches.empty()) pairs.add(r, matches.front(), matcher.rules()[0]);
+  }
+  uint64_t lost = lost_outside_threads(trace);
+  for (const ThreadStats& s : source->threads()) lost += s.lost();
+  for (const auto& [unused, i] : matcher.finish(lost)) pairs.unmatched_begin(i);
+  // Losses the stream cannot place make every unmatched record lost-adjacent.
+  PairColumns& out = pairs.columns();
+  if (lost > matcher.lost_seen()) {
+    for (size_t i = 0; i < out.kind.size(); ++i) out.lost_adjacent[i] |= out.kind[i] != 0;
+  }
+  return pair_columns_to_python(out);
 }
 
 std::string runs_diff_json(const std::vector<std::string>& a, const std::vector<std::string>& b,
