@@ -131,10 +131,43 @@ FleetClient::NodeCopy FleetClient::copy_node(const std::string& node, const json
   return copy;
 }
 
+namespace {
+
+// The newest fleet round (a match's, not a node's local one) the answers list; "" if none.
+std::string newest_round(const std::vector<json>& answers) {
+  std::string round;
+  uint64_t newest = 0;
+  for (const json& a : answers) {
+    for (const json& m : a.value("rounds", json::array())) {
+      uint64_t t = 0;
+      if (m.contains("origins") && m["origins"].is_array() && !m["origins"].empty()) {
+        t = m["origins"][0].value("match_realtime_ns", uint64_t{0});
+      }
+      if (t >= newest && m.value("round", "").find("-local") == std::string::npos) {
+        newest = t;
+        round = m.value("round", "");
+      }
+    }
+  }
+  return round;
+}
+
+// Each node's manifest of round among the answers.
+std::map<std::string, json> holders(const std::vector<json>& answers, const std::string& round) {
+  std::map<std::string, json> holding;
+  for (const json& a : answers) {
+    for (const json& m : a.value("rounds", json::array())) {
+      if (names_round(m, round)) holding[a["node"].get<std::string>()] = m;
+    }
+  }
+  return holding;
+}
+
+}  // namespace
+
 Result<CollectResult> FleetClient::collect(const std::string& round, const std::string& dir,
                                            int wait_ms) {
-  auto start = std::chrono::steady_clock::now();
-  auto deadline = start + std::chrono::milliseconds(wait_ms);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   CollectResult result;
   result.round = round;
   std::map<std::string, json> holding;  // node -> its manifest of the round
@@ -143,36 +176,13 @@ Result<CollectResult> FleetClient::collect(const std::string& round, const std::
     auto raw = broker_->gather(ctl_subject(options_.fleet), R"({"op":"rounds"})", 0,
                                std::min(options_.timeout_ms, 300));
     if (!raw.ok()) return raw.status();
-    std::vector<json> parsed;
+    std::vector<json> answers;
     for (const std::string& a : *raw) {
       json j = json::parse(a, nullptr, false);
-      if (j.is_object() && j.contains("node") && j["node"].is_string()) parsed.push_back(j);
+      if (j.is_object() && j.contains("node") && j["node"].is_string()) answers.push_back(j);
     }
-    const std::vector<json>* answers = &parsed;
-    // The latest round, if none was named: the newest match any node holds.
-    if (round.empty()) {
-      uint64_t newest = 0;
-      for (const json& a : *answers) {
-        for (const json& m : a.value("rounds", json::array())) {
-          uint64_t t = 0;
-          if (m.contains("origins") && m["origins"].is_array() && !m["origins"].empty()) {
-            t = m["origins"][0].value("match_realtime_ns", uint64_t{0});
-          }
-          if (t >= newest && m.value("round", "").find("-local") == std::string::npos) {
-            newest = t;
-            result.round = m.value("round", "");
-          }
-        }
-      }
-    }
-    holding.clear();
-    for (const json& a : *answers) {
-      for (const json& m : a.value("rounds", json::array())) {
-        if (!result.round.empty() && names_round(m, result.round)) {
-          holding[a["node"].get<std::string>()] = m;
-        }
-      }
-    }
+    if (round.empty()) result.round = newest_round(answers);
+    holding = result.round.empty() ? std::map<std::string, json>{} : holders(answers, result.round);
     bool enough = !result.round.empty() &&
                   (options_.nodes == 0 ? !holding.empty() : holding.size() >= options_.nodes);
     if (enough || std::chrono::steady_clock::now() >= deadline) break;
@@ -185,6 +195,17 @@ Result<CollectResult> FleetClient::collect(const std::string& round, const std::
   }
   int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return Status::IoError("cannot open " + dir + ": " + std::strerror(errno));
+  copy_holders(holding, dir_fd, &result);
+  ::close(dir_fd);
+  if (options_.nodes != 0 && holding.size() < options_.nodes) {
+    result.errors.push_back("only " + std::to_string(holding.size()) + " of " +
+                            std::to_string(options_.nodes) + " nodes hold round " + result.round);
+  }
+  return result;
+}
+
+void FleetClient::copy_holders(const std::map<std::string, json>& holding, int dir_fd,
+                               CollectResult* result) {
   auto copy_start = std::chrono::steady_clock::now();
   // Up to `parallel` nodes at once, each one request at a time; the results in node order.
   std::vector<const std::pair<const std::string, json>*> nodes;
@@ -202,20 +223,14 @@ Result<CollectResult> FleetClient::collect(const std::string& round, const std::
   worker();
   for (std::thread& t : workers) t.join();
   for (NodeCopy& c : copies) {
-    ++result.nodes;
-    result.files += c.files;
-    result.bytes += c.bytes;
-    result.wire_bytes += c.wire_bytes;
-    for (std::string& e : c.errors) result.errors.push_back(std::move(e));
+    ++result->nodes;
+    result->files += c.files;
+    result->bytes += c.bytes;
+    result->wire_bytes += c.wire_bytes;
+    for (std::string& e : c.errors) result->errors.push_back(std::move(e));
   }
-  ::close(dir_fd);
-  result.seconds =
+  result->seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
-  if (options_.nodes != 0 && holding.size() < options_.nodes) {
-    result.errors.push_back("only " + std::to_string(holding.size()) + " of " +
-                            std::to_string(options_.nodes) + " nodes hold round " + result.round);
-  }
-  return result;
 }
 
 }  // namespace nanotrace::fleet

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -62,6 +63,9 @@ class FleetClient {
     std::vector<std::string> errors;
   };
   NodeCopy copy_node(const std::string& node, const nlohmann::json& manifest, int dir_fd);
+  // collect's copy: each holder's files (node -> its manifest), `parallel` nodes at once.
+  void copy_holders(const std::map<std::string, nlohmann::json>& holding, int dir_fd,
+                    CollectResult* result);
   ClientOptions options_;
   std::unique_ptr<Broker> broker_;
 };
