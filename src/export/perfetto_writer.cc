@@ -99,71 +99,13 @@ class PerfettoWriter : public RecordWriter {
         if (slices_[s].role[id] != 0 && slice_of_[id] < 0) slice_of_[id] = static_cast<int>(s);
       }
     }
-    Proto w(&side_);
-    size_t pkt = w.begin(1);
-    w.uint(10, kSequenceId);
-    w.uint(13, 1);                  // SEQ_INCREMENTAL_STATE_CLEARED
-    size_t defaults = w.begin(59);  // trace_packet_defaults
-    w.uint(58, kClockMonotonic);    // timestamp_clock_id
-    w.end(defaults);
-    size_t snapshot = w.begin(6);  // clock_snapshot
-    for (auto [clock, ns] : {std::pair{kClockRealtime, origin.realtime_ns},
-                             std::pair{kClockMonotonic, origin.monotonic_ns}}) {
-      size_t c = w.begin(1);
-      w.uint(1, clock);
-      w.uint(2, ns);
-      w.end(c);
-    }
-    if (!trace.kernel_events().empty()) {
-      // The clock ftrace bundles are stamped in (perfetto_ftrace.hpp): CLOCK_MONOTONIC.
-      size_t c = w.begin(1);
-      w.uint(1, kFtraceSequenceClock);
-      w.uint(2, origin.monotonic_ns);
-      w.end(c);
-    }
-    w.uint(2, kClockMonotonic);  // primary_trace_clock
-    w.end(snapshot);
-    w.end(pkt);
+    write_clock_snapshot(origin, !trace.kernel_events().empty());
     // A merged trace's nodes: each process named after its node, labelled with it, and under
     // a pid of its own (node_groups.hpp).
     const ProcessLabels labels = process_labels(trace);
-    for (uint32_t i = 0; i < trace.processes().size(); ++i) {
-      pkt = w.begin(1);
-      w.uint(10, kSequenceId);
-      size_t td = w.begin(60);
-      w.uint(1, kProcessUuid + i);
-      size_t pd = w.begin(3);
-      w.uint(1, labels.pids[i]);
-      w.bytes(6, labels.names[i]);
-      if (labels.multi_node) {
-        w.bytes(8, "node=" + trace.nodes()[trace.processes()[i].node].hostname);
-      }
-      w.end(pd);
-      w.end(td);
-      w.end(pkt);
-    }
+    write_processes(trace, labels);
     const std::vector<ThreadStats>& threads = source.threads();
-    process_of_thread_.clear();
-    for (size_t i = 0; i < threads.size(); ++i) {
-      if (threads[i].info.kernel) {  // a CPU: its records go to ftrace bundles
-        process_of_thread_.push_back(0);
-        continue;
-      }
-      uint32_t process = threads[i].info.process < processes_ ? threads[i].info.process : 0;
-      process_of_thread_.push_back(process);
-      pkt = w.begin(1);
-      w.uint(10, kSequenceId);
-      size_t td = w.begin(60);
-      w.uint(1, kThreadUuidBase + i);
-      w.uint(5, kProcessUuid + process);
-      size_t th = w.begin(4);
-      w.uint(1, labels.pid_of(threads[i].info));
-      w.uint(2, threads[i].info.tid);
-      w.bytes(5, threads[i].info.name);
-      w.end(th);
-      w.end(td);
-      w.end(pkt);
-    }
+    write_threads(threads, labels);
     last_ts_.assign(threads.size(), 0);
     if (!trace.kernel_events().empty()) {
       ftrace_ = std::make_unique<FtraceBundleWriter>(trace.kernel_events(), kSequenceId);
@@ -284,6 +226,80 @@ class PerfettoWriter : public RecordWriter {
   }
 
  private:
+  // The first packet: the sequence's defaults and the clocks (ftrace's too, if kernel events).
+  void write_clock_snapshot(const abi::ClockPair& origin, bool kernel) {
+    Proto w(&side_);
+    size_t pkt = w.begin(1);
+    w.uint(10, kSequenceId);
+    w.uint(13, 1);                  // SEQ_INCREMENTAL_STATE_CLEARED
+    size_t defaults = w.begin(59);  // trace_packet_defaults
+    w.uint(58, kClockMonotonic);    // timestamp_clock_id
+    w.end(defaults);
+    size_t snapshot = w.begin(6);  // clock_snapshot
+    for (auto [clock, ns] : {std::pair{kClockRealtime, origin.realtime_ns},
+                             std::pair{kClockMonotonic, origin.monotonic_ns}}) {
+      size_t c = w.begin(1);
+      w.uint(1, clock);
+      w.uint(2, ns);
+      w.end(c);
+    }
+    if (kernel) {
+      // The clock ftrace bundles are stamped in (perfetto_ftrace.hpp): CLOCK_MONOTONIC.
+      size_t c = w.begin(1);
+      w.uint(1, kFtraceSequenceClock);
+      w.uint(2, origin.monotonic_ns);
+      w.end(c);
+    }
+    w.uint(2, kClockMonotonic);  // primary_trace_clock
+    w.end(snapshot);
+    w.end(pkt);
+  }
+
+  // A track descriptor per process.
+  void write_processes(const Trace& trace, const ProcessLabels& labels) {
+    Proto w(&side_);
+    for (uint32_t i = 0; i < trace.processes().size(); ++i) {
+      size_t pkt = w.begin(1);
+      w.uint(10, kSequenceId);
+      size_t td = w.begin(60);
+      w.uint(1, kProcessUuid + i);
+      size_t pd = w.begin(3);
+      w.uint(1, labels.pids[i]);
+      w.bytes(6, labels.names[i]);
+      if (labels.multi_node) {
+        w.bytes(8, "node=" + trace.nodes()[trace.processes()[i].node].hostname);
+      }
+      w.end(pd);
+      w.end(td);
+      w.end(pkt);
+    }
+  }
+
+  // A track descriptor per thread, under its process (a CPU's records go to ftrace bundles).
+  void write_threads(const std::vector<ThreadStats>& threads, const ProcessLabels& labels) {
+    Proto w(&side_);
+    process_of_thread_.clear();
+    for (size_t i = 0; i < threads.size(); ++i) {
+      if (threads[i].info.kernel) {
+        process_of_thread_.push_back(0);
+        continue;
+      }
+      uint32_t process = threads[i].info.process < processes_ ? threads[i].info.process : 0;
+      process_of_thread_.push_back(process);
+      size_t pkt = w.begin(1);
+      w.uint(10, kSequenceId);
+      size_t td = w.begin(60);
+      w.uint(1, kThreadUuidBase + i);
+      w.uint(5, kProcessUuid + process);
+      size_t th = w.begin(4);
+      w.uint(1, labels.pid_of(threads[i].info));
+      w.uint(2, threads[i].info.tid);
+      w.bytes(5, threads[i].info.name);
+      w.end(th);
+      w.end(td);
+      w.end(pkt);
+    }
+  }
   // Lane sets: one per (slice rule, process), numbered rule * processes + process; an open
   // interval's tag is its set << 32 | its lane.
   static uint32_t lane_set_of(uint64_t tag) { return static_cast<uint32_t>(tag >> 32); }

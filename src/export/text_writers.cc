@@ -70,83 +70,10 @@ class CsvWriter : public LineWriter {
   Status begin(const Trace& trace, RecordSource& source) override {
     Status st = out_.open(options_.output);
     if (!st.ok()) return st;
-    const bool processes = trace.processes().size() > 1;
-    processes_ = processes;
-    const bool nodes = trace.nodes().size() > 1;
-    nodes_ = nodes;
-    for (const ThreadStats& t : source.threads()) {
-      fmt::memory_buffer b;
-      if (nodes) {
-        b.push_back(',');
-        if (!t.info.kernel && t.info.process < trace.processes().size()) {
-          FieldValue host;
-          host.type = abi::FieldType::kString;
-          host.text = trace.nodes()[trace.processes()[t.info.process].node].hostname;
-          csv_value(b, host);
-        }
-      }
-      if (processes) fmt::format_to(std::back_inserter(b), ",{}", t.info.pid);
-      fmt::format_to(std::back_inserter(b), ",{},", t.info.tid);
-      FieldValue name;
-      name.type = abi::FieldType::kString;
-      name.text = t.info.name;
-      csv_value(b, name);
-      threads_.emplace_back(b.data(), b.size());
-    }
-    std::vector<std::string> columns;
-    // User events by id (1..N), then kernel events (N + 1 + their id).
-    std::vector<const EventInfo*> events;
-    for (const EventInfo& e : trace.events()) events.push_back(&e);
-    kernel_base_ = static_cast<uint32_t>(trace.events().size()) + 1;
-    for (const EventInfo& e : trace.kernel_events()) events.push_back(&e);
-    auto slot_of = [this](const EventInfo& e) {
-      return e.is_kernel ? kernel_base_ + e.id : uint32_t{e.id};
-    };
-    for (const EventInfo* ep : events) {
-      const EventInfo& e = *ep;
-      for (const FieldInfo& f : e.fields) {
-        if (std::find(columns.begin(), columns.end(), f.name) == columns.end()) {
-          columns.push_back(f.name);
-        }
-      }
-    }
-    columns_ = columns.size();
-    const size_t slots = kernel_base_ + trace.kernel_events().size();
-    event_.assign(slots, {});
-    field_of_column_.assign(slots, std::vector<int>(columns_, -1));
-    for (const EventInfo* ep : events) {
-      const EventInfo& e = *ep;
-      const uint32_t id = slot_of(e);
-      if ((!e.is_kernel && (e.id == 0 || e.id >= kernel_base_)) || id >= slots) continue;
-      FieldValue name;
-      name.type = abi::FieldType::kString;
-      std::string full = e.full_name();
-      name.text = full;
-      fmt::memory_buffer b;
-      b.push_back(',');
-      csv_value(b, name);
-      event_[id].assign(b.data(), b.size());
-      for (size_t f = 0; f < e.fields.size(); ++f) {
-        size_t c = static_cast<size_t>(std::find(columns.begin(), columns.end(), e.fields[f].name) -
-                                       columns.begin());
-        if (field_of_column_[id][c] < 0) field_of_column_[id][c] = static_cast<int>(f);
-      }
-    }
-    fmt::memory_buffer& b = out_.buf();
-    append(b, nodes       ? "time_ns,node,pid,tid,thread,seq,event"
-              : processes ? "time_ns,pid,tid,thread,seq,event"
-                          : "time_ns,tid,thread,seq,event");
-    for (const std::string& c : columns) {
-      b.push_back(',');
-      bool clash = c == "time_ns" || c == "tid" || c == "thread" || c == "seq" || c == "event" ||
-                   (processes && c == "pid") || (nodes && c == "node");
-      if (clash) append(b, "fields.");
-      FieldValue name;
-      name.type = abi::FieldType::kString;
-      name.text = c;
-      csv_value(b, name);
-    }
-    b.push_back('\n');
+    processes_ = trace.processes().size() > 1;
+    nodes_ = trace.nodes().size() > 1;
+    for (const ThreadStats& t : source.threads()) threads_.push_back(thread_cells(trace, t));
+    write_header(lay_out_columns(trace));
     return Status::Ok();
   }
 
@@ -176,6 +103,81 @@ class CsvWriter : public LineWriter {
   }
 
  private:
+  static void csv_text(fmt::memory_buffer& b, std::string_view text) {
+    FieldValue v;
+    v.type = abi::FieldType::kString;
+    v.text = text;
+    csv_value(b, v);
+  }
+
+  // A thread's cells after the time: [,node][,pid],tid,name.
+  std::string thread_cells(const Trace& trace, const ThreadStats& t) const {
+    fmt::memory_buffer b;
+    if (nodes_) {
+      b.push_back(',');
+      if (!t.info.kernel && t.info.process < trace.processes().size()) {
+        csv_text(b, trace.nodes()[trace.processes()[t.info.process].node].hostname);
+      }
+    }
+    if (processes_) fmt::format_to(std::back_inserter(b), ",{}", t.info.pid);
+    fmt::format_to(std::back_inserter(b), ",{},", t.info.tid);
+    csv_text(b, t.info.name);
+    return std::string(b.data(), b.size());
+  }
+
+  // One column per field name of any event, in the order they first appear; each event's
+  // name cell and where each of its fields goes. Returns the columns' names.
+  std::vector<std::string> lay_out_columns(const Trace& trace) {
+    std::vector<std::string> columns;
+    // User events by id (1..N), then kernel events (N + 1 + their id).
+    std::vector<const EventInfo*> events;
+    for (const EventInfo& e : trace.events()) events.push_back(&e);
+    kernel_base_ = static_cast<uint32_t>(trace.events().size()) + 1;
+    for (const EventInfo& e : trace.kernel_events()) events.push_back(&e);
+    for (const EventInfo* e : events) {
+      for (const FieldInfo& f : e->fields) {
+        if (std::find(columns.begin(), columns.end(), f.name) == columns.end()) {
+          columns.push_back(f.name);
+        }
+      }
+    }
+    columns_ = columns.size();
+    const size_t slots = kernel_base_ + trace.kernel_events().size();
+    event_.assign(slots, {});
+    field_of_column_.assign(slots, std::vector<int>(columns_, -1));
+    for (const EventInfo* ep : events) {
+      const EventInfo& e = *ep;
+      const uint32_t id = e.is_kernel ? kernel_base_ + e.id : uint32_t{e.id};
+      if ((!e.is_kernel && (e.id == 0 || e.id >= kernel_base_)) || id >= slots) continue;
+      fmt::memory_buffer b;
+      b.push_back(',');
+      csv_text(b, e.full_name());
+      event_[id].assign(b.data(), b.size());
+      for (size_t f = 0; f < e.fields.size(); ++f) {
+        size_t c = static_cast<size_t>(std::find(columns.begin(), columns.end(), e.fields[f].name) -
+                                       columns.begin());
+        if (field_of_column_[id][c] < 0) field_of_column_[id][c] = static_cast<int>(f);
+      }
+    }
+    return columns;
+  }
+
+  // A field named as one of the fixed columns is written fields.NAME.
+  void write_header(const std::vector<std::string>& columns) {
+    fmt::memory_buffer& b = out_.buf();
+    append(b, nodes_       ? "time_ns,node,pid,tid,thread,seq,event"
+              : processes_ ? "time_ns,pid,tid,thread,seq,event"
+                           : "time_ns,tid,thread,seq,event");
+    for (const std::string& c : columns) {
+      b.push_back(',');
+      bool clash = c == "time_ns" || c == "tid" || c == "thread" || c == "seq" || c == "event" ||
+                   (processes_ && c == "pid") || (nodes_ && c == "node");
+      if (clash) append(b, "fields.");
+      csv_text(b, c);
+    }
+    b.push_back('\n');
+  }
+
   size_t columns_ = 0;
   uint32_t kernel_base_ = 1;  // the slot of kernel event 0 in event_ and field_of_column_
   bool processes_ = false;
