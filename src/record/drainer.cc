@@ -219,6 +219,75 @@ void Drainer::copy_out(uint8_t* dst, uint64_t offset, uint64_t n) const {
   if (done < n) std::memset(dst + done, 0, n - done);
 }
 
+// Not direct: copies everything new in one go (fast, so a writer lapping the ring overruns as
+// little as possible), then keeps what was still intact once the copy was done. If the writer
+// overran most of the copy (we were descheduled), copies again from its new head (*head).
+bool Drainer::copy_new_bytes(StreamState& st, const abi::ThreadSlot& s, uint64_t* head,
+                             RingView* view) {
+  const uint64_t mask = ring_size_ - 1;
+  for (int attempt = 0;; ++attempt) {
+    uint64_t from = st.copied;
+    uint64_t safe = oldest_safe_block(mode_, writer_gone_, *head, s.consumed, block_, ring_size_);
+    if (from < safe) from = safe < *head ? safe : *head;
+    if (*head - from > ring_size_) from = *head - ring_size_;
+    buf_.resize(*head - from);
+    uint64_t first = ring_size_ - (from & mask);
+    uint64_t n1 = *head - from < first ? *head - from : first;
+    const uint64_t ring_off = header_->rings_offset + uint64_t{st.slot} * ring_size_;
+    copy_out(buf_.data(), ring_off + (from & mask), n1);
+    if (n1 < *head - from) copy_out(buf_.data() + n1, ring_off, *head - from - n1);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    uint32_t gen = __atomic_load_n(&s.generation, __ATOMIC_ACQUIRE);
+    uint64_t head2 = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
+    uint64_t consumed = __atomic_load_n(&s.consumed, __ATOMIC_ACQUIRE);
+    if (gen != st.generation || head2 < *head) return false;  // slot reused
+    safe = oldest_safe_block(mode_, writer_gone_, head2, consumed, block_, ring_size_);
+    uint64_t keep = from > safe ? from : (safe < *head ? safe : *head);
+    *view = RingView{buf_.data(), from, ~uint64_t{0}, keep, *head};
+    if (attempt < 4 && (*head - keep) * 2 < *head - from) {
+      *head = head2;  // most of the copy was overrun: try again
+      continue;
+    }
+    st.copied = keep;
+    return true;
+  }
+}
+
+// Accounts for and writes [st.copied, head) of view as DATA chunks, each ending on a block
+// boundary (or at the head), so that a record never straddles two.
+Status Drainer::write_chunks(StreamState& st, const RingView& view, uint64_t head,
+                             const RecordHook& hook, bool tail, uint64_t* moved, bool* stopped) {
+  const bool direct = this->direct();
+  const uint8_t* ring = rings_ + uint64_t{st.slot} * ring_size_;
+  const uint64_t mask = ring_size_ - 1;
+  uint64_t moved_here = 0;
+  do {
+    uint64_t from = st.copied;
+    uint64_t to = (from + chunk_) & ~(block_ - 1);
+    if (to > head) to = head;
+    uint64_t end = account(st, view, to, hook, tail, stopped);
+    if (end > from) {
+      // From the ring, the range may wrap (at a block boundary): two pieces.
+      const uint64_t ring_off = header_->rings_offset + uint64_t{st.slot} * ring_size_;
+      uint64_t n1 = end - from;
+      if (direct && (from & mask) + n1 > ring_size_) n1 = ring_size_ - (from & mask);
+      struct iovec pieces[2] = {{const_cast<uint8_t*>(view.at(from)), n1},
+                                {const_cast<uint8_t*>(ring), end - from - n1}};
+      uint64_t offsets[2] = {ring_off + (from & mask), ring_off};
+      int n = n1 < end - from ? 2 : 1;
+      Status w = out_.write_chunk(file::ChunkType::kData, st.slot | process_tag_, st.generation,
+                                  from, pieces, n, direct ? offsets : nullptr);
+      if (!w.ok()) return w;
+    }
+    moved_here += end - from;
+    st.copied = end;
+    publish(st);
+  } while (st.copied < head && !*stopped);
+  *moved += moved_here;
+  if (moved_here > max_stream_moved_) max_stream_moved_ = moved_here;
+  return Status::Ok();
+}
+
 Status Drainer::drain(StreamState& st, const RecordHook& hook, bool final, uint64_t* moved,
                       bool* stopped) {
   const abi::ThreadSlot& s = slots_[st.slot];
@@ -252,67 +321,15 @@ Status Drainer::drain(StreamState& st, const RecordHook& hook, bool final, uint6
   const uint8_t* ring = rings_ + uint64_t{st.slot} * ring_size_;
   const uint64_t mask = ring_size_ - 1;
   RingView view{ring, 0, mask, 0, head};
-  // Not direct: copy everything new in one go (fast, so a writer lapping the ring overruns
-  // as little as possible), then keep what was still intact once the copy was done. If the
-  // writer overran most of the copy (we were descheduled), copy again from its new head.
-  for (int attempt = 0; !direct && st.copied < head; ++attempt) {
-    uint64_t from = st.copied;
-    uint64_t safe = oldest_safe_block(mode_, writer_gone_, head, s.consumed, block_, ring_size_);
-    if (from < safe) from = safe < head ? safe : head;
-    if (head - from > ring_size_) from = head - ring_size_;
-    buf_.resize(head - from);
-    uint64_t first = ring_size_ - (from & mask);
-    uint64_t n1 = head - from < first ? head - from : first;
-    const uint64_t ring_off = header_->rings_offset + uint64_t{st.slot} * ring_size_;
-    copy_out(buf_.data(), ring_off + (from & mask), n1);
-    if (n1 < head - from) copy_out(buf_.data() + n1, ring_off, head - from - n1);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    uint32_t gen = __atomic_load_n(&s.generation, __ATOMIC_ACQUIRE);
-    uint64_t head2 = __atomic_load_n(&s.head, __ATOMIC_ACQUIRE);
-    uint64_t consumed = __atomic_load_n(&s.consumed, __ATOMIC_ACQUIRE);
-    if (gen != st.generation || head2 < head) return Status::Ok();  // slot reused
-    safe = oldest_safe_block(mode_, writer_gone_, head2, consumed, block_, ring_size_);
-    uint64_t keep = from > safe ? from : (safe < head ? safe : head);
-    view = RingView{buf_.data(), from, ~uint64_t{0}, keep, head};
-    if (attempt < 4 && (head - keep) * 2 < head - from) {
-      head = head2;  // most of the copy was overrun: try again
-      continue;
-    }
-    st.copied = keep;
-    break;
+  if (!direct && st.copied < head && !copy_new_bytes(st, s, &head, &view)) {
+    return Status::Ok();  // the slot was reused
   }
   if (direct) {
     uint64_t safe = oldest_safe_block(mode_, writer_gone_, head, s.consumed, block_, ring_size_);
     view.from = safe < head ? safe : head;
     if (st.copied < view.from) st.copied = view.from;  // cannot happen while we consume
   }
-  uint64_t moved_here = 0;
-  do {
-    uint64_t from = st.copied;
-    // Chunks end on block boundaries (or at the head), so a record never straddles two.
-    uint64_t to = (from + chunk_) & ~(block_ - 1);
-    if (to > head) to = head;
-    uint64_t end = account(st, view, to, hook, tail, stopped);
-    if (end > from) {
-      // From the ring, the range may wrap (at a block boundary): two pieces.
-      const uint64_t ring_off = header_->rings_offset + uint64_t{st.slot} * ring_size_;
-      uint64_t n1 = end - from;
-      if (direct && (from & mask) + n1 > ring_size_) n1 = ring_size_ - (from & mask);
-      struct iovec pieces[2] = {{const_cast<uint8_t*>(view.at(from)), n1},
-                                {const_cast<uint8_t*>(ring), end - from - n1}};
-      uint64_t offsets[2] = {ring_off + (from & mask), ring_off};
-      int n = n1 < end - from ? 2 : 1;
-      Status w = out_.write_chunk(file::ChunkType::kData, st.slot | process_tag_, st.generation,
-                                  from, pieces, n, direct ? offsets : nullptr);
-      if (!w.ok()) return w;
-    }
-    moved_here += end - from;
-    st.copied = end;
-    publish(st);
-  } while (st.copied < head && !*stopped);
-  *moved += moved_here;
-  if (moved_here > max_stream_moved_) max_stream_moved_ = moved_here;
-  return Status::Ok();
+  return write_chunks(st, view, head, hook, tail, moved, stopped);
 }
 
 Status Drainer::pass(const RecordHook& hook, bool final, uint64_t* moved, bool* stopped) {

@@ -121,6 +121,11 @@ class Drainer {
   }
   // Copies n bytes at offset of the segment file into dst (zeros past a truncated end).
   void copy_out(uint8_t* dst, uint64_t offset, uint64_t n) const;
+  // drain()'s two halves: the copy of a ring's new bytes (not direct; false if the slot was
+  // reused meanwhile), and their accounting and writing as DATA chunks.
+  bool copy_new_bytes(StreamState& st, const abi::ThreadSlot& s, uint64_t* head, RingView* view);
+  Status write_chunks(StreamState& st, const RingView& view, uint64_t head, const RecordHook& hook,
+                      bool tail, uint64_t* moved, bool* stopped);
   // Accounts for the records in [st.walk_pos, stop) (bytes readable in view). Whole blocks
   // are counted from sequence numbers in the block headers (the next block's first_seq minus
   // this one's) when no hook needs the records; other records are walked one by one, the
