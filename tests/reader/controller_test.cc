@@ -87,19 +87,39 @@ TEST(ControllerTest, ReportsAFrozenTriggerAndResumesIt) {
   child.wait();
 }
 
+// A producer writing until its stdin closes (--forever), and a controller attached to it
+// (its segment appears a moment after it prints its pid); error says why not.
+struct ForeverProducer {
+  explicit ForeverProducer(int threads)
+      : child({kProducer, "--threads", std::to_string(threads), "--forever"}, {}) {
+    const std::string pid = std::to_string(std::stol(child.read_line().substr(4)));
+    Result<std::unique_ptr<Controller>> attached = Status::NotFound("not attached yet");
+    for (int i = 0; i < 500 && !attached.ok(); ++i) {
+      attached = Controller::attach(pid);
+      if (!attached.ok()) usleep(10000);
+    }
+    if (attached.ok()) {
+      control = std::move(*attached);
+    } else {
+      error = attached.status().message();
+    }
+  }
+  ~ForeverProducer() {
+    child.close_stdin();
+    child.wait();
+  }
+  testing::ChildProcess child;
+  std::unique_ptr<Controller> control;
+  std::string error;
+};
+
 // A trigger that matches at once fires (and freezes) before a controller can see it armed:
 // arm() must still answer, since the process acknowledged the request.
 TEST(ControllerTest, ArmAnswersWhenTheTriggerFiresAtOnce) {
   // One writing thread: each round's firing then happens on the thread that fired before.
-  testing::ChildProcess child({kProducer, "--threads", "1", "--forever"}, {});
-  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
-  Result<std::unique_ptr<Controller>> control = Status::NotFound("not attached yet");
-  for (int i = 0; i < 500 && !control.ok(); ++i) {
-    control = Controller::attach(std::to_string(pid));
-    if (!control.ok()) usleep(10000);
-  }
-  ASSERT_TRUE(control.ok()) << control.status().message();
-  Controller& c = **control;
+  ForeverProducer producer(1);
+  ASSERT_NE(producer.control, nullptr) << producer.error;
+  Controller& c = *producer.control;
   for (int round = 0; round < 10; ++round) {
     Status armed = c.arm("test:rec value>=0", {.after_events = 10});
     ASSERT_TRUE(armed.ok()) << "round " << round << ": " << armed.message();
@@ -113,8 +133,6 @@ TEST(ControllerTest, ArmAnswersWhenTheTriggerFiresAtOnce) {
     EXPECT_EQ(state, abi::TriggerState::kFrozen) << "round " << round;
     ASSERT_TRUE(c.disarm().ok()) << "round " << round;
   }
-  child.close_stdin();
-  child.wait();
 }
 
 uint64_t written(Controller& c) {
@@ -127,15 +145,9 @@ uint64_t written(Controller& c) {
 // the trigger's state; resume() gives back the trigger that was armed; a fired trigger's
 // window ends at the freeze and keeps its facts.
 TEST(ControllerTest, FreezesOnRequestAndResumes) {
-  testing::ChildProcess child({kProducer, "--threads", "3", "--forever"}, {});
-  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
-  Result<std::unique_ptr<Controller>> control = Status::NotFound("not attached yet");
-  for (int i = 0; i < 500 && !control.ok(); ++i) {
-    control = Controller::attach(std::to_string(pid));
-    if (!control.ok()) usleep(10000);
-  }
-  ASSERT_TRUE(control.ok()) << control.status().message();
-  Controller& c = **control;
+  ForeverProducer producer(3);
+  ASSERT_NE(producer.control, nullptr) << producer.error;
+  Controller& c = *producer.control;
   while (written(c) < 3000) usleep(1000);
 
   // Nothing armed.
@@ -173,8 +185,6 @@ TEST(ControllerTest, FreezesOnRequestAndResumes) {
   EXPECT_EQ(t->state, abi::TriggerState::kFrozen);
   EXPECT_NE(t->event, 0u);
   EXPECT_GE(t->frozen_ticks, t->ticks);
-  child.close_stdin();
-  child.wait();
 }
 
 // Re-arming while every writer tests the armed expression: a writer that matched the old
@@ -182,15 +192,9 @@ TEST(ControllerTest, FreezesOnRequestAndResumes) {
 // begun before the re-arm was clobbered by it, a second one fired beside the first, and
 // the segment showed "fired" after a freeze, or the freeze found the firing stuck.)
 TEST(ControllerTest, ReArmingWhileThreadsTestTheTriggerFiresEachRoundOnce) {
-  testing::ChildProcess child({kProducer, "--threads", "3", "--forever"}, {});
-  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
-  Result<std::unique_ptr<Controller>> control = Status::NotFound("not attached yet");
-  for (int i = 0; i < 500 && !control.ok(); ++i) {
-    control = Controller::attach(std::to_string(pid));
-    if (!control.ok()) usleep(10000);
-  }
-  ASSERT_TRUE(control.ok()) << control.status().message();
-  Controller& c = **control;
+  ForeverProducer producer(3);
+  ASSERT_NE(producer.control, nullptr) << producer.error;
+  Controller& c = *producer.control;
   while (written(c) < 3000) usleep(1000);
   for (int round = 0; round < 30; ++round) {
     // Armed and tested by every record, never matching; then one that matches at once.
@@ -211,8 +215,6 @@ TEST(ControllerTest, ReArmingWhileThreadsTestTheTriggerFiresEachRoundOnce) {
       ASSERT_TRUE(c.disarm().ok());
     }
   }
-  child.close_stdin();
-  child.wait();
 }
 
 // Two controllers of one process (an agent and an operator's CLI) asking at once: each gets
