@@ -181,7 +181,11 @@ Result<CollectResult> FleetClient::collect(const std::string& round, const std::
       json j = json::parse(a, nullptr, false);
       if (j.is_object() && j.contains("node") && j["node"].is_string()) answers.push_back(j);
     }
-    if (round.empty()) result.round = newest_round(answers);
+    // The latest round, if none was named (kept if no node answers with one this time).
+    if (round.empty()) {
+      std::string newest = newest_round(answers);
+      if (!newest.empty()) result.round = newest;
+    }
     holding = result.round.empty() ? std::map<std::string, json>{} : holders(answers, result.round);
     bool enough = !result.round.empty() &&
                   (options_.nodes == 0 ? !holding.empty() : holding.size() >= options_.nodes);
