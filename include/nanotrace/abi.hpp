@@ -99,6 +99,37 @@ struct ClockPair {
 };
 static_assert(sizeof(ClockPair) == 24);
 
+// Duration triggers (`io:submit..io:complete by req > 5ms`, docs/reference/triggers.md): the
+// facts of the last firing of one, and the pairing's counts since it was armed. Each field is
+// one atomic store by the traced process: the facts by the firing before it publishes the
+// state, the counts by its control thread (at least every 100 ms, and at each firing).
+struct DurationFacts {
+  uint32_t kind;             // of the last firing: 0 none (or a record trigger's), 1 slow, 2 stuck
+  uint32_t begin_event;      // the operation's begin record: its event id,
+  uint32_t begin_tid;        // thread,
+  uint32_t begin_slot;       // slot,
+  uint64_t begin_seq;        // per-thread record number
+  uint64_t begin_ticks;      // and clock value
+  uint64_t duration_ticks;   // slow: end - begin; stuck: the operation's age when it fired
+  uint64_t threshold_ticks;  // the threshold it passed
+  uint64_t key;              // the key: a scalar field's bits, else a hash of the key's bytes
+  uint32_t key_hashed;       // 1 if key is a hash
+  uint32_t stuck_count;      // stuck: operations open past the threshold when it fired
+  uint64_t pairs;            // begin/end pairs matched
+  uint64_t unmatched_ends;   // ends without an open begin of their key
+  uint64_t replaced;         // open operations ended unmatched by a begin of the same key
+  uint64_t evicted;          // open operations dropped, the oldest of a full bucket
+  uint64_t unseen;           // records the pairing could not place in time
+  uint64_t held_back;        // fires held back by the trigger's cap or cool-down
+  uint64_t fires;
+  uint64_t open;                     // operations open at the last refresh
+  uint64_t oldest_open_ticks;        // the begin clock value of the oldest of them (0: none)
+  uint64_t current_threshold_ticks;  // the threshold now (relative: ~0 while warming up)
+  uint64_t window_pairs;             // relative: the pairs of its window
+  uint64_t capacity;                 // operations the table of open operations holds
+};
+static_assert(sizeof(DurationFacts) == 160);
+
 struct SegmentHeader {
   char magic[8];              // kSegmentMagic
   uint32_t version;           // kSegmentVersion
@@ -180,7 +211,8 @@ struct SegmentHeader {
   // The clock value at which a controller signalled a freeze (written before it bumps
   // freeze_seq): no record begun after it is kept, so it is the freeze's time; 0 if none yet.
   uint64_t freeze_request_ticks;
-  uint8_t reserved[4096 - 1112];
+  DurationFacts duration;
+  uint8_t reserved[4096 - 1112 - sizeof(DurationFacts)];
 };
 static_assert(sizeof(SegmentHeader) == 4096);
 static_assert(offsetof(SegmentHeader, version) == 8);
@@ -200,6 +232,7 @@ static_assert(offsetof(SegmentHeader, run_id) == 1080);
 static_assert(offsetof(SegmentHeader, parent_pid) == 1088);
 static_assert(offsetof(SegmentHeader, proc_identity) == 1096);
 static_assert(offsetof(SegmentHeader, freeze_request_ticks) == 1104);
+static_assert(offsetof(SegmentHeader, duration) == 1112);
 
 struct GroupEntry {
   char name[kNameBytes];  // NUL-terminated

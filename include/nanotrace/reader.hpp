@@ -90,6 +90,10 @@ struct TriggerInfo {
   uint32_t tid = 0;    // the thread that wrote it
   uint32_t slot = 0;
   uint64_t frozen_ticks = 0;  // kFrozen: clock value when the rings froze
+  // A duration trigger's facts and counts (abi::DurationFacts; all 0 for a record trigger).
+  // kind 1 (slow): the matching record above is the pair's end; 2 (stuck): it is the open
+  // operation's begin record, and `ticks` the moment the trigger fired.
+  abi::DurationFacts duration{};
 };
 
 // "none", "armed", "fired", "frozen" (what every tool and binding prints).

@@ -26,6 +26,33 @@ T load_fact(const T& fact) {
   return __atomic_load_n(&fact, __ATOMIC_RELAXED);
 }
 
+// A duration trigger's facts, one load per field (the process stores each so).
+void load_duration_facts(const abi::DurationFacts& f, abi::DurationFacts* t) {
+  t->kind = load_fact(f.kind);
+  t->begin_event = load_fact(f.begin_event);
+  t->begin_tid = load_fact(f.begin_tid);
+  t->begin_slot = load_fact(f.begin_slot);
+  t->begin_seq = load_fact(f.begin_seq);
+  t->begin_ticks = load_fact(f.begin_ticks);
+  t->duration_ticks = load_fact(f.duration_ticks);
+  t->threshold_ticks = load_fact(f.threshold_ticks);
+  t->key = load_fact(f.key);
+  t->key_hashed = load_fact(f.key_hashed);
+  t->stuck_count = load_fact(f.stuck_count);
+  t->pairs = load_fact(f.pairs);
+  t->unmatched_ends = load_fact(f.unmatched_ends);
+  t->replaced = load_fact(f.replaced);
+  t->evicted = load_fact(f.evicted);
+  t->unseen = load_fact(f.unseen);
+  t->held_back = load_fact(f.held_back);
+  t->fires = load_fact(f.fires);
+  t->open = load_fact(f.open);
+  t->oldest_open_ticks = load_fact(f.oldest_open_ticks);
+  t->current_threshold_ticks = load_fact(f.current_threshold_ticks);
+  t->window_pairs = load_fact(f.window_pairs);
+  t->capacity = load_fact(f.capacity);
+}
+
 TriggerInfo trigger_info(const abi::SegmentHeader& h) {
   TriggerInfo t;
   const uint32_t state = __atomic_load_n(&h.trigger_state, __ATOMIC_ACQUIRE);
@@ -44,6 +71,10 @@ TriggerInfo trigger_info(const abi::SegmentHeader& h) {
     t.slot = load_fact(h.trigger_slot);
   }
   if (t.state == abi::TriggerState::kFrozen) t.frozen_ticks = load_fact(h.frozen_ticks);
+  load_duration_facts(h.duration, &t.duration);
+  if (t.state != abi::TriggerState::kFired && t.state != abi::TriggerState::kFrozen) {
+    t.duration.kind = 0;  // the facts of a firing before a resume
+  }
   return t;
 }
 

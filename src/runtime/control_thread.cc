@@ -23,6 +23,7 @@
 
 #include "base/process.hpp"
 #include "nanotrace/nanotrace.hpp"
+#include "runtime/duration_runtime.hpp"
 #include "runtime/runtime.hpp"
 
 namespace nanotrace::runtime {
@@ -144,6 +145,7 @@ void* control_loop(void*) {
   Runtime& rt = Runtime::instance();
   int wakeups = 0;
   bool more = false;
+  uint64_t duration_wait_ns = kNoDurationWork;
   for (;;) {
     uint32_t* word;
     uint32_t seen;
@@ -159,6 +161,7 @@ void* control_loop(void*) {
       rt.process_trigger_request_locked();
       // A freeze signalled without a request (a fleet agent's, from any of its threads).
       rt.process_freeze_request_locked();
+      duration_wait_ns = duration_control_pass(rt);  // ages a duration trigger's operations
       rt.apply_groups_locked();
       // Not in the first 10 ms: a short-lived program should not pay for rings it never uses
       // (nor wait at exit for their allocation).
@@ -178,6 +181,9 @@ void* control_loop(void*) {
     if (only_control_thread_left()) std::exit(0);  // the program's last thread is gone
     // Frequent clock pairs early (the rate estimate converges), then ten times a second.
     long wait_ns = more ? 0 : wakeups < 20 ? 10 * 1000 * 1000 : 100 * 1000 * 1000;
+    if (wait_ns != 0 && duration_wait_ns < static_cast<uint64_t>(wait_ns)) {
+      wait_ns = static_cast<long>(duration_wait_ns);
+    }
     if (wait_ns != 0) sys::futex_wait(word, seen, wait_ns);
     ++wakeups;
   }

@@ -17,6 +17,7 @@
 #include "base/process.hpp"
 #include "nanotrace/control.hpp"
 #include "nanotrace/nanotrace.hpp"
+#include "runtime/duration_runtime.hpp"
 #include "runtime/enum_fields.hpp"
 #include "runtime/runtime.hpp"
 
@@ -245,7 +246,8 @@ void on_exit_handler() {
   std::lock_guard lock(rt.mu);
   if (!rt.started.load(std::memory_order_acquire) || rt.pid != getpid()) return;
   abi::SegmentHeader* h = rt.segment.header();
-  refresh_clock(h);  // the final pair: the longest baseline for the tick rate
+  refresh_clock(h);                    // the final pair: the longest baseline for the tick rate
+  publish_duration_counts_locked(rt);  // a duration trigger's final counts
   __atomic_store_n(&h->state, static_cast<uint32_t>(abi::ProcessState::kExited), __ATOMIC_RELEASE);
   if (!rt.config.keep_on_exit) ::unlink(rt.segment.path.c_str());
 }

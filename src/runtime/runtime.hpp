@@ -31,6 +31,8 @@ extern abi::ThreadSlot g_unclaimed_slot;
 
 namespace nanotrace::runtime {
 
+struct DurationPairing;
+
 // The control thread makes rings ready in advance once this many were claimed (see
 // Runtime::rings_claimed).
 constexpr uint32_t kRingsBeforePreparing = 2;
@@ -207,6 +209,8 @@ class Runtime {
     std::unordered_map<const detail::Site*, std::vector<uint32_t>> fields;
     uint64_t after_events = 0;
     uint64_t after_ns = 0;
+    // A duration trigger's pairing (duration_runtime.hpp); null for a record trigger.
+    DurationPairing* duration = nullptr;
   };
   const ArmedTrigger* armed = nullptr;
   // Triggers armed before: kept (reachable, never freed) for threads that may still read one.

@@ -33,6 +33,7 @@
 #include "nanotrace/control.hpp"
 #include "nanotrace/detail/record_layout.hpp"
 #include "nanotrace/nanotrace.hpp"
+#include "runtime/duration_runtime.hpp"
 #include "runtime/runtime.hpp"
 
 namespace nanotrace::runtime {
@@ -54,6 +55,8 @@ std::atomic<uint64_t*> g_fire_record{nullptr};
 std::atomic<abi::ThreadSlot*> g_fire_slot{nullptr};
 std::atomic<const Runtime::ArmedTrigger*> g_fire_armed{nullptr};
 std::atomic<uint16_t> g_fire_id{0};
+// A match published earlier (a duration trigger's open operation): g_fire_record is null.
+EarlierRecord g_fire_earlier;
 // The header's freeze_seq as of the last freeze on request (or resume): a writer that finds
 // it changed freezes the rings.
 std::atomic<uint32_t> g_freeze_seen{0};
@@ -157,7 +160,7 @@ void complete_fire(Runtime& rt) {
   // Stamped now that every writer is switched: records stamped later are counted in the
   // window (or are the one each thread had in flight).
   uint64_t ticks = detail::now_ticks();
-  record[0] = (ticks << 16) | g_fire_id.load(std::memory_order_relaxed);
+  if (record != nullptr) record[0] = (ticks << 16) | g_fire_id.load(std::memory_order_relaxed);
   bool freeze_now = armed.after_events == 0 && armed.after_ns == 0;
   g_remaining.store(static_cast<int64_t>(armed.after_events), std::memory_order_relaxed);
   uint64_t deadline = 0;
@@ -169,12 +172,18 @@ void complete_fire(Runtime& rt) {
   g_deadline.store(deadline, std::memory_order_relaxed);
   store_fact(&h->trigger_event, g_fire_id.load(std::memory_order_relaxed));
   store_fact(&h->trigger_ticks, ticks);
-  store_fact(&h->trigger_tid, __atomic_load_n(&slot->tid, __ATOMIC_RELAXED));
-  store_fact(&h->trigger_slot, static_cast<uint32_t>((reinterpret_cast<uint8_t*>(slot) -
-                                                      (rt.segment.base + h->threads_offset)) /
-                                                     sizeof(abi::ThreadSlot)));
-  // The matching record's number (published next).
-  store_fact(&h->trigger_seq, __atomic_load_n(&slot->written, __ATOMIC_RELAXED));
+  if (record == nullptr) {
+    store_fact(&h->trigger_tid, g_fire_earlier.tid);
+    store_fact(&h->trigger_slot, g_fire_earlier.slot);
+    store_fact(&h->trigger_seq, g_fire_earlier.seq);
+  } else {
+    store_fact(&h->trigger_tid, __atomic_load_n(&slot->tid, __ATOMIC_RELAXED));
+    store_fact(&h->trigger_slot, static_cast<uint32_t>((reinterpret_cast<uint8_t*>(slot) -
+                                                        (rt.segment.base + h->threads_offset)) /
+                                                       sizeof(abi::ThreadSlot)));
+    // The matching record's number (published next).
+    store_fact(&h->trigger_seq, __atomic_load_n(&slot->written, __ATOMIC_RELAXED));
+  }
   auto next = freeze_now ? TriggerState::kFrozen : TriggerState::kFired;
   if (freeze_now) store_fact(&h->frozen_ticks, ticks);
   g_phase.store(static_cast<uint32_t>(next), std::memory_order_seq_cst);
@@ -268,6 +277,35 @@ void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& s
 
 }  // namespace
 
+uint32_t trigger_round() noexcept { return g_round.load(std::memory_order_acquire); }
+
+bool take_fire_token(uint32_t round) noexcept {
+  if (g_firing.exchange(true, std::memory_order_acq_rel)) return false;
+  if (g_round.load(std::memory_order_acquire) != round) {
+    g_firing.store(false, std::memory_order_release);
+    return false;
+  }
+  return true;
+}
+
+void give_back_fire_token() noexcept { g_firing.store(false, std::memory_order_release); }
+
+void fire_on_record(const Runtime::ArmedTrigger& armed, const detail::Site& site,
+                    uint64_t* record) noexcept {
+  fire(Runtime::instance(), armed, site, record);
+}
+
+void fire_on_earlier_record(const Runtime::ArmedTrigger& armed,
+                            const EarlierRecord& match) noexcept {
+  g_fire_earlier = match;
+  g_fire_record.store(nullptr, std::memory_order_relaxed);
+  g_fire_slot.store(nullptr, std::memory_order_relaxed);
+  g_fire_armed.store(&armed, std::memory_order_relaxed);
+  g_fire_id.store(match.event, std::memory_order_relaxed);
+  g_phase.store(kFiring, std::memory_order_seq_cst);
+  complete_fire(Runtime::instance());
+}
+
 TriggerGate trigger_gate() noexcept {
   Runtime& rt = Runtime::instance();
   const uint32_t wanted = __atomic_load_n(&rt.segment.header()->freeze_seq, __ATOMIC_ACQUIRE);
@@ -329,6 +367,9 @@ Result<const Runtime::ArmedTrigger*> Runtime::bind_trigger_locked(const std::str
                                                                   uint64_t after_ns) {
   auto parsed = Trigger::parse(expression);
   if (!parsed.ok()) return parsed.status();
+  if (parsed->duration) {
+    return bind_duration_trigger_locked(*this, std::move(*parsed), after_events, after_ns);
+  }
   std::unordered_map<const detail::Site*, std::vector<uint32_t>> fields;
   Status last_error = Status::NotFound("no event " + parsed->group + ":" + parsed->event);
   for (const detail::Site* site : sites) {
@@ -356,6 +397,7 @@ Result<const Runtime::ArmedTrigger*> Runtime::bind_trigger_locked(const std::str
 
 // A trigger a writer may still be testing is retired, never freed.
 void Runtime::replace_armed_locked(const ArmedTrigger* next) {
+  if (armed != nullptr) retire_duration_locked(*armed, next);
   if (armed != nullptr) retired_triggers.push_back(armed);
   armed = next;
   g_armed.store(armed, std::memory_order_release);
@@ -376,6 +418,7 @@ Status Runtime::arm_locked(const std::string& expression, uint64_t after_events,
   std::strncpy(h->trigger_expr, armed->expression.text.c_str(), sizeof(h->trigger_expr) - 1);
   h->trigger_after_events = after_events;
   h->trigger_after_ns = after_ns;
+  std::memset(&h->duration, 0, sizeof(h->duration));  // a duration trigger's facts and counts
   start_round(h, TriggerState::kArmed);
   reapply(*this);
   return Status::Ok();
@@ -385,6 +428,7 @@ void Runtime::rebind_trigger_locked() {
   if (!started || armed == nullptr) return;
   auto bound = bind_trigger_locked(armed->expression.text, armed->after_events, armed->after_ns);
   if (!bound.ok()) return;  // it bound before; the new module's sites cannot unbind it
+  adopt_duration_state_locked(*armed, **bound);
   replace_armed_locked(*bound);
   reapply(*this);
 }
@@ -426,6 +470,7 @@ Status Runtime::resume_locked() {
   // made so far are answered.
   g_freeze_seen.store(__atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE),
                       std::memory_order_relaxed);
+  if (armed != nullptr) restart_duration_locked(*this, *armed);
   start_round(segment.header(), armed ? TriggerState::kArmed : TriggerState::kNone);
   reapply(*this);
   return Status::Ok();
@@ -512,6 +557,11 @@ bool special_event(const Site& site, uint64_t* record) noexcept {
   // After the trigger fired, the slow path accounts for every record; this one was
   // reserved (inside the window, or just before the switch) and is published.
   if (phase != abi::TriggerState::kArmed) return true;
+  if (const Runtime::ArmedTrigger* armed = runtime::g_armed.load(std::memory_order_acquire);
+      armed != nullptr && armed->duration != nullptr) {
+    runtime::duration_record(*armed, site, record, round);  // pairs it; may fire
+    return true;
+  }
   // Decode the record just written (it is not published yet) and test the expression. It is
   // this thread's own record, of the site's layout: its bytes are trusted.
   FieldValue values[abi::kMaxFields];

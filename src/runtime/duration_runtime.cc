@@ -1,0 +1,213 @@
+// Duration triggers in the traced process: binding, and the writers' part (see
+// duration_runtime.hpp). The control thread's part is in duration_control.cc.
+#include "runtime/duration_runtime.hpp"
+
+#include <sys/mman.h>
+#include <time.h>
+
+#include <cstring>
+#include <string>
+
+#include "nanotrace/detail/record_layout.hpp"
+#include "nanotrace/nanotrace.hpp"
+#include "runtime/duration_state.hpp"
+
+namespace nanotrace::runtime {
+namespace {
+
+// Writers count into their own slot's counters: a load and a store, no locked instruction.
+void bump(std::atomic<uint64_t>& counter) {
+  counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+// The key of a record whose key cannot be read as one word: a single scalar's bits, else a
+// hash of its fields (a string's length and bytes, a scalar's 8 bytes) in order.
+uint64_t decoded_key(const DurationPairing::Role& role, const uint64_t* record) {
+  FieldValue values[abi::kMaxFields];
+  const abi::RecordLayout layout(role.site->types, role.site->field_count);
+  layout.decode(
+      reinterpret_cast<const uint8_t*>(record), 0, abi::kMaxRecordBytes,
+      [&](uint32_t f, uint64_t bits) {
+        values[f].type = layout.type(f);
+        values[f].bits = bits;
+      },
+      [&](uint32_t f, std::string_view text) {
+        values[f].type = abi::FieldType::kString;
+        values[f].text = text;
+      });
+  if (!role.key_hashed) return values[role.key_fields[0]].bits;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint32_t f : role.key_fields) {
+    const FieldValue& v = values[f];
+    if (v.type == abi::FieldType::kString) {
+      const auto n = static_cast<uint32_t>(v.text.size());
+      h = pairing::hash_key_bytes(&n, sizeof(n), h);
+      h = pairing::hash_key_bytes(v.text.data(), v.text.size(), h);
+    } else {
+      h = pairing::hash_key_bytes(&v.bits, sizeof(v.bits), h);
+    }
+  }
+  return h;
+}
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A slow pair: fires on its end record unless another firing holds the token, the trigger
+// changed, or the fire limits hold it back.
+void fire_slow(const Runtime::ArmedTrigger& armed, DurationState& st, const detail::Site& site,
+               uint64_t* record, uint32_t round, const pairing::OpenOp& begun, uint64_t ticks,
+               uint64_t threshold, bool hashed) {
+  if (!take_fire_token(round)) return;
+  if (!st.limiter.admit(monotonic_ns())) {
+    st.held_back.store(st.limiter.held_back(), std::memory_order_relaxed);
+    give_back_fire_token();
+    return;
+  }
+  st.fires.store(st.limiter.fired(), std::memory_order_relaxed);
+  publish_match(st, DurationMatch{1, begun, ticks, threshold, hashed, 0});
+  fire_on_record(armed, site, record);
+}
+
+}  // namespace
+
+void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& site, uint64_t* record,
+                     uint32_t round) noexcept {
+  const DurationPairing& d = *armed.duration;
+  const DurationPairing::Role* role = nullptr;
+  for (const DurationPairing::Role& r : d.roles) {
+    if (r.site == &site) {
+      role = &r;
+      break;
+    }
+  }
+  if (role == nullptr) return;
+  DurationState& st = *d.state;
+  const uint64_t key = role->key_word >= 0 ? record[role->key_word] : decoded_key(*role, record);
+  abi::ThreadSlot* slot = detail::t_writer.owned;
+  const auto index = static_cast<uint32_t>(slot - st.slot_base);
+  if (index >= st.slots) return;  // cannot be: every writer's slot is in the segment
+  SlotCounts& counts = st.counts[index];
+  pairing::OpenOp op;
+  if (role->begin) {
+    op = {key, record[0], pairing::OpenOp::where_of(index, slot->written), slot->tid};
+    pairing::OpenOp dropped;
+    switch (st.table.begin(op, &dropped)) {
+      case pairing::OpenTable::Begin::kInserted:
+        break;
+      case pairing::OpenTable::Begin::kReplaced:
+        bump(counts.replaced);
+        break;
+      case pairing::OpenTable::Begin::kEvicted:
+        bump(counts.evicted);
+        break;
+      case pairing::OpenTable::Begin::kBusy:
+        bump(counts.unseen);
+        break;
+    }
+    bump(counts.begins);
+    return;
+  }
+  switch (st.table.end(key, &op)) {
+    case pairing::OpenTable::End::kMatched:
+      break;
+    case pairing::OpenTable::End::kUnmatched:
+      bump(counts.unmatched_ends);
+      return;
+    case pairing::OpenTable::End::kBusy:
+      bump(counts.unseen);
+      return;
+  }
+  bump(counts.pairs);
+  const uint64_t end_ticks = record[0] >> 16;
+  const uint64_t ticks = end_ticks > op.begin_ticks() ? end_ticks - op.begin_ticks() : 0;
+  if (st.histograms != nullptr) {
+    std::atomic<uint32_t>& bucket = st.histograms[index * pairing::DurationHistogram::kBuckets +
+                                                  pairing::DurationHistogram::bucket(ticks)];
+    bucket.store(bucket.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  if (d.rule.open) return;  // a stuck trigger: the end only closes the operation
+  const uint64_t threshold = st.threshold_ticks.load(std::memory_order_relaxed);
+  if (ticks <= threshold) return;
+  fire_slow(armed, st, site, record, round, op, ticks, threshold, role->key_hashed);
+}
+
+Result<const Runtime::ArmedTrigger*> bind_duration_trigger_locked(Runtime& rt, Trigger trigger,
+                                                                  uint64_t after_events,
+                                                                  uint64_t after_ns) {
+  const DurationRule& rule = *trigger.duration;
+  auto* pairing = new DurationPairing{rule, {}, nullptr};
+  std::unordered_map<const detail::Site*, std::vector<uint32_t>> fields;
+  abi::SegmentHeader* h = rt.segment.header();
+  Status error = Status::Ok();
+  bool begins = false, ends = false;
+  for (const detail::Site* site : rt.sites) {
+    if (site->is_guard) continue;
+    const bool begin = rule.begin_group == site->group && rule.begin_event == site->name;
+    const bool end = rule.end_group == site->group && rule.end_event == site->name;
+    if (!begin && !end) continue;
+    auto* e =
+        reinterpret_cast<abi::EventEntry*>(rt.segment.base + h->events_offset) + (site->id - 1);
+    const char* pool = reinterpret_cast<const char*>(rt.segment.base + h->strings_offset);
+    std::vector<std::string> names;
+    for (uint32_t f = 0; f < site->field_count; ++f) names.emplace_back(pool + e->field_names[f]);
+    auto key = rule.bind_key(std::string(site->group) + ":" + site->name, names);
+    if (!key.ok()) {
+      if (error.ok()) error = key.status();
+      continue;
+    }
+    DurationPairing::Role role{site, begin, -1, *key, false};
+    role.key_hashed = key->size() > 1 || site->types[(*key)[0]] == abi::FieldType::kString;
+    // One scalar after scalars only: the key is one word of the record, read without decoding.
+    bool scalars_before = true;
+    for (uint32_t f = 0; f <= (*key)[0]; ++f) {
+      scalars_before = scalars_before && site->types[f] != abi::FieldType::kString;
+    }
+    if (key->size() == 1 && scalars_before) role.key_word = static_cast<int>(1 + (*key)[0]);
+    pairing->roles.push_back(std::move(role));
+    fields[site] = *key;
+    (begin ? begins : ends) = true;
+  }
+  if (!begins || !ends) {
+    const std::string missing = !begins ? rule.begin_name() : rule.end_name();
+    Status s = !error.ok() ? error : Status::NotFound("no event " + missing);
+    delete pairing;
+    return s;
+  }
+  pairing->state = new DurationState(rule, h, rt.segment.slot(0), h->max_threads);
+  if (!pairing->state->ok()) {
+    delete pairing->state;
+    delete pairing;
+    return Status::IoError("no memory for the table of open operations");
+  }
+  auto* armed = new Runtime::ArmedTrigger{std::move(trigger), std::move(fields), after_events,
+                                          after_ns, pairing};
+  return armed;
+}
+
+void adopt_duration_state_locked(const Runtime::ArmedTrigger& previous,
+                                 const Runtime::ArmedTrigger& next) {
+  if (previous.duration == nullptr || next.duration == nullptr) return;
+  DurationState* fresh = next.duration->state;
+  next.duration->state = previous.duration->state;
+  delete fresh;  // never published
+}
+
+void retire_duration_locked(const Runtime::ArmedTrigger& armed, const Runtime::ArmedTrigger* next) {
+  if (armed.duration == nullptr) return;
+  if (next != nullptr && next->duration != nullptr &&
+      next->duration->state == armed.duration->state) {
+    return;
+  }
+  armed.duration->state->release_pages();
+}
+
+void restart_duration_locked(Runtime&, const Runtime::ArmedTrigger& armed) {
+  if (armed.duration == nullptr) return;
+  armed.duration->state->forget_open_operations();
+}
+
+}  // namespace nanotrace::runtime

@@ -1,0 +1,83 @@
+// The mutable state of an armed duration trigger in the traced process: the table of open
+// operations, each writer's counts and histogram, the threshold, the fire limits, and what the
+// control thread keeps between its passes. Internal header (duration_runtime.cc,
+// duration_control.cc).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "base/trigger_pairing.hpp"
+#include "nanotrace/abi.hpp"
+#include "nanotrace/trigger.hpp"
+
+namespace nanotrace::runtime {
+
+// Operations a duration trigger's table holds open (32 bytes each: 512 KiB).
+inline constexpr size_t kOpenOperations = 16384;
+
+// One writer's counts (its slot's): written by that thread alone, read by the control thread.
+struct alignas(64) SlotCounts {
+  std::atomic<uint64_t> begins{0};
+  std::atomic<uint64_t> pairs{0};
+  std::atomic<uint64_t> unmatched_ends{0};
+  std::atomic<uint64_t> replaced{0};
+  std::atomic<uint64_t> evicted{0};
+  std::atomic<uint64_t> unseen{0};
+};
+
+struct DurationState {
+  DurationState(const DurationRule& rule, abi::SegmentHeader* header,
+                const abi::ThreadSlot* slot_base, uint32_t slots);
+  ~DurationState();
+  bool ok() const { return table.ok() && counts != nullptr; }
+  void release_pages();
+  // Empties the table (a resume), counting what it held as forgotten.
+  void forget_open_operations();
+
+  pairing::OpenTable table;
+  abi::SegmentHeader* header;
+  const abi::ThreadSlot* slot_base;
+  uint32_t slots;
+  SlotCounts* counts = nullptr;  // per slot
+  // Per slot, the pairs' durations in ticks (DurationHistogram buckets); a relative threshold
+  // only.
+  std::atomic<uint32_t>* histograms = nullptr;
+  // What a pair's duration (or an open operation's age) must exceed, in ticks;
+  // SlidingPercentile::kWarmingUp while a relative threshold warms up.
+  std::atomic<uint64_t> threshold_ticks{pairing::SlidingPercentile::kWarmingUp};
+
+  // The fire limits: used by whoever holds the fire token.
+  pairing::FireLimiter limiter;
+  std::atomic<uint64_t> fires{0};
+  std::atomic<uint64_t> held_back{0};
+
+  // The control thread's (under the runtime's lock).
+  uint64_t threshold_ns = 0;  // a fixed threshold
+  std::unique_ptr<pairing::SlidingPercentile> sliding;
+  uint64_t epoch_ns = 0, next_epoch_ns = 0;
+  uint64_t next_scan_ticks = 0;  // the earliest an open operation can pass the threshold
+  uint64_t begins_at_scan = ~uint64_t{0};
+  uint64_t open_at_scan = 0;
+  uint64_t forgotten = 0;  // operations open at a resume, forgotten
+  uint64_t last_publish_ns = 0;
+
+ private:
+  size_t counts_bytes() const;
+  size_t histogram_bytes() const;
+};
+
+// The facts of a firing (abi::DurationFacts).
+struct DurationMatch {
+  uint32_t kind;  // 1 slow, 2 stuck
+  pairing::OpenOp begin;
+  uint64_t duration_ticks;
+  uint64_t threshold_ticks;
+  bool key_hashed;
+  uint32_t stuck_count;
+};
+// REQUIRES: the fire token. Publishes the match's facts before the firing publishes the state.
+void publish_match(DurationState& state, const DurationMatch& match);
+
+}  // namespace nanotrace::runtime
