@@ -74,6 +74,7 @@ int cmd_status(const std::string& source) {
                  t.ticks_to_ns(trig.frozen_ticks) - t.ticks_to_ns(trig.ticks));
     }
   }
+  print_duration_status(t, trig);
   return 0;
 }
 

@@ -41,5 +41,8 @@ int cmd_arm(const std::string& source, const std::string& expression, const std:
 int cmd_disarm(const std::string& source);
 int cmd_resume(const std::string& source);
 int cmd_status(const std::string& source);
+// status's lines for a duration trigger: the pair or open operation that matched, the counts
+// (duration_status.cc). Nothing for a record trigger.
+void print_duration_status(Trace& trace, const TriggerInfo& trigger);
 
 }  // namespace nanotrace::cli
