@@ -1,0 +1,274 @@
+// Duration triggers in a traced process (the runtime's pairing): a slow pair fires on its end
+// record, a stuck operation fires while it is open and is named by its begin record, fast
+// pairs never fire, many threads pair without loss, a flood of begins stays in bounded memory,
+// unknown events and keys are refused in one line, the fire cap holds back and counts, and a
+// relative threshold follows a drift but catches an outlier. Each case runs
+// tests/duration/pairs_producer with the trigger armed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "common/child_process.hpp"
+#include "nanotrace/controller.hpp"
+#include "nanotrace/reader.hpp"
+
+namespace nanotrace {
+namespace {
+
+const std::string kProducer = std::string(NANOTRACE_BIN_DIR) + "/nanotrace_pairs_producer";
+const std::string kCli = std::string(NANOTRACE_BIN_DIR) + "/nanotrace";
+
+// A producer run: started with the trigger in NANOTRACE_TRIGGER, its pid read.
+struct ProducerRun {
+  ProducerRun(const std::vector<std::string>& args, const std::string& trigger,
+              std::vector<std::string> env = {})
+      : child(with_program(args), with_trigger(env, trigger)) {
+    const std::string first = child.read_line();
+    pid = first.rfind("pid ", 0) == 0 ? std::stoi(first.substr(4)) : -1;
+  }
+  static std::vector<std::string> with_program(std::vector<std::string> args) {
+    args.insert(args.begin(), kProducer);
+    return args;
+  }
+  static std::vector<std::string> with_trigger(std::vector<std::string> env,
+                                               const std::string& trigger) {
+    env.push_back("NANOTRACE_BUFFER=4M");
+    if (!trigger.empty()) env.push_back("NANOTRACE_TRIGGER=" + trigger);
+    return env;
+  }
+  // The producer's "ready N" line: N.
+  uint64_t ready() {
+    const std::string line = child.read_line();
+    EXPECT_EQ(line.rfind("ready", 0), 0u) << line;
+    return line.size() > 6 ? std::stoull(line.substr(6)) : 0;
+  }
+  testing::ChildProcess child;
+  pid_t pid = -1;
+};
+
+TriggerInfo trigger_of(pid_t pid) {
+  auto trace = Trace::open_pid(pid);
+  EXPECT_TRUE(trace.ok()) << trace.status().message();
+  return trace.ok() ? (*trace)->process().trigger : TriggerInfo{};
+}
+
+// Waits (up to a deadline that fails the test) until `done` holds of the process's trigger.
+template <class Done>
+TriggerInfo wait_for(pid_t pid, Done done, const char* what) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  TriggerInfo t;
+  while (std::chrono::steady_clock::now() < deadline) {
+    t = trigger_of(pid);
+    if (done(t)) return t;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ADD_FAILURE() << "timed out waiting for " << what;
+  return t;
+}
+
+double ticks_to_ms(const Trace& trace, uint64_t ticks) {
+  const uint64_t tps = trace.process().ticks_per_second;
+  return static_cast<double>(ticks) * 1e3 / static_cast<double>(tps == 0 ? 1000000000 : tps);
+}
+
+// The record `seq` of the (only) traced thread.
+bool find_record(Trace& trace, uint64_t seq, Record* out) {
+  auto source = trace.read_all();
+  while (source->next(out)) {
+    if (out->seq == seq) return true;
+  }
+  return false;
+}
+
+TEST(DurationRuntimeTest, ASlowPairFiresOnItsEndRecord) {
+  // 2,000 pairs without a wait inside; pair 1,500 takes 30 ms. On a loaded machine another
+  // pair may be descheduled past the threshold first: the trigger then fires on that one,
+  // which must be as slow as it says.
+  ProducerRun run({"slow", "2000", "0", "30000", "1500"}, "dur:begin..dur:end by req > 10ms");
+  run.ready();
+  auto trace = Trace::open_pid(run.pid);
+  ASSERT_TRUE(trace.ok());
+  const TriggerInfo t = (*trace)->process().trigger;
+  ASSERT_EQ(t.state, abi::TriggerState::kFrozen);
+  const EventInfo* e = (*trace)->event_by_id(t.event);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->full_name(), "dur:end");
+  // Pair k is records 2k and 2k+1: the match is an end, its begin the record before.
+  const uint64_t key = t.seq / 2;
+  EXPECT_EQ(t.seq % 2, 1u);
+  EXPECT_EQ(t.duration.kind, 1u);
+  EXPECT_EQ(t.duration.begin_seq, t.seq - 1);
+  EXPECT_EQ(t.duration.begin_tid, t.tid);
+  EXPECT_EQ(t.duration.key, key);
+  EXPECT_EQ(t.duration.key_hashed, 0u);
+  EXPECT_GT(ticks_to_ms(**trace, t.duration.duration_ticks), 10.0);
+  if (key == 1500) EXPECT_GE(ticks_to_ms(**trace, t.duration.duration_ticks), 30.0);
+  EXPECT_NEAR(ticks_to_ms(**trace, t.duration.threshold_ticks), 10.0, 0.1);
+  Record r;
+  ASSERT_TRUE(find_record(**trace, t.seq, &r));
+  EXPECT_EQ(r.event->full_name(), "dur:end");
+  EXPECT_EQ(r.values[0].bits, key);
+  EXPECT_EQ(r.ticks, t.ticks);  // the matching record is stamped at the firing
+  Record begin;
+  ASSERT_TRUE(find_record(**trace, t.seq - 1, &begin));
+  EXPECT_EQ(begin.event->full_name(), "dur:begin");
+  EXPECT_EQ(begin.values[0].bits, key);
+  EXPECT_EQ(begin.ticks, t.duration.begin_ticks);
+  EXPECT_GE(r.ticks - begin.ticks, t.duration.duration_ticks);
+  // The rings froze at the match: nothing after it.
+  auto source = (*trace)->read_all();
+  uint64_t last = 0;
+  while (source->next(&r)) last = std::max(last, r.seq);
+  EXPECT_EQ(last, t.seq);
+  // The counts reach the header with the control thread's next pass.
+  TriggerInfo counted = wait_for(
+      run.pid, [&](const TriggerInfo& i) { return i.duration.pairs == key + 1; }, "the pairs");
+  EXPECT_EQ(counted.duration.fires, 1u);
+  EXPECT_EQ(counted.duration.unmatched_ends, 0u);
+  EXPECT_EQ(counted.duration.unseen, 0u);
+}
+
+TEST(DurationRuntimeTest, AStuckOperationFiresWhileOpenAndIsNamed) {
+  ProducerRun run({"stuck", "100", "20", "777"}, "dur:begin..dur:end by req open > 30ms");
+  run.ready();  // the operation is open from here on, and never ends
+  TriggerInfo t = wait_for(
+      run.pid, [](const TriggerInfo& i) { return i.state == abi::TriggerState::kFrozen; },
+      "the stuck trigger to freeze");
+  auto trace = Trace::open_pid(run.pid);
+  ASSERT_TRUE(trace.ok());
+  t = (*trace)->process().trigger;
+  const EventInfo* e = (*trace)->event_by_id(t.event);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->full_name(), "dur:begin");
+  EXPECT_EQ(t.seq, 200u);  // after 100 pairs
+  EXPECT_EQ(t.duration.kind, 2u);
+  EXPECT_EQ(t.duration.begin_seq, 200u);
+  EXPECT_EQ(t.duration.key, 777u);
+  EXPECT_EQ(t.duration.stuck_count, 1u);
+  EXPECT_GT(ticks_to_ms(**trace, t.duration.duration_ticks), 30.0);
+  Record r;
+  ASSERT_TRUE(find_record(**trace, 200, &r));
+  EXPECT_EQ(r.event->full_name(), "dur:begin");
+  EXPECT_EQ(r.values[0].bits, 777u);
+  EXPECT_EQ(r.values[1].bits, 65536u);
+  EXPECT_EQ(r.ticks, t.duration.begin_ticks);
+  // Fired after the threshold, at the age it gives.
+  EXPECT_GT(t.ticks, r.ticks);
+  EXPECT_NEAR(ticks_to_ms(**trace, t.ticks - r.ticks),
+              ticks_to_ms(**trace, t.duration.duration_ticks), 0.5);
+  // `status` names the open operation.
+  int code = 0;
+  const std::string out = testing::run_command(kCli + " status " + std::to_string(run.pid), &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(out.find("stuck: record #200 of thread"), std::string::npos) << out;
+  EXPECT_NE(out.find("req=777 len=65536"), std::string::npos) << out;
+  EXPECT_NE(out.find("> 30.00 ms"), std::string::npos) << out;
+}
+
+TEST(DurationRuntimeTest, FastPairsNeverFire) {
+  ProducerRun run({"fast", "20000", "0"}, "dur:begin..dur:end by req > 2s");
+  run.ready();
+  TriggerInfo t = wait_for(
+      run.pid, [](const TriggerInfo& i) { return i.duration.pairs == 20000; }, "20000 pairs");
+  EXPECT_EQ(t.state, abi::TriggerState::kArmed);
+  EXPECT_EQ(t.duration.fires, 0u);
+  EXPECT_EQ(t.duration.unmatched_ends, 0u);
+  EXPECT_EQ(t.duration.unseen, 0u);
+  EXPECT_EQ(t.duration.replaced + t.duration.evicted, 0u);
+}
+
+TEST(DurationRuntimeTest, ThreadsPairWithoutLoss) {
+  ProducerRun run({"threads", "4", "50000", "0"}, "dur:begin..dur:end by req open > 5s");
+  run.ready();
+  TriggerInfo t = wait_for(
+      run.pid, [](const TriggerInfo& i) { return i.duration.pairs + i.duration.unseen >= 200000; },
+      "200000 pairs");
+  EXPECT_EQ(t.state, abi::TriggerState::kArmed);
+  // Each record either paired or counted: none silently lost.
+  EXPECT_EQ(t.duration.pairs + t.duration.unseen, 200000u);
+  EXPECT_EQ(t.duration.unmatched_ends, 0u);
+  EXPECT_LT(t.duration.unseen, 100u);
+}
+
+// A key that never closes, a million times: the table stays its size, the oldest are counted
+// as evicted, and the process's memory stays small.
+TEST(DurationRuntimeTest, BeginsWithoutEndsStayInBoundedMemory) {
+  ProducerRun run({"flood", "1000000"}, "dur:begin..dur:end by req > 1ms");
+  run.ready();
+  TriggerInfo t = wait_for(
+      run.pid,
+      [](const TriggerInfo& i) { return i.duration.capacity != 0 && i.duration.open != 0; },
+      "the open operations counted");
+  t = wait_for(
+      run.pid, [](const TriggerInfo& i) { return i.duration.open + i.duration.evicted == 1000000; },
+      "every begin open or evicted");
+  EXPECT_LE(t.duration.open, t.duration.capacity);
+  EXPECT_GE(t.duration.evicted, 1000000 - t.duration.capacity);
+  std::ifstream status("/proc/" + std::to_string(run.pid) + "/status");
+  std::string line;
+  uint64_t rss_kb = 0;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) rss_kb = std::stoull(line.substr(6));
+  }
+  EXPECT_GT(rss_kb, 0u);
+  EXPECT_LT(rss_kb, 64u * 1024);  // a 4 MiB ring, a 512 KiB table, the program
+}
+
+TEST(DurationRuntimeTest, UnknownEventsAndKeysAreRefusedInOneLine) {
+  testing::ChildProcess child({kProducer, "--wait", "fast", "1", "0"}, {});
+  const pid_t pid = std::stoi(child.read_line().substr(4));
+  ASSERT_EQ(child.read_line(), "armed?");
+  auto control = Controller::attach(std::to_string(pid));
+  ASSERT_TRUE(control.ok()) << control.status().message();
+  struct Case {
+    const char* expression;
+    const char* error;
+  } cases[] = {
+      {"dur:begin..dur:nope by req > 1ms", "no event dur:nope"},
+      {"dur:nope..dur:end by req > 1ms", "no event dur:nope"},
+      {"dur:begin..dur:end by reqq > 1ms", "event dur:begin has no field 'reqq' (the key)"},
+      {"dur:begin..dur:end by req+len > 1ms", "event dur:end has no field 'len' (the key)"},
+      {"dur:begin..dur:end by req > 1", "duration trigger: bad threshold '1'"},
+  };
+  for (const Case& c : cases) {
+    Status s = (*control)->arm(c.expression, {});
+    ASSERT_FALSE(s.ok()) << c.expression;
+    EXPECT_NE(s.message().find(c.error), std::string::npos) << c.expression << ": " << s.message();
+    EXPECT_EQ(s.message().find('\n'), std::string::npos);
+    // The command line says it in one line and fails.
+    int code = 0;
+    const std::string out = testing::run_command(
+        kCli + " arm " + std::to_string(pid) + " '" + c.expression + "' 2>&1", &code);
+    EXPECT_NE(code, 0) << c.expression;
+    EXPECT_NE(out.find(c.error), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
+  child.write_line("go");
+  ASSERT_EQ(child.read_line().rfind("ready", 0), 0u);
+}
+
+// 1,000 slow pairs in about a third of a second, the program resuming after each freeze: the
+// cap lets 5 fire and counts the other 995.
+TEST(DurationRuntimeTest, TheCapHoldsBackAndCountsTheRest) {
+  ProducerRun run({"resumed", "1000", "300"}, "dur:begin..dur:end by req > 100us cap 5 per 60s");
+  EXPECT_EQ(run.ready(), 5u);  // resumes
+  TriggerInfo t = wait_for(
+      run.pid, [](const TriggerInfo& i) { return i.duration.pairs == 1000; }, "1000 pairs");
+  EXPECT_EQ(t.duration.fires, 5u);
+  EXPECT_EQ(t.duration.held_back, 995u);
+  EXPECT_EQ(t.state, abi::TriggerState::kArmed);
+}
+
+TEST(DurationRuntimeTest, CooldownHoldsBackFiresTooSoonAfterOne) {
+  ProducerRun run({"resumed", "200", "300"}, "dur:begin..dur:end by req > 100us cooldown 60s");
+  EXPECT_EQ(run.ready(), 1u);
+  TriggerInfo t = wait_for(
+      run.pid, [](const TriggerInfo& i) { return i.duration.pairs == 200; }, "200 pairs");
+  EXPECT_EQ(t.duration.fires, 1u);
+  EXPECT_EQ(t.duration.held_back, 199u);
+}
+
+}  // namespace
+}  // namespace nanotrace
