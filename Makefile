@@ -27,7 +27,7 @@ BUILD_PACKAGES := build-essential cmake pkg-config liburing-dev libcli11-dev lib
                   libcurl4-openssl-dev libnats-dev libmicrohttpd-dev
 TEST_PACKAGES := clang clang-format zstd babeltrace2 util-linux procps chromium python3 \
                  python3-numpy python3-pandas python3-pytest fio sqlite3 chrony \
-                 clickhouse-server clickhouse-client nats-server prometheus
+                 clickhouse-server clickhouse-client nats-server prometheus dmsetup
 BENCH_PACKAGES := trace-cmd strace python3-bt2 liblttng-ust-dev lttng-tools
 DEMO_PACKAGES := $(filter-out libgtest-dev libgmock-dev libbenchmark-dev python3-dev \
                    pybind11-dev,$(BUILD_PACKAGES)) babeltrace2 util-linux
