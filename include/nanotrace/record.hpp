@@ -86,7 +86,9 @@ struct RecordSummary {
   uint64_t lost_no_slot = 0;
   uint64_t lost_reclaimed = 0;
   std::vector<RecordedThread> threads;
-  std::string stop_match;                       // with stop_on: which record matched
+  std::string stop_match;  // with stop_on: which record matched
+  // A duration trigger's pairing (--stop-on, --snapshot-on): "--stop-on: N pairs, ...".
+  std::vector<std::string> trigger_counts;
   std::vector<std::string> snapshots;           // with snapshot_on: files written
   std::vector<SnapshotKernel> snapshot_kernel;  // with kernel too: per snapshot
   std::vector<std::string> warnings;            // e.g. why kernel events were not recorded
@@ -164,6 +166,7 @@ struct RunSummary {
   uint64_t kernel_pages = 0;                    // ftrace sub-buffers stored (with kernel)
   uint64_t kernel_lost = 0;                     // kernel events overwritten or dropped by ftrace
   std::string stop_match;                       // as RecordSummary
+  std::vector<std::string> trigger_counts;      // as RecordSummary
   std::vector<std::string> snapshots;           // as RecordSummary
   std::vector<SnapshotKernel> snapshot_kernel;  // as RecordSummary
 };

@@ -263,6 +263,7 @@ RunSummary run_summary(const RecordSummary& r, pid_t child, int status) {
   s.kernel_pages = r.kernel_pages;
   s.kernel_lost = r.kernel_lost;
   s.stop_match = r.stop_match;
+  s.trigger_counts = r.trigger_counts;
   s.snapshots = r.snapshots;
   s.snapshot_kernel = r.snapshot_kernel;
   return s;

@@ -3,6 +3,7 @@
 // (--groups), restored afterwards. Internal header.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,15 +12,21 @@
 #include "nanotrace/reader.hpp"
 #include "nanotrace/trigger.hpp"
 #include "record/drainer.hpp"
+#include "record/duration_watch.hpp"
 
 namespace nanotrace::rec {
 
-// A trigger expression bound lazily to each event id as records of it appear.
+// A trigger expression bound lazily to each event id as records of it appear; a duration
+// trigger pairs the records with a DurationWatch.
 class BoundTrigger {
  public:
   Status init(const std::string& text, const Trace& trace) {
     auto t = Trigger::parse(text);
     if (!t.ok()) return t.status();
+    if (t->duration) {
+      duration_ = std::make_unique<DurationWatch>();
+      return duration_->init(*t, trace);
+    }
     trigger_ = std::move(t.value());
     bool known = false;
     for (const EventInfo& e : trace.events()) {
@@ -31,10 +38,12 @@ class BoundTrigger {
     (void)known;  // an event not declared yet may appear later
     return Status::Ok();
   }
-  bool active() const { return trigger_.has_value(); }
-  const std::string& text() const { return trigger_->text; }
+  bool active() const { return trigger_.has_value() || (duration_ && duration_->active()); }
+  // A duration trigger (its match described by duration()->describe()), or null.
+  DurationWatch* duration() const { return duration_.get(); }
 
-  bool matches(const Record& r) {
+  bool matches(const Record& r, const StreamState& st) {
+    if (duration_) return duration_->on_record(r, st);
     if (!trigger_ || r.event->group != trigger_->group || r.event->name != trigger_->event) {
       return false;
     }
@@ -61,6 +70,7 @@ class BoundTrigger {
 
   std::optional<Trigger> trigger_;
   std::vector<std::optional<std::vector<uint32_t>>> bound_;
+  std::unique_ptr<DurationWatch> duration_;
 };
 
 // The record that matched --stop-on, as the summary names it: the record, its thread, the

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include <memory>
 
@@ -55,6 +56,10 @@ class RecordingLoop {
   Status start_kernel();
   Status adopt_new_processes();
   bool on_record(size_t index, const Record& r, const StreamState& st);
+  std::string duration_match(size_t index, const DurationWatch& watch) const;
+  bool age_duration_triggers(uint64_t ticks);
+  void note_duration_counts();
+  uint64_t clock_ticks_now() const;
   Status record_until_over(file::EndReason* reason);
   bool over(bool stopped, double now, file::EndReason* reason);
   Status snapshot(double now);
@@ -183,13 +188,61 @@ Status RecordingLoop::adopt_new_processes() {
 }
 
 bool RecordingLoop::on_record(size_t index, const Record& r, const StreamState& st) {
-  if (snapshot_on_[index].active() && snapshot_on_[index].matches(r)) {
+  if (snapshot_on_[index].active() && snapshot_on_[index].matches(r, st)) {
     snapshot_wanted_ = true;
     matched_[index] = true;
   }
-  if (!stop_on_[index].active() || !stop_on_[index].matches(r)) return false;
-  summary_.stop_match = describe_stop_match(r, st, session_.trace(index), source_.several());
+  if (!stop_on_[index].active() || !stop_on_[index].matches(r, st)) return false;
+  summary_.stop_match = stop_on_[index].duration()
+                            ? duration_match(index, *stop_on_[index].duration())
+                            : describe_stop_match(r, st, session_.trace(index), source_.several());
   return true;
+}
+
+// The recorded processes' clock now (they share the recording's: TSC or monotonic).
+uint64_t RecordingLoop::clock_ticks_now() const {
+  if (source_.tsc_clock()) return __rdtsc();
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+std::string RecordingLoop::duration_match(size_t index, const DurationWatch& watch) const {
+  return watch.describe() +
+         (source_.several() ? " of process " + std::to_string(session_.trace(index).process().pid)
+                            : std::string());
+}
+
+// Duration triggers whose operations were open past their threshold at `ticks` (the start of
+// the pass that just ended): a --snapshot-on match asks for a snapshot, a --stop-on match
+// stops the recording.
+bool RecordingLoop::age_duration_triggers(uint64_t ticks) {
+  bool stop = false;
+  for (size_t i = 0; i < session_.size() && i < stop_on_.size(); ++i) {
+    if (DurationWatch* w = snapshot_on_[i].duration(); w != nullptr && w->age(ticks)) {
+      snapshot_wanted_ = true;
+      matched_[i] = true;
+    }
+    if (DurationWatch* w = stop_on_[i].duration(); !stop && w != nullptr && w->age(ticks)) {
+      summary_.stop_match = duration_match(i, *w);
+      stop = true;
+    }
+  }
+  return stop;
+}
+
+void RecordingLoop::note_duration_counts() {
+  for (size_t i = 0; i < stop_on_.size(); ++i) {
+    const std::string process =
+        source_.several() ? " (process " + std::to_string(session_.trace(i).process().pid) + ")"
+                          : "";
+    if (DurationWatch* w = stop_on_[i].duration()) {
+      summary_.trigger_counts.push_back("--stop-on" + process + ": " + w->counts());
+    }
+    if (DurationWatch* w = snapshot_on_[i].duration()) {
+      summary_.trigger_counts.push_back("--snapshot-on" + process + ": " + w->counts());
+    }
+  }
 }
 
 Status RecordingLoop::record_until_over(file::EndReason* reason) {
@@ -202,10 +255,12 @@ Status RecordingLoop::record_until_over(file::EndReason* reason) {
     if (!s.ok()) return s;
     snapshot_wanted_ = snapshot_wanted_ || asks.snapshot;
     const double pass_start = sys::monotonic_seconds();
+    const uint64_t pass_ticks = clock_ticks_now();
     const double interval = pacing.begin_pass(pass_start);
     uint64_t moved = 0;
     bool stopped = false;
     s = session_.pass(/*final=*/false, &moved, &stopped);
+    if (s.ok() && !stopped) stopped = age_duration_triggers(pass_ticks);
     if (s.ok() && kernel_) s = kernel_->drain(/*final=*/false);
     if (!s.ok()) return s;
     const double now = sys::monotonic_seconds();
@@ -317,6 +372,7 @@ Status RecordingLoop::end(file::EndReason reason) {
   if (s.ok()) s = session_.write_end(reason);
   if (s.ok()) s = out_.close();
   if (!s.ok()) return s;
+  note_duration_counts();
   groups_.clear();
   summary_.reason = end_reason_text(reason);
   summary_.seconds = sys::monotonic_seconds() - t0_;

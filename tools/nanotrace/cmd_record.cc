@@ -67,10 +67,14 @@ std::vector<std::string> split_list(const std::string& s) {
 
 void print_trigger_outcome(const std::string& prefix, const std::string& stop_match,
                            const std::vector<std::string>& snapshots,
-                           const std::vector<SnapshotKernel>& snapshot_kernel) {
+                           const std::vector<SnapshotKernel>& snapshot_kernel,
+                           const std::vector<std::string>& trigger_counts) {
   if (!stop_match.empty()) {
     std::fprintf(stderr, "%sstopped on %s\n", prefix.c_str(),
                  utf8::escape_text(stop_match).c_str());
+  }
+  for (const std::string& counts : trigger_counts) {
+    std::fprintf(stderr, "%s%s\n", prefix.c_str(), utf8::escape_text(counts).c_str());
   }
   for (size_t i = 0; i < snapshots.size(); ++i) {
     std::string kernel;
@@ -181,7 +185,7 @@ int cmd_record(const RecordCommands& c) {
                  static_cast<unsigned long long>(s.kernel_pages),
                  static_cast<unsigned long long>(s.kernel_lost));
   }
-  print_trigger_outcome("", s.stop_match, s.snapshots, s.snapshot_kernel);
+  print_trigger_outcome("", s.stop_match, s.snapshots, s.snapshot_kernel, s.trigger_counts);
   print_losses(s);
   return 0;
 }

@@ -132,7 +132,8 @@ int cmd_run(const RunCommand& c) {
                  static_cast<unsigned long long>(s.kernel_pages),
                  static_cast<unsigned long long>(s.kernel_lost));
   }
-  print_trigger_outcome("nanotrace: ", s.stop_match, s.snapshots, s.snapshot_kernel);
+  print_trigger_outcome("nanotrace: ", s.stop_match, s.snapshots, s.snapshot_kernel,
+                        s.trigger_counts);
   if (s.killed_by != 0) {
     std::fprintf(stderr, "nanotrace: %s was killed by signal %d (%s)%s\n", c.command[0].c_str(),
                  s.killed_by, strsignal(s.killed_by), s.core_dumped ? ", core dumped" : "");

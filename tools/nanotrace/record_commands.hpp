@@ -28,10 +28,12 @@ struct RecordCommands {
 void register_record_commands(CLI::App& app, RecordCommands* commands);
 // Runs the parsed subcommand if it is one of these; false otherwise.
 bool run_record_commands(const RecordCommands& commands, int* status);
-// What the triggers of a recording did (`record`, `run`): the record --stop-on matched and
-// each snapshot written, one line each on stderr, each line starting with prefix.
+// What the triggers of a recording did (`record`, `run`): the record --stop-on matched, a
+// duration trigger's pairing counts and each snapshot written, one line each on stderr, each
+// line starting with prefix.
 void print_trigger_outcome(const std::string& prefix, const std::string& stop_match,
                            const std::vector<std::string>& snapshots,
-                           const std::vector<SnapshotKernel>& snapshot_kernel);
+                           const std::vector<SnapshotKernel>& snapshot_kernel,
+                           const std::vector<std::string>& trigger_counts);
 
 }  // namespace nanotrace::cli
