@@ -229,8 +229,10 @@ void DurationState::release_pages() {
 }
 
 void DurationState::forget_open_operations() {
-  table.for_each([&](size_t, const pairing::OpenOp&) { ++forgotten; });
   table.clear();
+  // The last firing's facts belong to the freeze being resumed: a freeze on request later
+  // names no pair.
+  store_fact(&header->duration.kind, 0);
   begins_at_scan = ~uint64_t{0};
   next_scan_ticks = 0;
 }

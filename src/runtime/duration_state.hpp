@@ -33,7 +33,7 @@ struct DurationState {
   ~DurationState();
   bool ok() const { return table.ok() && counts != nullptr; }
   void release_pages();
-  // Empties the table (a resume), counting what it held as forgotten.
+  // Empties the table (a resume): what was open at the freeze is forgotten.
   void forget_open_operations();
 
   pairing::OpenTable table;
@@ -60,7 +60,6 @@ struct DurationState {
   uint64_t next_scan_ticks = 0;  // the earliest an open operation can pass the threshold
   uint64_t begins_at_scan = ~uint64_t{0};
   uint64_t open_at_scan = 0;
-  uint64_t forgotten = 0;  // operations open at a resume, forgotten
   uint64_t last_publish_ns = 0;
 
  private:
