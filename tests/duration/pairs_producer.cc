@@ -6,9 +6,9 @@
 //   stuck N US OPEN_KEY   as fast, then begins OPEN_KEY and never ends it
 //   flood N               N begins of distinct keys, never ended
 //   resumed N US          N pairs of US, resuming the rings whenever the trigger froze them
-//   drift N US PERCENT OUTLIER
-//                         N pairs whose duration grows from US by PERCENT % over the run,
-//                         then, if OUTLIER > 0, one pair of OUTLIER microseconds
+//   drift N US PERCENT    N pairs whose duration grows from US by PERCENT % over the run;
+//                         prints "drifted", reads a number of microseconds from stdin and,
+//                         if over 0, writes one pair that long (key N)
 //   threads T N US        T threads, each N pairs of US (keys by thread)
 //   serve FILE            pairs of 50 us every millisecond until stdin closes; once FILE
 //                         exists, begins req 424242 and never ends it (a stuck operation)
@@ -108,10 +108,15 @@ int main(int argc, char** argv) {
     const auto n = static_cast<uint64_t>(arg(argv, argc, a + 1));
     const double us = arg(argv, argc, a + 2);
     const double percent = arg(argv, argc, a + 3);
-    const double outlier = arg(argv, argc, a + 4);
     for (uint64_t i = 0; i < n; ++i) {
       pair(i, us * (1 + percent / 100 * static_cast<double>(i) / static_cast<double>(n)));
     }
+    // The test reads the threshold, then asks for one pair of this many microseconds.
+    std::printf("drifted\n");
+    std::fflush(stdout);
+    std::string line;
+    std::getline(std::cin, line);
+    const double outlier = std::strtod(line.c_str(), nullptr);
     if (outlier > 0) pair(n, outlier);
   } else if (scenario == "threads") {
     const int t = static_cast<int>(arg(argv, argc, a + 1));

@@ -270,5 +270,37 @@ TEST(DurationRuntimeTest, CooldownHoldsBackFiresTooSoonAfterOne) {
   EXPECT_EQ(t.duration.held_back, 199u);
 }
 
+// A relative threshold: 300 pairs drifting from 5 ms to 7.5 ms never reach 10 x p99; one pair
+// at 20 x the p99 the trigger computed fires it.
+TEST(DurationRuntimeTest, ARelativeThresholdFollowsADriftAndCatchesAnOutlier) {
+  ProducerRun run({"drift", "300", "5000", "50"},
+                  "dur:begin..dur:end by req > 10 x p99 over 2s warmup 50");
+  ASSERT_EQ(run.child.read_line(), "drifted");
+  TriggerInfo t = trigger_of(run.pid);
+  EXPECT_EQ(t.state, abi::TriggerState::kArmed) << "fired on the drift, pair " << t.duration.key;
+  EXPECT_EQ(t.duration.fires, 0u);
+  t = wait_for(
+      run.pid,
+      [](const TriggerInfo& i) {
+        return i.duration.current_threshold_ticks != 0 &&
+               i.duration.current_threshold_ticks != ~uint64_t{0};
+      },
+      "a threshold");
+  auto trace = Trace::open_pid(run.pid);
+  ASSERT_TRUE(trace.ok());
+  const double threshold_ms = ticks_to_ms(**trace, t.duration.current_threshold_ticks);
+  // p99 of 5-7.5 ms pairs, read from 12.5 % buckets: 10 x that is 50 to 100 ms or so.
+  EXPECT_GT(threshold_ms, 50.0);
+  const double outlier_us = threshold_ms / 10 * 20 * 1000;
+  run.child.write_line(std::to_string(outlier_us));
+  run.ready();
+  t = wait_for(
+      run.pid, [](const TriggerInfo& i) { return i.state == abi::TriggerState::kFrozen; },
+      "the outlier to fire");
+  EXPECT_EQ(t.duration.kind, 1u);
+  EXPECT_EQ(t.duration.key, 300u);  // the outlier, not a pair of the drift
+  EXPECT_GT(ticks_to_ms(**trace, t.duration.duration_ticks), threshold_ms);
+}
+
 }  // namespace
 }  // namespace nanotrace
