@@ -25,7 +25,6 @@ OpenTable::OpenTable(size_t capacity) {
   if (p == MAP_FAILED) return;
   buckets_ = static_cast<Bucket*>(p);
   bucket_count_ = buckets;
-  shift_ = 64 - static_cast<uint32_t>(__builtin_ctzll(buckets));
 }
 
 OpenTable::~OpenTable() {

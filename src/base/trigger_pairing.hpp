@@ -88,13 +88,16 @@ class OpenTable {
     std::atomic<uint64_t> tid[kWays];
   };
   static_assert(sizeof(Bucket) == 128);
+  // Keys close together (request numbers, pointers into one array) go to buckets close
+  // together, so the operations in flight share cache lines and pages; the higher bits are
+  // folded in so strides and aligned pointers spread over every bucket.
   Bucket& bucket_of(uint64_t key) const {
-    return buckets_[(key * 0x9E3779B97F4A7C15ull) >> shift_];
+    const uint64_t folded = key ^ (key >> 7) ^ (key >> 17) ^ (key >> 31) ^ (key >> 47);
+    return buckets_[folded & (bucket_count_ - 1)];
   }
 
   Bucket* buckets_ = nullptr;
   size_t bucket_count_ = 0;
-  uint32_t shift_ = 64;
 };
 
 template <class Visit>
