@@ -88,8 +88,8 @@ struct Trigger {
   // A post-trigger window: "1000" (events), "500us", "2ms", "1s", "250ns" (time).
   // False if malformed.
   static bool parse_window(const std::string& text, uint64_t* events, uint64_t* ns);
-  // A duration: a number (decimals allowed) and a unit ns, us, ms or s: "2.5ms". False if
-  // malformed or beyond 2^63 ns.
+  // A duration: a number (decimals allowed) and a unit ns, us, ms, s, m (or min) or h:
+  // "2.5ms", "10m". False if malformed or beyond 2^63 ns.
   static bool parse_duration(std::string_view text, uint64_t* ns);
 
   // Parses an expression; kInvalidArgument with the reason if malformed.

@@ -374,6 +374,8 @@ bool Trigger::parse_duration(std::string_view text, uint64_t* ns) {
   std::string number(text.substr(0, unit));
   std::string_view u = text.substr(unit);
   double scale = u == "ns" ? 1 : u == "us" ? 1e3 : u == "ms" ? 1e6 : u == "s" ? 1e9 : 0;
+  if (u == "m" || u == "min") scale = 60e9;
+  if (u == "h") scale = 3600e9;
   if (number.empty() || scale == 0 || number.size() > 24) return false;
   char* end = nullptr;
   const double v = std::strtod(number.c_str(), &end);

@@ -164,7 +164,11 @@ TEST(DurationGrammarTest, DurationsParse) {
   EXPECT_FALSE(Trigger::parse_duration("ms", &ns));
   EXPECT_FALSE(Trigger::parse_duration("1.2.3ms", &ns));
   EXPECT_FALSE(Trigger::parse_duration("-1ms", &ns));
-  EXPECT_FALSE(Trigger::parse_duration("10m", &ns));
+  EXPECT_TRUE(Trigger::parse_duration("10m", &ns));
+  EXPECT_EQ(ns, 600'000'000'000u);
+  EXPECT_TRUE(Trigger::parse_duration("1.5h", &ns));
+  EXPECT_EQ(ns, 5'400'000'000'000u);
+  EXPECT_FALSE(Trigger::parse_duration("10d", &ns));
   EXPECT_FALSE(Trigger::parse_duration("1e3ms", &ns));
 }
 
