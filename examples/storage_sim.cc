@@ -1,8 +1,11 @@
 // A small traced program: worker threads play a storage engine (submit an I/O, complete it
 // some microseconds later, now and then an error), each step a nanotrace tracepoint. `make
-// demo` runs it and reads it live with the nanotrace CLI.
+// demo` runs it and reads it live with the nanotrace CLI. --stall-ms makes one I/O of worker
+// 0 (number --stall-at, default 2000) wait that long before it completes: a slow or stuck
+// operation for the duration triggers (docs/howto/slow-and-stuck.md).
 //
-//   storage_sim [--threads N] [--seconds S] [--ops N] [--gap-ns NS]
+//   storage_sim [--threads N] [--seconds S] [--ops N] [--gap-ns NS] [--stall-ms MS]
+//               [--stall-at N]
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +20,8 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
+uint64_t g_stall_ms = 0;
+uint64_t g_stall_at = 2000;
 
 void spin_ns(uint64_t ns) {
   auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
@@ -40,6 +45,9 @@ void worker(int index, uint64_t ops, uint64_t gap_ns) {
     uint64_t id = static_cast<uint64_t>(index) << 40 | req;
     NANOTRACE(io, submit, "req={} dev={} offset={} len={}", id, dev, offset, len);
     spin_ns(gap_ns);
+    if (index == 0 && req == g_stall_at && g_stall_ms != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(g_stall_ms));
+    }
     bool error = seed % 997 == 0;
     NANOTRACE(io, complete, "req={} result={} lat_us={}", id, error ? -5 : static_cast<int>(len),
               static_cast<double>(gap_ns) / 1000.0);
@@ -66,9 +74,14 @@ int main(int argc, char** argv) {
       ops = std::strtoull(argv[i + 1], nullptr, 10);
     else if (!std::strcmp(argv[i], "--gap-ns"))
       gap_ns = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--stall-ms"))
+      g_stall_ms = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--stall-at"))
+      g_stall_at = std::strtoull(argv[i + 1], nullptr, 10);
     else {
       std::fprintf(stderr,
-                   "usage: storage_sim [--threads N] [--seconds S] [--ops N] [--gap-ns NS]\n");
+                   "usage: storage_sim [--threads N] [--seconds S] [--ops N] [--gap-ns NS] "
+                   "[--stall-ms MS] [--stall-at N]\n");
       return 2;
     }
   }
