@@ -22,7 +22,7 @@ NANOTRACE_BUFFER=1M NANOTRACE_THREADS=64 ./build/bin/nanotrace_trigger_lag --run
   --threads 32 --window 1000 --json build/bench/trigger.json | tail -1
 
 for extra in scripts/record-bench.sh scripts/iograph-bench.sh scripts/export-bench.sh \
-    scripts/analysis-bench.sh scripts/diff-bench.sh \
+    scripts/analysis-bench.sh scripts/diff-bench.sh scripts/duration-bench.sh \
     scripts/ctf-floor.sh scripts/report-bench.sh scripts/kernel-bench.sh scripts/ship-bench.sh; do
   if [ -x "$extra" ]; then
     echo "== $extra =="

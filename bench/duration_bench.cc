@@ -1,0 +1,326 @@
+// Duration triggers' figures, in one process that traces its own pairs (bench:begin and
+// bench:end by req) and reads its own segment header:
+//   slow   from a slow pair's end record (the clock just before it is written) to the freeze
+//          (the header's frozen_ticks): the pairing runs on that record, so the freeze is done
+//          when the tracepoint returns. p50, p99, max over --reps runs.
+//   stuck  how late a stuck operation is named: the firing's clock value minus (the begin
+//          record's clock value + the threshold), over --stuck-reps runs, quiet and with a
+//          CPU hog on every core (nice 0) for the second half.
+//   flow   the pairing's CPU while 2 M pairs/s flow (bursts of 2,000 pairs each millisecond,
+//          64 operations in flight): the process's CPU (program and control thread, from
+//          getrusage) with the stuck trigger armed on these events, against the same flow
+//          with a record trigger armed on an event that never occurs; rounds of 0.5 s
+//          interleaved A B A B, medians.
+//   idle   the same two, no events: the control thread's aging alone.
+//   cost   ns per event, bursts interleaved: events no trigger names (bench:other) with the
+//          duration trigger armed against none armed (the 2 % rule), and the named events
+//          (a begin and an end) with it armed against none.
+// Prints one JSON document (--json FILE also writes it).
+//   duration_bench [--quick] [--json FILE]
+//   duration_bench --workload SECONDS   2 M pairs/s for SECONDS with one pair of 10 ms in the
+//                                       middle, no trigger (for `record` then `latency`)
+//   duration_bench --named-loop N       N pairs with the trigger armed, nothing else (for a
+//                                       profiler)
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <nanotrace/abi.hpp>
+#include <nanotrace/control.hpp>
+#include <nanotrace/nanotrace.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+using nlohmann::json;
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+double cpu_seconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+void spin_ns(uint64_t ns) {
+  const uint64_t until = now_ns() + ns;
+  while (now_ns() < until) {
+  }
+}
+
+// This process's segment header, mapped read-only.
+const nanotrace::abi::SegmentHeader* header() {
+  static const nanotrace::abi::SegmentHeader* h = [] {
+    NANOTRACE(bench, other, "n={}", uint64_t{0});  // creates the segment
+    const std::string path = "/dev/shm/nanotrace-" + std::to_string(getpid());
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      std::perror(path.c_str());
+      std::exit(1);
+    }
+    void* p = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) std::exit(1);
+    return static_cast<const nanotrace::abi::SegmentHeader*>(p);
+  }();
+  return h;
+}
+
+double ticks_to_ns(int64_t ticks) {
+  const uint64_t tps = __atomic_load_n(&header()->ticks_per_second, __ATOMIC_RELAXED);
+  return static_cast<double>(ticks) * 1e9 / static_cast<double>(tps == 0 ? 1000000000 : tps);
+}
+
+uint64_t ticks() { return header()->clock_kind == 0 ? __rdtsc() : now_ns(); }
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p / 100 * static_cast<double>(v.size())))];
+}
+
+json summary(const std::vector<double>& v) {
+  return {{"n", v.size()},
+          {"p50", percentile(v, 50)},
+          {"p99", percentile(v, 99)},
+          {"max", v.empty() ? 0 : *std::max_element(v.begin(), v.end())}};
+}
+
+void arm(const std::string& expression) {
+  nanotrace::Status s = nanotrace::arm_trigger(expression);
+  if (!s.ok()) {
+    std::fprintf(stderr, "arm %s: %s\n", expression.c_str(), s.message().c_str());
+    std::exit(1);
+  }
+}
+
+// From a slow pair's end record to the freeze, in ns.
+json slow_latency(int reps) {
+  arm("bench:begin..bench:end by req > 50us");
+  std::vector<double> ns;
+  for (int i = 0; i < reps; ++i) {
+    NANOTRACE(bench, begin, "req={}", uint64_t(i));
+    spin_ns(100000);
+    const uint64_t before = ticks();
+    NANOTRACE(bench, end, "req={}", uint64_t(i));
+    if (!nanotrace::frozen()) continue;  // counted as a miss below
+    ns.push_back(ticks_to_ns(
+        static_cast<int64_t>(__atomic_load_n(&header()->frozen_ticks, __ATOMIC_RELAXED) - before)));
+    (void)nanotrace::resume();
+  }
+  (void)nanotrace::disarm_trigger();
+  json out = summary(ns);
+  out["missed"] = reps - static_cast<int>(ns.size());
+  return out;
+}
+
+// Starts a CPU hog on every core (children at nice 0); returns their pids.
+std::vector<pid_t> start_hogs() {
+  std::vector<pid_t> pids;
+  for (long i = 0; i < sysconf(_SC_NPROCESSORS_ONLN); ++i) {
+    pid_t p = fork();
+    if (p == 0) {
+      for (volatile uint64_t x = 0;; ++x) {
+      }
+    }
+    pids.push_back(p);
+  }
+  return pids;
+}
+
+void stop_hogs(const std::vector<pid_t>& pids) {
+  for (pid_t p : pids) kill(p, SIGKILL);
+  for (pid_t p : pids) waitpid(p, nullptr, 0);
+}
+
+// How late each stuck operation is named past its threshold, in ns.
+json stuck_lateness(int reps, uint64_t threshold_ms) {
+  arm("bench:begin..bench:end by req open > " + std::to_string(threshold_ms) + "ms");
+  std::vector<double> late;
+  int missed = 0;
+  for (int i = 0; i < reps; ++i) {
+    const uint64_t req = 1000000 + static_cast<uint64_t>(i);
+    NANOTRACE(bench, begin, "req={}", req);
+    const uint64_t deadline = now_ns() + threshold_ms * 1000000 * 4 + 500000000;
+    while (!nanotrace::frozen() && now_ns() < deadline) {
+      timespec ts{0, 200000};
+      nanosleep(&ts, nullptr);
+    }
+    if (!nanotrace::frozen()) {
+      ++missed;
+    } else {
+      const auto& d = header()->duration;
+      const int64_t age =
+          static_cast<int64_t>(__atomic_load_n(&d.duration_ticks, __ATOMIC_RELAXED));
+      late.push_back(ticks_to_ns(age) - static_cast<double>(threshold_ms) * 1e6);
+      (void)nanotrace::resume();
+    }
+    NANOTRACE(bench, end, "req={}", req);  // after the resume: an end without a begin
+  }
+  (void)nanotrace::disarm_trigger();
+  json out = summary(late);
+  out["missed"] = missed;
+  out["threshold_ms"] = threshold_ms;
+  return out;
+}
+
+// 2 M pairs/s for `seconds`: bursts of 2,000 pairs each millisecond, 64 operations in flight.
+// Returns the pairs written.
+uint64_t flow(double seconds, uint64_t* next_req, uint64_t slow_at_ns = 0) {
+  const uint64_t start = now_ns();
+  const uint64_t end = start + static_cast<uint64_t>(seconds * 1e9);
+  uint64_t pairs = 0;
+  for (uint64_t tick = start; tick < end; tick += 1000000) {
+    for (int i = 0; i < 2000; ++i) {
+      const uint64_t req = (*next_req)++;
+      NANOTRACE(bench, begin, "req={}", req);
+      if (req >= 64) NANOTRACE(bench, end, "req={}", req - 64);
+    }
+    pairs += 2000;
+    if (slow_at_ns != 0 && tick >= start + slow_at_ns) {
+      NANOTRACE(bench, begin, "req={}", uint64_t{~0ull});
+      spin_ns(10000000);
+      NANOTRACE(bench, end, "req={}", uint64_t{~0ull});
+      slow_at_ns = 0;
+    }
+    const uint64_t now = now_ns();
+    if (now < tick + 1000000) {
+      timespec ts{0, static_cast<long>(tick + 1000000 - now)};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  return pairs;
+}
+
+// CPU % of one core over rounds, A (a record trigger on an event that never occurs) and B
+// (the stuck trigger on the flowing pairs) interleaved.
+json flow_cpu(int rounds, double round_s, bool events) {
+  std::vector<double> a, b, rates;
+  uint64_t req = 0;
+  for (int r = 0; r < 2 * rounds; ++r) {
+    const bool duration = r % 2 == 1;
+    arm(duration ? "bench:begin..bench:end by req open > 50ms" : "bench:never n==1");
+    const double c0 = cpu_seconds();
+    const uint64_t t0 = now_ns();
+    uint64_t pairs = 0;
+    if (events) {
+      pairs = flow(round_s, &req);
+    } else {
+      timespec ts{static_cast<time_t>(round_s),
+                  static_cast<long>((round_s - static_cast<long>(round_s)) * 1e9)};
+      nanosleep(&ts, nullptr);
+    }
+    const double wall = static_cast<double>(now_ns() - t0) / 1e9;
+    const double pct = (cpu_seconds() - c0) / wall * 100;
+    (duration ? b : a).push_back(pct);
+    if (events) rates.push_back(static_cast<double>(pairs) / wall);
+    (void)nanotrace::disarm_trigger();
+    // The operations left open are forgotten with the trigger; the next round starts clean.
+    for (uint64_t k = req >= 64 ? req - 64 : 0; k < req; ++k) NANOTRACE(bench, end, "req={}", k);
+  }
+  json out = {{"a_cpu_pct_median", percentile(a, 50)},
+              {"b_cpu_pct_median", percentile(b, 50)},
+              {"pairing_cpu_pct", percentile(b, 50) - percentile(a, 50)},
+              {"a_rounds", a},
+              {"b_rounds", b}};
+  if (events) out["pairs_per_s_median"] = percentile(rates, 50);
+  NANOTRACE(bench, never, "n={}", uint64_t{0});
+  return out;
+}
+
+// This thread's CPU time in ns: a burst's cost without the time other processes took the
+// CPU from it (the machine is shared).
+uint64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// ns of CPU per event in bursts, A (nothing armed) and B (the duration trigger armed)
+// interleaved.
+json event_cost(int rounds, bool named) {
+  std::vector<double> a, b;
+  const uint64_t n = 200000;
+  uint64_t req = 0;
+  for (int r = 0; r < 2 * rounds; ++r) {
+    const bool duration = r % 2 == 1;
+    if (duration) arm("bench:begin..bench:end by req > 1s");
+    const uint64_t t0 = thread_cpu_ns();
+    if (named) {
+      for (uint64_t i = 0; i < n / 2; ++i, ++req) {
+        NANOTRACE(bench, begin, "req={}", req);
+        NANOTRACE(bench, end, "req={}", req);
+      }
+    } else {
+      for (uint64_t i = 0; i < n; ++i) NANOTRACE(bench, other, "n={}", i);
+    }
+    (duration ? b : a).push_back(static_cast<double>(thread_cpu_ns() - t0) /
+                                 static_cast<double>(n));
+    if (duration) (void)nanotrace::disarm_trigger();
+  }
+  const double ma = percentile(a, 50), mb = percentile(b, 50);
+  return {
+      {"none_armed_ns", ma}, {"duration_armed_ns", mb}, {"ratio", mb / ma}, {"extra_ns", mb - ma}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
+    if (std::strcmp(argv[i], "--named-loop") == 0 && i + 1 < argc) {  // for a profiler
+      arm("bench:begin..bench:end by req > 1s");
+      const auto n = std::strtoull(argv[++i], nullptr, 10);
+      for (uint64_t req = 0; req < n; ++req) {
+        NANOTRACE(bench, begin, "req={}", req);
+        NANOTRACE(bench, end, "req={}", req);
+      }
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--workload") == 0 && i + 1 < argc) {
+      const double seconds = std::strtod(argv[++i], nullptr);
+      uint64_t req = 0;
+      const uint64_t pairs = flow(seconds, &req, static_cast<uint64_t>(seconds / 2 * 1e9));
+      std::printf("{\"pairs\": %llu, \"cpu_s\": %.3f}\n", static_cast<unsigned long long>(pairs),
+                  cpu_seconds());
+      return 0;
+    }
+  }
+  (void)header();
+  json out;
+  out["slow_end_to_freeze_ns"] = slow_latency(quick ? 50 : 2000);
+  out["stuck_late_ns_quiet"] = stuck_lateness(quick ? 5 : 100, 20);
+  {
+    std::vector<pid_t> hogs = start_hogs();
+    out["stuck_late_ns_hog"] = stuck_lateness(quick ? 5 : 100, 20);
+    stop_hogs(hogs);
+  }
+  out["flow_2m_pairs"] = flow_cpu(quick ? 2 : 10, quick ? 0.2 : 0.5, true);
+  out["idle"] = flow_cpu(quick ? 2 : 6, quick ? 0.2 : 1.0, false);
+  out["unnamed_event_cost"] = event_cost(quick ? 4 : 30, false);
+  out["named_event_cost"] = event_cost(quick ? 4 : 30, true);
+  const std::string text = out.dump(1);
+  std::printf("%s\n", text.c_str());
+  if (!json_path.empty()) std::ofstream(json_path) << text << "\n";
+  return 0;
+}
