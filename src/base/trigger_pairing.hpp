@@ -88,12 +88,13 @@ class OpenTable {
     std::atomic<uint64_t> tid[kWays];
   };
   static_assert(sizeof(Bucket) == 128);
-  // Keys close together (request numbers, pointers into one array) go to buckets close
-  // together, so the operations in flight share cache lines and pages; the higher bits are
-  // folded in so strides and aligned pointers spread over every bucket.
+  // Keys close together (request numbers, pointers into one array) go to the same or nearby
+  // buckets (four consecutive numbers share one), so the operations in flight share cache
+  // lines and pages; the higher bits are folded in so strides and aligned pointers spread
+  // over every bucket.
   Bucket& bucket_of(uint64_t key) const {
     const uint64_t folded = key ^ (key >> 7) ^ (key >> 17) ^ (key >> 31) ^ (key >> 47);
-    return buckets_[folded & (bucket_count_ - 1)];
+    return buckets_[(folded >> 2) & (bucket_count_ - 1)];
   }
 
   Bucket* buckets_ = nullptr;
