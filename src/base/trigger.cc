@@ -380,7 +380,7 @@ bool Trigger::parse_duration(std::string_view text, uint64_t* ns) {
   char* end = nullptr;
   const double v = std::strtod(number.c_str(), &end);
   if (*end != '\0' || !(v >= 0)) return false;
-  const double total = std::round(v * scale);
+  const double total = v * scale + 0.5;  // rounded by the cast below (std::round is libm's)
   if (total >= 9.2e18) return false;
   *ns = static_cast<uint64_t>(total);
   return true;

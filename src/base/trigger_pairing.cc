@@ -3,7 +3,7 @@
 
 #include <sys/mman.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
 
 namespace nanotrace::pairing {
@@ -127,10 +127,22 @@ bool OpenTable::mark_reported(size_t index, const OpenOp& op) {
                                                         std::memory_order_acq_rel);
 }
 
+namespace {
+
+// The smallest integer at or above x >= 0, below 2^64 (std::ceil is libm's, which a traced
+// program must not have to load for the runtime).
+uint64_t ceil_to_integer(double x) {
+  if (x >= 1.8e19) return ~uint64_t{0};
+  const auto whole = static_cast<uint64_t>(x);
+  return static_cast<double>(whole) < x ? whole + 1 : whole;
+}
+
+}  // namespace
+
 uint64_t histogram_percentile(const uint64_t* counts, uint64_t total, double percentile) {
   if (total == 0) return 0;
   // The smallest value with at least percentile % of the counts at or below it.
-  const auto rank = static_cast<uint64_t>(std::ceil(static_cast<double>(total) * percentile / 100));
+  const uint64_t rank = ceil_to_integer(static_cast<double>(total) * percentile / 100);
   uint64_t seen = 0;
   for (uint32_t b = 0; b < DurationHistogram::kBuckets; ++b) {
     seen += counts[b];
@@ -160,8 +172,8 @@ uint64_t SlidingPercentile::close_epoch(const uint64_t* cumulative) {
     return threshold_;
   }
   percentile_value_ = histogram_percentile(window_, window_total_, percentile_);
-  const double t = std::ceil(static_cast<double>(percentile_value_) * factor_);
-  threshold_ = t >= 1.8e19 ? kWarmingUp - 1 : static_cast<uint64_t>(t);
+  threshold_ =
+      std::min(ceil_to_integer(static_cast<double>(percentile_value_) * factor_), kWarmingUp - 1);
   return threshold_;
 }
 

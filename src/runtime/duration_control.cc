@@ -70,8 +70,8 @@ Totals sum_counts(const DurationState& st, uint32_t slots_used) {
 void close_epoch_if_due(DurationState& st, uint32_t slots_used, uint64_t now_ns) {
   if (st.next_epoch_ns == 0) st.next_epoch_ns = now_ns + st.epoch_ns;
   if (now_ns < st.next_epoch_ns) return;
-  static thread_local uint64_t cumulative[pairing::DurationHistogram::kBuckets];
-  std::memset(cumulative, 0, sizeof(cumulative));
+  uint64_t* cumulative = st.cumulative;
+  std::memset(cumulative, 0, sizeof(st.cumulative));
   for (uint32_t i = 0; i < std::min(slots_used, st.slots); ++i) {
     const std::atomic<uint32_t>* h =
         st.histograms + size_t{i} * pairing::DurationHistogram::kBuckets;

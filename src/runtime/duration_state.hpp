@@ -57,6 +57,7 @@ struct DurationState {
   uint64_t threshold_ns = 0;  // a fixed threshold
   std::unique_ptr<pairing::SlidingPercentile> sliding;
   uint64_t epoch_ns = 0, next_epoch_ns = 0;
+  uint64_t cumulative[pairing::DurationHistogram::kBuckets] = {};  // the writers' sum
   uint64_t next_scan_ticks = 0;  // the earliest an open operation can pass the threshold
   uint64_t begins_at_scan = ~uint64_t{0};
   uint64_t open_at_scan = 0;
