@@ -21,6 +21,7 @@
 //                                       middle, no trigger (for `record` then `latency`)
 //   duration_bench --named-loop N       N pairs with the trigger armed, nothing else (for a
 //                                       profiler)
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -209,15 +210,35 @@ uint64_t flow(double seconds, uint64_t* next_req, uint64_t slow_at_ns = 0) {
   return pairs;
 }
 
+// The CPU time (ns) of this process's control thread (nanotrace-ctl), from its schedstat.
+double control_thread_cpu_ns() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return 0;
+  double ns = 0;
+  while (dirent* d = readdir(dir)) {
+    if (d->d_name[0] == '.') continue;
+    const std::string task = std::string("/proc/self/task/") + d->d_name;
+    std::ifstream comm(task + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "nanotrace-ctl") continue;
+    std::ifstream stat(task + "/schedstat");
+    stat >> ns;
+  }
+  closedir(dir);
+  return ns;
+}
+
 // CPU % of one core over rounds, A (a record trigger on an event that never occurs) and B
 // (the stuck trigger on the flowing pairs) interleaved.
 json flow_cpu(int rounds, double round_s, bool events) {
-  std::vector<double> a, b, rates;
+  std::vector<double> a, b, rates, control_a, control_b;
   uint64_t req = 0;
   for (int r = 0; r < 2 * rounds; ++r) {
     const bool duration = r % 2 == 1;
     arm(duration ? "bench:begin..bench:end by req open > 50ms" : "bench:never n==1");
     const double c0 = cpu_seconds();
+    const double control0 = control_thread_cpu_ns();
     const uint64_t t0 = now_ns();
     uint64_t pairs = 0;
     if (events) {
@@ -230,6 +251,8 @@ json flow_cpu(int rounds, double round_s, bool events) {
     const double wall = static_cast<double>(now_ns() - t0) / 1e9;
     const double pct = (cpu_seconds() - c0) / wall * 100;
     (duration ? b : a).push_back(pct);
+    (duration ? control_b : control_a)
+        .push_back((control_thread_cpu_ns() - control0) / 1e9 / wall * 100);
     if (events) rates.push_back(static_cast<double>(pairs) / wall);
     (void)nanotrace::disarm_trigger();
     // The operations left open are forgotten with the trigger; the next round starts clean.
@@ -238,6 +261,8 @@ json flow_cpu(int rounds, double round_s, bool events) {
   json out = {{"a_cpu_pct_median", percentile(a, 50)},
               {"b_cpu_pct_median", percentile(b, 50)},
               {"pairing_cpu_pct", percentile(b, 50) - percentile(a, 50)},
+              {"control_thread_cpu_pct_a", percentile(control_a, 50)},
+              {"control_thread_cpu_pct_b", percentile(control_b, 50)},
               {"a_rounds", a},
               {"b_rounds", b}};
   if (events) out["pairs_per_s_median"] = percentile(rates, 50);
@@ -271,8 +296,8 @@ json event_cost(int rounds, bool named) {
     } else {
       for (uint64_t i = 0; i < n; ++i) NANOTRACE(bench, other, "n={}", i);
     }
-    (duration ? b : a).push_back(static_cast<double>(thread_cpu_ns() - t0) /
-                                 static_cast<double>(n));
+    (duration ? b : a)
+        .push_back(static_cast<double>(thread_cpu_ns() - t0) / static_cast<double>(n));
     if (duration) (void)nanotrace::disarm_trigger();
   }
   const double ma = percentile(a, 50), mb = percentile(b, 50);

@@ -80,9 +80,11 @@ void restart_duration_locked(Runtime& rt, const Runtime::ArmedTrigger& armed);
 
 // The hot path's part (from special_event): pairs `record` of `site`, a begin or end site of
 // the armed duration trigger, and fires if it completes a slow pair. `round`: the trigger's
-// round when the record was tested.
-void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& site, uint64_t* record,
-                     uint32_t round) noexcept;
+// round when the record was tested. Hidden: special_event calls it directly, not through the
+// PLT.
+[[gnu::visibility("hidden")]] void duration_record(const Runtime::ArmedTrigger& armed,
+                                                   const detail::Site& site, uint64_t* record,
+                                                   uint32_t round) noexcept;
 
 // REQUIRES: rt.mu held (the control thread). Ages the open operations (fires on a stuck one),
 // moves a relative threshold's window on and publishes the counts. Returns how soon (ns) it

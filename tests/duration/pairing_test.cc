@@ -160,7 +160,9 @@ TEST(DurationHistogramTest, BucketsBoundTheirValues) {
     const uint32_t b = DurationHistogram::bucket(v);
     ASSERT_LT(b, DurationHistogram::kBuckets) << v;
     EXPECT_GE(DurationHistogram::upper_bound(b), v) << v;
-    if (b > 0) EXPECT_LT(DurationHistogram::upper_bound(b - 1), v) << v;
+    if (b > 0) {
+      EXPECT_LT(DurationHistogram::upper_bound(b - 1), v) << v;
+    }
     // 12.5 % wide at most.
     EXPECT_LE(static_cast<double>(DurationHistogram::upper_bound(b)),
               static_cast<double>(v) * 1.126 + 1)
