@@ -3,9 +3,9 @@
 //   slow   from a slow pair's end record (the clock just before it is written) to the freeze
 //          (the header's frozen_ticks): the pairing runs on that record, so the freeze is done
 //          when the tracepoint returns. p50, p99, max over --reps runs.
-//   stuck  how late a stuck operation is named: the firing's clock value minus (the begin
-//          record's clock value + the threshold), over --stuck-reps runs, quiet and with a
-//          CPU hog on every core (nice 0) for the second half.
+//   stuck  how late a stuck operation is named: its age when the trigger fired minus the
+//          threshold, 100 runs each: alone, with a CPU hog on every core (nice 0), and while
+//          another thread writes a pair every 100 us (whose writers may name it first).
 //   flow   the pairing's CPU while 2 M pairs/s flow (bursts of 2,000 pairs each millisecond,
 //          64 operations in flight): the process's CPU (program and control thread, from
 //          getrusage) with the stuck trigger armed on these events, against the same flow
@@ -31,6 +31,7 @@
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +42,7 @@
 #include <nanotrace/nanotrace.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -138,8 +140,7 @@ std::vector<pid_t> start_hogs() {
   for (long i = 0; i < sysconf(_SC_NPROCESSORS_ONLN); ++i) {
     pid_t p = fork();
     if (p == 0) {
-      for (volatile uint64_t x = 0;; ++x) {
-      }
+      for (;;) asm volatile("" ::: "memory");
     }
     pids.push_back(p);
   }
@@ -151,8 +152,21 @@ void stop_hogs(const std::vector<pid_t>& pids) {
   for (pid_t p : pids) waitpid(p, nullptr, 0);
 }
 
-// How late each stuck operation is named past its threshold, in ns.
-json stuck_lateness(int reps, uint64_t threshold_ms) {
+// How late each stuck operation is named past its threshold, in ns. flowing: another thread
+// writes a pair every 100 us meanwhile (its writers may name the stuck one).
+json stuck_lateness(int reps, uint64_t threshold_ms, bool flowing = false) {
+  std::atomic<bool> stop{false};
+  std::thread flow_thread;
+  if (flowing) {
+    flow_thread = std::thread([&stop] {
+      for (uint64_t req = 2000000000; !stop.load(std::memory_order_relaxed); ++req) {
+        NANOTRACE(bench, begin, "req={}", req);
+        NANOTRACE(bench, end, "req={}", req);
+        timespec ts{0, 100000};
+        nanosleep(&ts, nullptr);
+      }
+    });
+  }
   arm("bench:begin..bench:end by req open > " + std::to_string(threshold_ms) + "ms");
   std::vector<double> late;
   int missed = 0;
@@ -176,6 +190,8 @@ json stuck_lateness(int reps, uint64_t threshold_ms) {
     NANOTRACE(bench, end, "req={}", req);  // after the resume: an end without a begin
   }
   (void)nanotrace::disarm_trigger();
+  stop.store(true);
+  if (flow_thread.joinable()) flow_thread.join();
   json out = summary(late);
   out["missed"] = missed;
   out["threshold_ms"] = threshold_ms;
@@ -335,6 +351,7 @@ int main(int argc, char** argv) {
   json out;
   out["slow_end_to_freeze_ns"] = slow_latency(quick ? 50 : 2000);
   out["stuck_late_ns_quiet"] = stuck_lateness(quick ? 5 : 100, 20);
+  out["stuck_late_ns_flowing"] = stuck_lateness(quick ? 5 : 100, 20, true);
   {
     std::vector<pid_t> hogs = start_hogs();
     out["stuck_late_ns_hog"] = stuck_lateness(quick ? 5 : 100, 20);

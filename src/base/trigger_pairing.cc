@@ -119,6 +119,18 @@ OpenTable::End OpenTable::end(uint64_t key, OpenOp* begun) {
   return End::kBusy;
 }
 
+bool OpenTable::get(size_t index, OpenOp* op) const {
+  if (index >= capacity()) return false;
+  const Bucket& b = buckets_[index / kWays];
+  const uint32_t i = index % kWays;
+  const uint64_t state = b.state[i].load(std::memory_order_acquire);
+  if (state <= kHeld) return false;
+  *op = {b.key[i].load(std::memory_order_relaxed), state,
+         b.where[i].load(std::memory_order_relaxed), b.tid[i].load(std::memory_order_relaxed)};
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return b.state[i].load(std::memory_order_relaxed) == state;
+}
+
 bool OpenTable::mark_reported(size_t index, const OpenOp& op) {
   Bucket& b = buckets_[index / kWays];
   uint64_t where = op.where;

@@ -68,6 +68,8 @@ class OpenTable {
   // meanwhile is skipped). Runs beside begin() and end().
   template <class Visit>
   void for_each(Visit&& visit) const;
+  // The operation open at `index` (a consistent copy), if there is one.
+  bool get(size_t index, OpenOp* op) const;
   // Marks the operation at `index` reported, if it is still `op`. True if marked.
   bool mark_reported(size_t index, const OpenOp& op);
   // Empties the table; REQUIRES: no thread uses it meanwhile.

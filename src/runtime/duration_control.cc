@@ -93,6 +93,8 @@ struct Scan {
   size_t stuck_index = 0;
   pairing::OpenOp stuck_op;  // the oldest of them
   uint64_t next_deadline = ~uint64_t{0};
+  size_t next_index = 0;  // the operation whose deadline that is
+  uint64_t next_word = 0;
 };
 
 Scan scan_open(const DurationState& st, uint64_t now, uint64_t threshold) {
@@ -107,8 +109,10 @@ Scan scan_open(const DurationState& st, uint64_t now, uint64_t threshold) {
         s.stuck_index = index;
         s.stuck_op = op;
       }
-    } else if (threshold < ~uint64_t{0} - begin) {
-      s.next_deadline = std::min(s.next_deadline, begin + threshold + 1);
+    } else if (threshold < ~uint64_t{0} - begin && begin + threshold + 1 < s.next_deadline) {
+      s.next_deadline = begin + threshold + 1;
+      s.next_index = index;
+      s.next_word = op.begin_word;
     }
   });
   return s;
@@ -146,6 +150,49 @@ bool fire_stuck(const Runtime::ArmedTrigger& armed, DurationState& st, const Sca
   return true;
 }
 
+}  // namespace
+
+void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState& st,
+                               uint32_t round, uint64_t now) {
+  uint64_t deadline = st.watch_deadline.load(std::memory_order_acquire);
+  // One writer takes the watched operation; the others go on.
+  if (now < deadline || !st.watch_deadline.compare_exchange_strong(deadline, ~uint64_t{0},
+                                                                   std::memory_order_acq_rel)) {
+    return;
+  }
+  const size_t index = st.watch_index.load(std::memory_order_relaxed);
+  pairing::OpenOp op;
+  if (!st.table.get(index, &op) || op.begin_word != st.watch_word.load(std::memory_order_relaxed) ||
+      op.reported()) {
+    return;  // it ended, or the control thread watches another one now
+  }
+  const uint64_t threshold = st.threshold_ticks.load(std::memory_order_relaxed);
+  if (threshold == pairing::SlidingPercentile::kWarmingUp || now <= op.begin_ticks() ||
+      now - op.begin_ticks() <= threshold || !take_fire_token(round)) {
+    return;
+  }
+  const bool admitted = st.limiter.admit(monotonic_ns());
+  st.table.mark_reported(index, op);
+  if (!admitted) {
+    st.held_back.store(st.limiter.held_back(), std::memory_order_relaxed);
+    give_back_fire_token();
+    return;
+  }
+  st.fires.store(st.limiter.fired(), std::memory_order_relaxed);
+  // The writer cannot scan the table: the incident counts this operation (the control thread
+  // counts every one past the threshold when it is the one that fires).
+  publish_match(st, DurationMatch{2, op, now - op.begin_ticks(), threshold,
+                                  armed.duration->roles.front().key_hashed, 1});
+  EarlierRecord match;
+  match.event = op.event();
+  match.tid = static_cast<uint32_t>(op.tid);
+  match.slot = op.slot();
+  match.seq = op.seq();
+  fire_on_earlier_record(armed, match);
+}
+
+namespace {
+
 void publish_counts(DurationState& st, const Totals& t, const Scan* scan, uint64_t capacity) {
   abi::DurationFacts& f = st.header->duration;
   store_fact(&f.pairs, t.pairs);
@@ -181,6 +228,12 @@ bool age(const Runtime::ArmedTrigger& armed, DurationState& st, const Totals& t,
   // A begin after this scan is stamped after `now`, unless its thread was descheduled
   // between stamping and pairing it.
   st.next_scan_ticks = std::min(s->next_deadline, now + threshold);
+  // The writers watch the operation due first (the fields before the deadline that guards
+  // them; a writer checks the entry itself before it fires).
+  st.watch_deadline.store(~uint64_t{0}, std::memory_order_release);
+  st.watch_index.store(s->next_index, std::memory_order_relaxed);
+  st.watch_word.store(s->next_word, std::memory_order_relaxed);
+  st.watch_deadline.store(s->next_deadline, std::memory_order_release);
   if (s->stuck == 0) return true;
   if (fire_stuck(armed, st, *s, now, threshold)) {
     mark_stuck_reported(st, now, threshold);
@@ -235,6 +288,7 @@ void DurationState::forget_open_operations() {
   store_fact(&header->duration.kind, 0);
   begins_at_scan = ~uint64_t{0};
   next_scan_ticks = 0;
+  watch_deadline.store(~uint64_t{0}, std::memory_order_release);
 }
 
 void publish_match(DurationState& st, const DurationMatch& m) {

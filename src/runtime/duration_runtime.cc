@@ -91,6 +91,10 @@ void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& sit
   const auto index = static_cast<uint32_t>(slot - st.slot_base);
   if (index >= st.slots) return;  // cannot be: every writer's slot is in the segment
   SlotCounts& counts = st.counts[index];
+  // A stuck trigger's watched operation is due: this writer names it, if it is still open.
+  if (d.rule.open && (record[0] >> 16) >= st.watch_deadline.load(std::memory_order_relaxed)) {
+    fire_stuck_seen_by_writer(armed, st, round, record[0] >> 16);
+  }
   pairing::OpenOp op;
   if (role->begin) {
     op = {key, record[0], pairing::OpenOp::where_of(index, slot->written), slot->tid};

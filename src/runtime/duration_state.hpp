@@ -11,6 +11,7 @@
 #include "base/trigger_pairing.hpp"
 #include "nanotrace/abi.hpp"
 #include "nanotrace/trigger.hpp"
+#include "runtime/runtime.hpp"
 
 namespace nanotrace::runtime {
 
@@ -48,6 +49,13 @@ struct DurationState {
   // SlidingPercentile::kWarmingUp while a relative threshold warms up.
   std::atomic<uint64_t> threshold_ticks{pairing::SlidingPercentile::kWarmingUp};
 
+  // A stuck trigger: the open operation whose deadline (begin + threshold) comes first, as of
+  // the control thread's last scan, so that a writer whose record is stamped past it names
+  // it at once rather than wait for the control thread's turn. watch_deadline ~0: none.
+  std::atomic<uint64_t> watch_deadline{~uint64_t{0}};
+  std::atomic<uint64_t> watch_index{0};
+  std::atomic<uint64_t> watch_word{0};
+
   // The fire limits: used by whoever holds the fire token.
   pairing::FireLimiter limiter;
   std::atomic<uint64_t> fires{0};
@@ -79,5 +87,10 @@ struct DurationMatch {
 };
 // REQUIRES: the fire token. Publishes the match's facts before the firing publishes the state.
 void publish_match(DurationState& state, const DurationMatch& match);
+
+// A writer's record of a stuck trigger's event stamped `now`, past watch_deadline: if the
+// watched operation is still open past the threshold, the writer fires on it (duration_control.cc).
+void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState& state,
+                               uint32_t round, uint64_t now);
 
 }  // namespace nanotrace::runtime

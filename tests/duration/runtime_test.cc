@@ -5,8 +5,10 @@
 // relative threshold follows a drift but catches an outlier. Each case runs
 // tests/duration/pairs_producer with the trigger armed.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <thread>
 
@@ -104,7 +106,9 @@ TEST(DurationRuntimeTest, ASlowPairFiresOnItsEndRecord) {
   EXPECT_EQ(t.duration.key, key);
   EXPECT_EQ(t.duration.key_hashed, 0u);
   EXPECT_GT(ticks_to_ms(**trace, t.duration.duration_ticks), 10.0);
-  if (key == 1500) EXPECT_GE(ticks_to_ms(**trace, t.duration.duration_ticks), 30.0);
+  if (key == 1500) {
+    EXPECT_GE(ticks_to_ms(**trace, t.duration.duration_ticks), 30.0);
+  }
   EXPECT_NEAR(ticks_to_ms(**trace, t.duration.threshold_ticks), 10.0, 0.1);
   Record r;
   ASSERT_TRUE(find_record(**trace, t.seq, &r));
@@ -268,6 +272,33 @@ TEST(DurationRuntimeTest, CooldownHoldsBackFiresTooSoonAfterOne) {
       run.pid, [](const TriggerInfo& i) { return i.duration.pairs == 200; }, "200 pairs");
   EXPECT_EQ(t.duration.fires, 1u);
   EXPECT_EQ(t.duration.held_back, 199u);
+}
+
+// Other operations keep flowing while one is stuck: a writer whose record is stamped past the
+// stuck one's deadline names it (or the control thread does, whichever comes first).
+TEST(DurationRuntimeTest, AStuckOperationAmongFlowingOnesIsNamed) {
+  char dir[] = "/tmp/nanotrace-duration-serve.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string file = std::string(dir) + "/stuck";
+  ProducerRun run({"serve", file}, "dur:begin..dur:end by req open > 30ms");
+  run.ready();
+  std::ofstream(file).put('x');
+  TriggerInfo t = wait_for(
+      run.pid, [](const TriggerInfo& i) { return i.state == abi::TriggerState::kFrozen; },
+      "the stuck trigger to freeze");
+  EXPECT_EQ(t.duration.kind, 2u);
+  EXPECT_EQ(t.duration.key, 424242u);
+  EXPECT_GE(t.duration.stuck_count, 1u);
+  auto trace = Trace::open_pid(run.pid);
+  ASSERT_TRUE(trace.ok());
+  EXPECT_GT(ticks_to_ms(**trace, t.duration.duration_ticks), 30.0);
+  Record r;
+  ASSERT_TRUE(find_record(**trace, t.seq, &r));
+  EXPECT_EQ(r.event->full_name(), "dur:begin");
+  EXPECT_EQ(r.values[0].bits, 424242u);
+  run.child.close_stdin();
+  std::remove(file.c_str());
+  rmdir(dir);
 }
 
 // A relative threshold: 300 pairs drifting from 5 ms to 7.5 ms never reach 10 x p99; one pair
