@@ -111,7 +111,9 @@ TEST(DurationRuntimeTest, ASlowPairFiresOnItsEndRecord) {
   if (key == 1500) {
     EXPECT_GE(ticks_to_ms(**trace, t.duration.duration_ticks), 30.0);
   }
-  EXPECT_NEAR(ticks_to_ms(**trace, t.duration.threshold_ticks), 10.0, 0.1);
+  // The threshold in ticks follows the tick rate's estimate, coarse in a process's first
+  // milliseconds on a loaded machine.
+  EXPECT_NEAR(ticks_to_ms(**trace, t.duration.threshold_ticks), 10.0, 0.5);
   Record r;
   ASSERT_TRUE(find_record(**trace, t.seq, &r));
   EXPECT_EQ(r.event->full_name(), "dur:end");
