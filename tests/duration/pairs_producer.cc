@@ -10,6 +10,8 @@
 //                         prints "drifted", reads a number of microseconds from stdin and,
 //                         if over 0, writes one pair that long (key N)
 //   threads T N US        T threads, each N pairs of US (keys by thread)
+//   strings N             N pairs of str:begin / str:end keyed by a string name ("op-I") and a
+//                         number (shard), the pair N/2 taking 30 ms
 //   serve FILE            pairs of 50 us every millisecond until stdin closes; once FILE
 //                         exists, begins req 424242 and never ends it (a stuck operation)
 // Prints "pid P" first and "ready" once done (with the number of resumes for `resumed`).
@@ -129,6 +131,14 @@ int main(int argc, char** argv) {
       });
     }
     for (auto& th : threads) th.join();
+  } else if (scenario == "strings") {
+    const auto n = static_cast<uint64_t>(arg(argv, argc, a + 1));
+    for (uint64_t i = 0; i < n; ++i) {
+      const std::string name = "op-" + std::to_string(i);
+      NANOTRACE(str, begin, "name={} shard={}", name, uint32_t(i % 4));
+      if (i == n / 2) wait_us(30000);
+      NANOTRACE(str, end, "shard={} name={} ok={}", uint32_t(i % 4), name, true);
+    }
   } else if (scenario == "serve") {
     const std::string file = a + 1 < argc ? argv[a + 1] : "";
     std::thread server([&] {

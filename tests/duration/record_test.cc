@@ -98,6 +98,17 @@ TEST_F(DurationRecordTest, StopsOnASlowPair) {
   EXPECT_NE(out.find(", 1 fires, 0 held back"), std::string::npos) << out;
 }
 
+// A key of a string and a number, hashed as the runtime hashes it.
+TEST_F(DurationRecordTest, StopsOnASlowPairOfAStringKey) {
+  int code = 0;
+  const std::string out =
+      record({"strings", "400"}, "--stop-on 'str:begin..str:end by name+shard > 10ms'", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("stop-on matched"), std::string::npos) << out;
+  EXPECT_NE(out.find("(str:end shard="), std::string::npos) << out;
+  EXPECT_NE(out.find(", 0 ends without a begin"), std::string::npos) << out;
+}
+
 // 300 pairs of 300 us, every one slow (and the one --wait writes first, fast): a cap of 2
 // fires twice and holds back 298. (The
 // snapshot itself waits for the recorder's one-a-second pace, past this short recording.)

@@ -278,6 +278,37 @@ TEST(DurationRuntimeTest, CooldownHoldsBackFiresTooSoonAfterOne) {
   EXPECT_EQ(t.duration.held_back, 199u);
 }
 
+// A key of a string field and a number (in another order in the end event): pairs by the
+// hash of their bytes; the window after the match works as for a record trigger.
+TEST(DurationRuntimeTest, AKeyOfAStringAndANumberPairsAndTheWindowFollows) {
+  ProducerRun run({"strings", "400"}, "str:begin..str:end by name+shard > 10ms",
+                  {"NANOTRACE_TRIGGER_AFTER=100"});
+  run.ready();
+  auto trace = Trace::open_pid(run.pid);
+  ASSERT_TRUE(trace.ok());
+  const TriggerInfo t = (*trace)->process().trigger;
+  ASSERT_EQ(t.state, abi::TriggerState::kFrozen);
+  EXPECT_EQ(t.duration.kind, 1u);
+  EXPECT_EQ(t.duration.key_hashed, 1u);
+  Record r;  // its strings live until the next read
+  ASSERT_TRUE(find_record(**trace, t.seq, &r));
+  EXPECT_EQ(r.event->full_name(), "str:end");
+  const std::string end_name(r.values[1].text);
+  const uint64_t end_shard = r.values[0].bits;
+  ASSERT_TRUE(find_record(**trace, t.duration.begin_seq, &r));
+  EXPECT_EQ(r.event->full_name(), "str:begin");
+  EXPECT_EQ(r.values[0].text, end_name);   // the same name
+  EXPECT_EQ(r.values[1].bits, end_shard);  // and shard
+  if (t.seq == 401) {
+    EXPECT_EQ(end_name, "op-200");
+  }
+  // Exactly the window of 100 records after the match, then the freeze.
+  auto source = (*trace)->read_all();
+  uint64_t last = 0;
+  while (source->next(&r)) last = std::max(last, r.seq);
+  EXPECT_EQ(last, t.seq + 100);
+}
+
 // Other operations keep flowing while one is stuck: a writer whose record is stamped past the
 // stuck one's deadline names it (or the control thread does, whichever comes first).
 TEST(DurationRuntimeTest, AStuckOperationAmongFlowingOnesIsNamed) {
