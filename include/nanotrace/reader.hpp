@@ -10,6 +10,11 @@
 // Thread safety: a Trace and its readers belong to one thread at a time.
 #pragma once
 
+// The runtime a traced program links sits below the reader (src/runtime/CMakeLists.txt).
+#ifdef NANOTRACE_BUILDING_RUNTIME
+#error "the runtime must not include the reader's API"
+#endif
+
 #include <sys/types.h>
 
 #include <cstdint>
@@ -20,6 +25,7 @@
 
 #include "nanotrace/abi.hpp"
 #include "nanotrace/detail/record_layout.hpp"
+#include "nanotrace/field_value.hpp"
 #include "nanotrace/status.hpp"
 
 namespace nanotrace {
@@ -168,16 +174,6 @@ struct NodeInfo {
   uint64_t origin_seq = 0;
   uint64_t origin_ticks = 0;  // on the trace's clock (Trace::ticks_to_ns)
   std::string origin_event;   // "group:event"
-};
-
-// One field value of a record. Strings point into the reader's buffer: valid until the
-// reader's next call.
-struct FieldValue {
-  abi::FieldType type = abi::FieldType::kNone;
-  uint64_t bits = 0;  // integer bits (signed values sign-extended), double bits, bool 0/1
-  std::string_view text;
-  int64_t as_int() const { return static_cast<int64_t>(bits); }
-  double as_double() const;
 };
 
 struct Record {
@@ -403,7 +399,6 @@ inline FieldValue display_value(const Record& record, uint32_t i) {
 }
 // One field as text (integers in decimal, pointers in hex, strings as is).
 std::string format_value(const FieldValue& value);
-const char* field_type_name(abi::FieldType type);
 const char* mode_name(abi::Mode mode);
 
 }  // namespace nanotrace
