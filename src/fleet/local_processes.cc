@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "base/clock.hpp"
 #include "base/process.hpp"
 #include "reader/trace_internals.hpp"
 
@@ -157,9 +158,7 @@ size_t LocalProcesses::freeze_all(const LocalProcess* except, std::vector<std::s
     posted.emplace_back(p.get(), *seq);
   }
   if (requested_ns != nullptr) {
-    timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    *requested_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+    *requested_ns = sys::realtime_ns();
   }
   for (auto& [p, seq] : posted) {
     Status s = p->control->await_answer(seq);

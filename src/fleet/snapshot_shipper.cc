@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "base/clock.hpp"
 #include "nanotrace/reader.hpp"
 #include "ship/clickhouse_http.hpp"
 #include "ship/shipper.hpp"
@@ -20,12 +20,6 @@ namespace nanotrace::fleet {
 namespace {
 
 using nlohmann::json;
-
-uint64_t now_realtime_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 constexpr uint64_t kMarkerMaxBytes = 64 * 1024;
 
@@ -121,7 +115,7 @@ void SnapshotShipper::failed(const std::string& why) {
   std::lock_guard lock(mu_);
   ++health_.failures;
   health_.last_error = why;
-  health_.last_error_realtime_ns = now_realtime_ns();
+  health_.last_error_realtime_ns = sys::realtime_ns();
 }
 
 SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
@@ -132,7 +126,7 @@ SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
     std::lock_guard lock(mu_);
     ++health_.rejected;
     health_.last_error = name + ": " + s.message();
-    health_.last_error_realtime_ns = now_realtime_ns();
+    health_.last_error_realtime_ns = sys::realtime_ns();
     return Outcome::kRejected;
   };
   auto size = spool_.size(name);  // a regular file of the spool, not a link
@@ -165,7 +159,7 @@ SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
     failed(report.status().message());
     return Outcome::kRetry;
   }
-  const uint64_t now = now_realtime_ns();
+  const uint64_t now = sys::realtime_ns();
   json marker = {{"snapshot", name},
                  {"target", json::parse(target_)},
                  {"trace_id", fmt::format("{:016x}", report->trace_id)},
@@ -207,7 +201,7 @@ void SnapshotShipper::run() {
   // Each wait is drawn from [backoff / 2, backoff): agents that lost the same server do not
   // all come back to it at the same moment.
   std::minstd_rand jitter(
-      static_cast<uint32_t>(now_realtime_ns() ^ static_cast<uint64_t>(gettid())));
+      static_cast<uint32_t>(sys::realtime_ns() ^ static_cast<uint64_t>(gettid())));
   for (;;) {
     std::string name;
     {

@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -15,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "base/clock.hpp"
 #include "base/kernel_meta.hpp"
 #include "base/process.hpp"
 #include "nanotrace/reader.hpp"
@@ -500,11 +500,8 @@ void Trace::compute_clock_scale() {
     for (int taken = 0; taken < 8;) {
       unsigned aux;
       uint64_t t0 = __rdtscp(&aux);
-      timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
+      const uint64_t mono = sys::monotonic_ns();
       uint64_t t1 = __rdtscp(&aux);
-      const uint64_t mono =
-          static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
       if (mono < a.monotonic_ns + 1000000) continue;  // too close to the start pair yet
       ++taken;
       if (t1 - t0 >= best_span) continue;

@@ -7,12 +7,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include <cstring>
 
+#include "base/clock.hpp"
 #include "base/output_file.hpp"
 
 namespace nanotrace::rec {
@@ -66,9 +66,7 @@ Status FileWriter::open(const std::string& path, uint32_t pid, file::FileKind ki
   h.header_size = sizeof(h);
   h.pid = pid;
   h.kind = static_cast<uint32_t>(kind);
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  h.created_ns = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+  h.created_ns = sys::realtime_ns();
   h.header_crc = file::crc32c(0, &h, offsetof(file::FileHeader, header_crc));
   ssize_t n = ::write(fd_, &h, sizeof(h));
   if (n != static_cast<ssize_t>(sizeof(h))) return fail(n < 0 ? errno : ENOSPC);

@@ -11,8 +11,8 @@
 #include <map>
 #include <memory>
 
+#include "base/clock.hpp"
 #include "base/output_file.hpp"
-#include "base/process.hpp"
 #include "base/read_at.hpp"
 #include "nanotrace/merge.hpp"
 #include "nanotrace/reader.hpp"

@@ -2,8 +2,8 @@
 // fleet through the broker (src/fleet/client.hpp). Part of nanotrace-net (network_commands.hpp);
 // their options are in fleet_cli.cc.
 #include <fmt/format.h>
-#include <time.h>
 
+#include "base/clock.hpp"
 #include "commands.hpp"
 #include "fleet/client.hpp"
 #include "fleet/protocol.hpp"
@@ -110,11 +110,7 @@ Result<fleet::Command> build_command(const FleetCommands& c) {
     command.op = fleet::Command::Op::kStatus;
   } else {
     command.op = fleet::Command::Op::kSnapshot;
-    timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    command.round = fleet::new_round_id(
-        static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec),
-        "request");
+    command.round = fleet::new_round_id(sys::realtime_ns(), "request");
   }
   return command;
 }
