@@ -3,7 +3,6 @@
 #include "fleet/agent.hpp"
 
 #include <fmt/format.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,18 +15,6 @@
 namespace nanotrace::fleet {
 
 using nlohmann::json;
-
-uint64_t realtime_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 void Agent::Impl::log(const std::string& line) const {
   uint64_t now = realtime_ns();
@@ -385,19 +372,15 @@ Agent::~Agent() {
 Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  if (impl->options.node.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    impl->options.node = spool_safe(host);
-  }
+  if (impl->options.node.empty()) impl->options.node = spool_safe(sys::hostname());
   if (!valid_name(impl->options.node)) {
     return Status::Invalid("bad node name '" + impl->options.node +
                            "' ([A-Za-z0-9_-], 64 at most)");
   }
   if (!valid_name(impl->options.fleet)) return Status::Invalid("bad fleet name");
   // The snapshots this agent writes name its node (the trace file's node identity), unless the
-  // operator named it otherwise.
-  setenv("NANOTRACE_NODE_NAME", impl->options.node.c_str(), /*overwrite=*/0);
+  // operator named it otherwise (NANOTRACE_NODE_NAME).
+  impl->node_identity = sys::node_identity(impl->options.node);
   auto spool = Spool::open(options.spool);
   if (!spool.ok()) return spool.status();
   impl->spool.emplace(std::move(*spool));

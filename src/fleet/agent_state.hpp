@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.hpp"
+#include "base/node_identity.hpp"
 #include "fleet/agent.hpp"
 #include "fleet/broker.hpp"
 #include "fleet/clock_watch.hpp"
@@ -84,6 +86,7 @@ struct AgentCounters {
 
 struct Agent::Impl {
   AgentOptions options;
+  sys::NodeIdentity node_identity;  // what its snapshots name (options.node, by default)
   std::optional<Spool> spool;
   std::unique_ptr<Broker> broker;
   std::unique_ptr<SnapshotShipper> shipper;  // options.ship given (outlives the metrics server)
@@ -156,7 +159,7 @@ struct Agent::Impl {
   std::string render_metrics();
 };
 
-uint64_t realtime_ns();
-uint64_t monotonic_ns();
+using sys::monotonic_ns;
+using sys::realtime_ns;
 
 }  // namespace nanotrace::fleet

@@ -213,8 +213,9 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
     auto path = spool->new_path(name);
     kernel::KernelCapture* window = p == kernel_to ? flight.get() : nullptr;
     Result<RecordSummary> written =
-        path.ok() ? rec::write_snapshot_of({&t}, *path, /*compress=*/false, window, sync)
-                  : Result<RecordSummary>(path.status());
+        path.ok()
+            ? rec::write_snapshot_of({&t}, *path, /*compress=*/false, window, sync, &node_identity)
+            : Result<RecordSummary>(path.status());
     if (!written.ok()) {
       ++counters.snapshot_errors;
       one["error"] = written.status().message();

@@ -2,11 +2,11 @@
 #include "ship/trace_rows.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <unordered_map>
 
+#include "base/node_identity.hpp"
 #include "base/utf8.hpp"
 #include "nanotrace/intervals.hpp"
 
@@ -80,12 +80,6 @@ NativeBlock block_for(const TableDef& table) {
   NativeBlock b;
   for (const ColumnDef& c : table.columns) b.add_column(c.name, c.type);
   return b;
-}
-
-std::string local_hostname() {
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) return "unknown";
-  return host;
 }
 
 // What a row needs of a thread, resolved once per thread stream.
@@ -181,7 +175,8 @@ Result<std::unique_ptr<TraceRows>> TraceRows::open(Trace& trace, const std::stri
   for (const NodeInfo& n : trace.nodes()) rows->nodes_.push_back({utf8::valid(n.hostname)});
   if (rows->nodes_.empty()) rows->nodes_.push_back({});
   if (!node.empty()) rows->nodes_[0].name = utf8::valid(node);
-  if (rows->nodes_[0].name.empty()) rows->nodes_[0].name = utf8::valid(local_hostname());
+  if (rows->nodes_[0].name.empty()) rows->nodes_[0].name = utf8::valid(sys::hostname());
+  if (rows->nodes_[0].name.empty()) rows->nodes_[0].name = "unknown";
   std::string identity;
   for (const NodeRow& n : rows->nodes_) identity += "|n" + n.name;
   for (const ProcessInfo& p : trace.processes()) {
