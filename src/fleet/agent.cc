@@ -34,18 +34,18 @@ void Agent::Impl::post(std::function<void()> task) {
 
 bool Agent::Impl::in_interval() {
   std::lock_guard lock(round_mu);
-  return interval_start_ns != 0 && monotonic_ns() - interval_start_ns < options.rate_ns;
+  return rate.peek(monotonic_ns()) != RatePolicy::Verdict::kAdmitted;
 }
 
 Claim Agent::Impl::claim_round(const std::string& round, bool always) {
   std::lock_guard lock(round_mu);
   if (!known_rounds.insert(round).second) return Claim::kKnown;
   const uint64_t now = monotonic_ns();
-  if (!always && interval_start_ns != 0 && now - interval_start_ns < options.rate_ns) {
-    return Claim::kWithinInterval;
+  if (always) {
+    rate.force(now);
+    return Claim::kTaken;
   }
-  interval_start_ns = now;
-  return Claim::kTaken;
+  return rate.offer(now) == RatePolicy::Verdict::kAdmitted ? Claim::kTaken : Claim::kWithinInterval;
 }
 
 void Agent::Impl::answer(const std::string& reply, const json& body) {
@@ -82,6 +82,7 @@ void Agent::Impl::on_command(BrokerMessage&& m) {
         if (c.rate_ns != 0) {
           std::lock_guard lock(round_mu);
           options.rate_ns = c.rate_ns;
+          rate.set_limits(fleet_rate_limits(c.rate_ns));
         }
         body = arm(spec);
         break;
@@ -372,6 +373,7 @@ Agent::~Agent() {
 Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  impl->rate.set_limits(fleet_rate_limits(options.rate_ns));
   if (impl->options.node.empty()) impl->options.node = spool_safe(sys::hostname());
   if (!valid_name(impl->options.node)) {
     return Status::Invalid("bad node name '" + impl->options.node +

@@ -17,6 +17,7 @@
 
 #include "base/clock.hpp"
 #include "base/node_identity.hpp"
+#include "base/rate_policy.hpp"
 #include "fleet/agent.hpp"
 #include "fleet/broker.hpp"
 #include "fleet/clock_watch.hpp"
@@ -61,6 +62,9 @@ struct Round {
   FreezeTiming timing;
 };
 
+// The fleet's rate policy: at most one fleet freeze per interval, no cool-down beyond it.
+inline RateLimits fleet_rate_limits(uint64_t rate_ns) { return {1, rate_ns, 0}; }
+
 // What the rate policy says of a freeze (Agent::Impl::claim_round).
 enum class Claim {
   kKnown,           // its round was seen already
@@ -104,7 +108,7 @@ struct Agent::Impl {
   // freezes the node on an announcement itself (a wake-up sooner than the watcher could).
   std::mutex round_mu;
   std::set<std::string> known_rounds;  // guarded by round_mu
-  uint64_t interval_start_ns = 0;      // CLOCK_MONOTONIC; 0: none yet; guarded by round_mu
+  RatePolicy rate;                     // on CLOCK_MONOTONIC; guarded by round_mu
   // Records a round as seen and applies the rate policy to it (`always`: a freeze on request,
   // which the interval does not hold back). Takes round_mu.
   Claim claim_round(const std::string& round, bool always);

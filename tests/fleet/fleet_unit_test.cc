@@ -72,6 +72,28 @@ TEST(SpoolTest, CreatesPrivateFilesNeverThroughALink) {
   EXPECT_FALSE(Spool::open(d.path + "/spool-link").ok());
 }
 
+TEST(SpoolTest, RefusesAFifoWithoutBlockingAndStillServesFiles) {
+  TempDir d;
+  auto spool = Spool::open(d.path + "/spool");
+  ASSERT_TRUE(spool.ok());
+  // No writer ever opens it: a blocking open would hold the caller (the agent's fetches) for
+  // good. The refusal names what the file is.
+  ASSERT_EQ(mkfifo((d.path + "/spool/r.n.1.nt").c_str(), 0600), 0);
+  auto r = spool->read("r.n.1.nt", 0, 100);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("r.n.1.nt is not a regular file (a FIFO)"), std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(spool->size("r.n.1.nt").ok());
+  ASSERT_EQ(mkdir((d.path + "/spool/dir.json").c_str(), 0700), 0);
+  EXPECT_NE(spool->read("dir.json", 0, 100).status().message().find("(a directory)"),
+            std::string::npos);
+  ASSERT_TRUE(spool->write_file("ok.json", "{}").ok());
+  auto ok = spool->read("ok.json", 0, 100);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*ok, "{}");
+}
+
 TEST(CredentialsTest, OnlyAPrivateFileWithATokenOrAUserAndPassword) {
   TempDir d;
   const std::string path = d.path + "/creds";
