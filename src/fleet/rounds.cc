@@ -129,8 +129,9 @@ json FreezeTiming::to_json() const {
 json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin, FreezeTiming timing) {
   ++counters.rounds;
   last_round = Round{f.round, {f}, {}, timing};
-  // Another node's match with a time window: every node keeps that window past the match.
-  if (origin == nullptr && f.after_ns != 0) {
+  // A match with a time window: every node keeps that window past the match, this node's
+  // other processes too when the match is here (the origin ends its window itself).
+  if (f.after_ns != 0) {
     uint64_t until = f.match_realtime_ns + f.after_ns, now = realtime_ns();
     if (until > now) {
       std::this_thread::sleep_for(

@@ -180,6 +180,9 @@ void complete_fire(Runtime& rt) {
   g_phase.store(static_cast<uint32_t>(next), std::memory_order_seq_cst);
   publish_state(h);
   sys::futex_wake_all(reinterpret_cast<uint32_t*>(&g_phase));
+  // A time window ends at its deadline even if no writer comes back: the control thread
+  // sleeps until then (Runtime::end_time_window_locked).
+  if (deadline != 0 && !freeze_now) rt.wake_control_thread();
 }
 
 // Freezes as of now (or `at`, if not 0) with no matching record (a controller's request).
@@ -468,6 +471,28 @@ void Runtime::process_freeze_request_locked() {
   if (!started) return;
   const uint32_t wanted = __atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE);
   if (wanted != g_freeze_seen.load(std::memory_order_relaxed)) (void)freeze_locked();
+}
+
+uint64_t Runtime::end_time_window_locked() {
+  if (!started ||
+      g_phase.load(std::memory_order_acquire) != static_cast<uint32_t>(TriggerState::kFired)) {
+    return 0;
+  }
+  // The deadline of this firing: it was stored before the phase (a release), and no other
+  // firing can start while mu is held (a new round needs it).
+  const uint64_t deadline = g_deadline.load(std::memory_order_acquire);
+  if (deadline == 0) return 0;  // a count window: the writers end it
+  const uint64_t now = detail::now_ticks();
+  if (now > deadline) {
+    // Nothing stamped after the deadline was admitted (trigger_gate): the rings hold exactly
+    // the window already, and stop now.
+    freeze(*this);
+    return 0;
+  }
+  const double hz = static_cast<double>(ticks_per_second_now(segment.header()));
+  // Rounded up, plus a microsecond: woken before the deadline, the thread would only sleep
+  // again.
+  return static_cast<uint64_t>(static_cast<double>(deadline - now) * 1e9 / hz) + 1000;
 }
 
 void Runtime::process_trigger_request_locked() {

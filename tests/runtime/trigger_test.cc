@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "common/child_process.hpp"
 #include "common/records.hpp"
 #include "nanotrace/abi.hpp"
+#include "nanotrace/controller.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace {
@@ -118,6 +121,46 @@ TEST(TriggerTest, TimeWindowAndBadExpressions) {
   EXPECT_EQ(bad.read_line(), "ready");
   bad.close_stdin();
   EXPECT_EQ(WEXITSTATUS(bad.wait()), 0);
+}
+
+// A time window ends at match + window even when the process writes nothing after the match
+// (its control thread freezes the rings then), armed from another process as `arm` and a
+// fleet agent do. Before, such a process stayed "fired" until it wrote again, or until a fleet
+// agent's fallback froze it a second later, and that second was reported as the freeze time.
+TEST(TriggerTest, TimeWindowEndsOnTimeWithoutAnotherRecord) {
+  testing::ChildProcess child({kProducer, "--events", "1001", "--go", "--hold"},
+                              {"NANOTRACE_BUFFER=1M"});
+  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
+  auto controller = Controller::attach(std::to_string(pid));
+  ASSERT_TRUE(controller.ok()) << controller.status().message();
+  const uint64_t kWindowNs = 500'000;
+  RemoteTriggerWindow window;
+  window.after_ns = kWindowNs;
+  ASSERT_TRUE((*controller)->arm("test:rec seq==1000", window).ok());
+  child.write_line("go");  // seq 1000 is the last record the process writes
+  ASSERT_EQ(child.read_line(), "ready");
+  // Waiting for the freeze is bounded (a test must end), far beyond the bound checked below.
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((*controller)->trigger_state() != abi::TriggerState::kFrozen &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  auto info = (*controller)->trigger();
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  ASSERT_EQ(info->state, abi::TriggerState::kFrozen) << "the window never ended";
+  EXPECT_EQ(info->seq, 1000u);
+  const Trace& trace = (*controller)->trace();
+  const uint64_t match_ns = trace.ticks_to_ns(info->ticks);
+  const uint64_t frozen_ns = trace.ticks_to_ns(info->frozen_ticks);
+  // Never before the deadline; at it, give or take the wake-up of a thread on a loaded
+  // machine (a correctness bound, 200 ms against the second it took before, not a figure).
+  EXPECT_GE(frozen_ns, match_ns + kWindowNs);
+  EXPECT_LT(frozen_ns, match_ns + kWindowNs + 200'000'000) << frozen_ns - match_ns << " ns";
+  auto result = testing::read_test_records((*controller)->trace());
+  ASSERT_FALSE(result.records.empty());
+  EXPECT_EQ(result.records.back().seq, 1000u);
+  child.close_stdin();
+  child.wait();
 }
 
 TEST(TriggerTest, CrashHandlerMarksTheSegment) {
