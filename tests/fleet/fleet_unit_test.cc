@@ -119,6 +119,68 @@ TEST(CredentialsTest, OnlyAPrivateFileWithATokenOrAUserAndPassword) {
   EXPECT_FALSE(read_credentials(d.path + "/link").ok());
 }
 
+TEST(CredentialsTest, ValuesAreTakenAsWrittenHashesAndQuotesIncluded) {
+  // A '#' inside a value is part of it: the server has the whole password, so must we.
+  auto c = parse_credentials("user = nt\npassword = s3cret#with-a-hash # not a comment\n", "t");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->password, "s3cret#with-a-hash # not a comment");
+  c = parse_credentials("  # a comment line\n\t#another\ntoken=#abc#\n", "t");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->token, "#abc#");
+  // Quotes keep blanks at the ends; "..." escapes \" and \\, '...' nothing.
+  c = parse_credentials("user = \" a b \"\npassword = \"q\\\"\\\\#\"\n", "t");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->user, " a b ");
+  EXPECT_EQ(c->password, "q\"\\#");
+  c = parse_credentials("user='it\\s'\npassword = '\"x\" = y'\r\n", "t");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->user, "it\\s");
+  EXPECT_EQ(c->password, "\"x\" = y");  // and a CRLF line ends where the CR begins
+  // An '=' in a value, a quote inside an unquoted one: as written.
+  c = parse_credentials("user = a=b\npassword = it's\"\n", "t");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->user, "a=b");
+  EXPECT_EQ(c->password, "it's\"");
+  // No line ending at the end of the file.
+  c = parse_credentials("token = t", "t");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->token, "t");
+}
+
+TEST(CredentialsTest, MalformedFilesAreRefusedWithTheLineAndNeverTheValue) {
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  for (const Case& k : {
+           Case{"user = nt\npassword = \"open-secret\n", "t:2: the value's \" is not closed"},
+           Case{"user = nt\npassword = 'open-secret\n", "t:2: the value's ' is not closed"},
+           Case{"token = \"secret\" # note\n", "t:1: text after the quoted value"},
+           Case{"token = \"se\\cret\"\n", "t:1: in \"...\", a backslash"},
+           Case{"token = a\ntoken = b\n", "t:2: token is given twice"},
+           Case{"secret-line\n", "t:1: expected key = value"},
+           Case{"tokn = secret\n", "t:1: unknown key"},
+           Case{"user = nt\npassword =\n", "neither a token nor a user and password"},
+           Case{"# nothing\n", "neither a token nor a user and password"},
+       }) {
+    auto c = parse_credentials(k.text, "t");
+    ASSERT_FALSE(c.ok()) << k.text;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(c.status().message().find(k.says), std::string::npos) << c.status().message();
+    EXPECT_EQ(c.status().message().find("secret"), std::string::npos) << c.status().message();
+  }
+  EXPECT_FALSE(parse_credentials(std::string("token = a\0b\n", 12), "t").ok());
+}
+
+TEST(CredentialsTest, AFifoIsRefusedWithoutBlocking) {
+  TempDir d;
+  const std::string path = d.path + "/creds";
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  auto c = read_credentials(path);  // no writer: a blocking open would never return
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("not a regular file"), std::string::npos);
+}
+
 TEST(ProtocolTest, RefusesMalformedAndHostileMessages) {
   Freeze f;
   f.round = new_round_id(1764763501123456789ull, "node3");
