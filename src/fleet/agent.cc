@@ -307,7 +307,7 @@ void Agent::Impl::check_local_fires() {
 json Agent::Impl::status_json() {
   json processes = json::array();
   for (auto& p : locals.all()) {
-    RingHealth h = ring_health(*p->control);
+    RingHealth h = ring_health(*p);
     const TriggerInfo& t = p->control->process().trigger;
     processes.push_back({{"pid", p->pid},
                          {"name", p->name},

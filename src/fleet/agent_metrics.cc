@@ -42,7 +42,7 @@ void add(Family& f, const std::string& labels, double value) {
 // Per traced process: the rings' health and the trigger's counts.
 std::vector<Family> process_families(LocalProcesses& locals, const std::string& node) {
   Family history{"nanotrace_process_history_seconds", "gauge",
-                 "Seconds of history the process's rings hold (newest thread)"};
+                 "Seconds back from now that every thread's ring of the process still holds"};
   Family overwritten{"nanotrace_process_overwritten_bytes", "counter",
                      "Ring bytes written over since the process started"};
   Family records{"nanotrace_process_records", "counter", "Records written"};
@@ -53,7 +53,7 @@ std::vector<Family> process_families(LocalProcesses& locals, const std::string& 
   Family armed{"nanotrace_process_trigger_armed", "gauge", "1 while the trigger is armed"};
   std::lock_guard lock(locals.mu());
   for (auto& p : locals.all()) {
-    RingHealth h = ring_health(*p->control);
+    RingHealth h = ring_health(*p);
     std::string l =
         fmt::format("{},pid=\"{}\",process=\"{}\"", node, p->pid, escape_label(p->name));
     add(history, l, h.history_seconds);

@@ -209,7 +209,7 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
                 {"name", p->name},
                 {"file", name},
                 {"frozen_realtime_ns", frozen},
-                {"history_seconds", ring_health(*p->control).history_seconds}};
+                {"history_seconds", ring_health(*p, info->frozen_ticks).history_seconds}};
     auto path = spool->new_path(name);
     kernel::KernelCapture* window = p == kernel_to ? flight.get() : nullptr;
     Result<RecordSummary> written =

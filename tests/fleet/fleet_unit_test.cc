@@ -6,11 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
+#include "common/child_process.hpp"
 #include "fleet/credentials.hpp"
+#include "fleet/local_processes.hpp"
 #include "fleet/protocol.hpp"
 #include "fleet/spool.hpp"
 
@@ -179,6 +182,42 @@ TEST(CredentialsTest, AFifoIsRefusedWithoutBlocking) {
   auto c = read_credentials(path);  // no writer: a blocking open would never return
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("not a regular file"), std::string::npos);
+}
+
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// A thread that wrote once and never wrapped holds its whole lifetime; the history users read
+// to size --before is what every thread still holds: the busy thread's, since its oldest block.
+TEST(RingHealthTest, HistoryIsWhatEveryThreadStillHoldsNotAnIdleThreadsLifetime) {
+  const double gap = 0.3;
+  const auto spawned = std::chrono::steady_clock::now();
+  nanotrace::testing::ChildProcess child(
+      {std::string(NANOTRACE_BIN_DIR) + "/nanotrace_fleet_history_producer", "--gap-ms", "300"},
+      {"NANOTRACE_BUFFER=64K", "NANOTRACE_MODE=overwrite"});
+  const std::string first = child.read_line();
+  ASSERT_EQ(first.rfind("pid ", 0), 0u) << first;
+  ASSERT_EQ(child.read_line(), "ready");
+  const auto ready = std::chrono::steady_clock::now();
+  auto p = attach_process(first.substr(4));
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const auto before = std::chrono::steady_clock::now();
+  RingHealth h = ring_health(**p);
+  const auto after = std::chrono::steady_clock::now();
+  EXPECT_EQ(h.threads, 2u);
+  EXPECT_EQ(h.wrapped_threads, 1u);  // the busy one
+  EXPECT_GT(h.overwritten_bytes, 0u);
+  // The busy thread began writing `gap` after the idle thread's record (itself after the
+  // spawn), so every moment its ring holds is less than (now - spawn - gap) old; the idle
+  // thread's lifetime, the old figure, is more than `gap`.
+  EXPECT_LT(h.history_seconds, seconds_between(spawned, after) - gap);
+  // Its oldest block was written before "ready": at least that long ago.
+  EXPECT_GE(h.history_seconds, seconds_between(ready, before) * 0.999);
+  EXPECT_GT(h.history_seconds, 0);
+  child.close_stdin();
+  child.wait();
 }
 
 TEST(ProtocolTest, RefusesMalformedAndHostileMessages) {
