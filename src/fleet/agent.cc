@@ -207,7 +207,9 @@ json Agent::Impl::disarm() {
 }
 
 void Agent::Impl::scan() {
-  std::vector<uint32_t> added = locals.scan();
+  std::vector<std::unique_ptr<LocalProcess>> gone;
+  std::vector<uint32_t> added = locals.scan(&gone);
+  if (!gone.empty()) copy_deferred_of(gone);
   for (auto& p : locals.all()) {
     if (std::find(added.begin(), added.end(), p->pid) == added.end()) continue;
     log(fmt::format("watching process {} ({})", p->pid, p->name));

@@ -86,7 +86,8 @@ std::vector<Family> agent_families(const AgentCounters& c, const std::string& no
           "Freezes announced by other nodes within the rate interval (counted, not repeated)",
           static_cast<double>(c.coalesced.load())),
       one("nanotrace_fleet_rate_limited", "counter",
-          "Local fires within the rate interval (copied when it ends, not fanned out)",
+          "Local fires within the rate interval (copied when it ends or their process does, "
+          "not fanned out)",
           static_cast<double>(c.rate_limited.load())),
       one("nanotrace_fleet_local_only", "counter",
           "Local fires that could not be announced (broker down)",

@@ -154,6 +154,9 @@ struct Agent::Impl {
                                  const std::vector<LocalProcess*>& which,
                                  const FreezeTiming* timing = nullptr);
   void flush_deferred(bool force);
+  // Processes gone since the last scan: those held back by the interval are copied now, from
+  // the rings the agent's mapping still holds (they would be missing when it ends).
+  void copy_deferred_of(const std::vector<std::unique_ptr<LocalProcess>>& gone);
   nlohmann::json rounds_json();
 
   // agent_metrics.cc

@@ -165,14 +165,19 @@ Result<std::unique_ptr<LocalProcess>> attach_process(const std::string& segment)
 
 LocalProcesses::LocalProcesses() = default;
 
-std::vector<uint32_t> LocalProcesses::scan() {
+std::vector<uint32_t> LocalProcesses::scan(std::vector<std::unique_ptr<LocalProcess>>* gone) {
   std::lock_guard lock(mu_);
-  // Gone: its writer lock is free (it exited or died).
-  processes_.erase(std::remove_if(processes_.begin(), processes_.end(),
-                                  [](const std::unique_ptr<LocalProcess>& p) {
-                                    return !writer_alive(*p->control);
-                                  }),
-                   processes_.end());
+  // Gone: its writer lock is free (it exited or died), and the agent has seen its last
+  // trigger state (a process that fired and exited at once is dropped a scan later, once the
+  // agent has taken its firing).
+  auto first_gone = std::stable_partition(
+      processes_.begin(), processes_.end(), [](const std::unique_ptr<LocalProcess>& p) {
+        return writer_alive(*p->control) || p->control->trigger_state() != p->seen;
+      });
+  if (gone != nullptr) {
+    for (auto it = first_gone; it != processes_.end(); ++it) gone->push_back(std::move(*it));
+  }
+  processes_.erase(first_gone, processes_.end());
   std::vector<uint32_t> added;
   for (const sys::SegmentName& segment : sys::list_segment_names()) {
     bool known = std::any_of(processes_.begin(), processes_.end(),

@@ -70,9 +70,10 @@ RingHealth ring_health(const LocalProcess& process, uint64_t at_ticks = 0);
 class LocalProcesses {
  public:
   LocalProcesses();
-  // Adds processes started since the last scan and drops those that are gone. Returns the
-  // pids added.
-  std::vector<uint32_t> scan();
+  // Adds processes started since the last scan and drops those that are gone (once their
+  // last trigger state is `seen`), handing them to *gone if given (their mappings, kept, still
+  // hold their rings). Returns the pids added.
+  std::vector<uint32_t> scan(std::vector<std::unique_ptr<LocalProcess>>* gone = nullptr);
   // The list; scan() alone changes it, under mu() (which another thread takes to read it).
   std::vector<std::unique_ptr<LocalProcess>>& all() { return processes_; }
   std::mutex& mu() { return mu_; }

@@ -277,6 +277,21 @@ void Agent::Impl::flush_deferred(bool force) {
   }
 }
 
+void Agent::Impl::copy_deferred_of(const std::vector<std::unique_ptr<LocalProcess>>& gone) {
+  for (const auto& p : gone) {
+    auto it = std::find(deferred.begin(), deferred.end(), p->pid);
+    if (it == deferred.end()) continue;
+    const size_t i = static_cast<size_t>(it - deferred.begin());
+    const Freeze origin = deferred_origins[i];
+    deferred.erase(it);
+    deferred_origins.erase(deferred_origins.begin() + static_cast<std::ptrdiff_t>(i));
+    const std::string round = new_round_id(origin.match_realtime_ns, options.node) + "-local";
+    log(fmt::format("process {} ended within the rate interval: copying its firing now ({})",
+                    p->pid, round));
+    write_snapshots(round, {origin}, {p.get()});
+  }
+}
+
 json Agent::Impl::rounds_json() {
   json rounds = json::array();
   std::vector<std::string> names = spool->list(".json");
