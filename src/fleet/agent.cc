@@ -414,8 +414,8 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
     impl->shipper = std::move(*shipper);
   }
   if (!options.metrics_address.empty()) {
-    auto m =
-        MetricsServer::start(options.metrics_address, [self] { return self->render_metrics(); });
+    auto m = MetricsServer::start(options.metrics_address,
+                                  [self](MetricsFormat f) { return self->render_metrics(f); });
     if (!m.ok()) return m.status();
     impl->metrics = std::move(*m);
   }

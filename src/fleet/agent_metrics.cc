@@ -1,4 +1,5 @@
-// The agent's /metrics (OpenMetrics text format): per traced process, the history its rings
+// The agent's /metrics (OpenMetrics or Prometheus text format, as the scraper asks; every
+// family with HELP and TYPE): per traced process, the history its rings
 // hold, the bytes written over, records lost by cause, trigger arms, fires and freezes; per
 // node, fleet freezes (taken, coalesced, rate-limited, local-only), the last freeze's latency,
 // snapshots written, the broker link and the clock's error bound; with shipping, the snapshots
@@ -165,7 +166,7 @@ std::vector<Family> clock_families(const rec::ClockSync& sync, const std::string
 
 }  // namespace
 
-std::string Agent::Impl::render_metrics() {
+std::string Agent::Impl::render_metrics(MetricsFormat format) {
   const std::string node = "node=\"" + escape_label(options.node) + "\"";
   std::vector<Family> families = process_families(locals, node);
   std::vector<Family> more = agent_families(counters, node);
@@ -176,12 +177,18 @@ std::string Agent::Impl::render_metrics() {
     more = ship_families(shipper->health(), node);
     families.insert(families.end(), more.begin(), more.end());
   }
+  // A counter's samples are NAME_total in both formats; its family (HELP and TYPE) is NAME in
+  // OpenMetrics, NAME_total in Prometheus's text format, where a family is named as its
+  // samples (promtool reads a sample of another name as a family without HELP).
+  const bool openmetrics = format == MetricsFormat::kOpenMetrics;
   std::string out;
   for (const Family& f : families) {
-    out += fmt::format("# TYPE {} {}\n# HELP {} {}\n", f.name, f.type, f.name, f.help);
+    std::string name = f.name;
+    if (!openmetrics && f.type == "counter") name += "_total";
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, f.help, name, f.type);
     for (const std::string& s : f.samples) out += s + "\n";
   }
-  out += "# EOF\n";
+  if (openmetrics) out += "# EOF\n";
   return out;
 }
 

@@ -160,7 +160,7 @@ struct Agent::Impl {
   nlohmann::json rounds_json();
 
   // agent_metrics.cc
-  std::string render_metrics();
+  std::string render_metrics(MetricsFormat format);
 };
 
 uint64_t realtime_ns();
