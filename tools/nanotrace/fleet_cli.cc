@@ -8,7 +8,8 @@ namespace {
 
 // What agent and every fleet command share: how to reach the broker.
 void add_broker_options(CLI::App* sub, FleetCommands* c) {
-  sub->add_option("--broker", c->broker, "NATS server URL")->capture_default_str();
+  sub->add_option("--broker", c->broker, "NATS server URL; a cluster's servers: comma-separated")
+      ->capture_default_str();
   sub->add_option("--credentials", c->credentials,
                   "file (mode 0600) with token=, or user= and password=")
       ->capture_default_str();
