@@ -380,7 +380,8 @@ Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Agent::~Agent() {
   if (impl_) {
     impl_->metrics.reset();
-    impl_->shipper.reset();  // cancels an attempt in progress
+    impl_->shipper.reset();    // cancels an attempt in progress
+    impl_->announcer.reset();  // it publishes through the broker
     impl_->broker.reset();
   }
 }
@@ -419,6 +420,7 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
     if (!m.ok()) return m.status();
     impl->metrics = std::move(*m);
   }
+  if (options.announce_for_ns != 0) start_announcer(*impl);
   BrokerOptions b;
   b.url = options.broker_url;
   b.credentials = options.credentials;
@@ -430,6 +432,7 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
     bool was = self->counters.connected.exchange(up);
     if (was != up) ++self->counters.link_changes;
     self->log(std::string(up ? "broker up: " : "broker down: ") + why);
+    if (up && self->announcer) self->announcer->link_up();
   };
   auto broker = Broker::connect(b);
   if (!broker.ok()) return broker.status();

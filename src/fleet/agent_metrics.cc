@@ -91,7 +91,7 @@ std::vector<Family> agent_families(const AgentCounters& c, const std::string& no
           "not fanned out)",
           static_cast<double>(c.rate_limited.load())),
       one("nanotrace_fleet_local_only", "counter",
-          "Local fires that could not be announced (broker down)",
+          "Local fires whose announcement no server took while it was repeated (broker down)",
           static_cast<double>(c.local_only.load())),
       one("nanotrace_fleet_last_freeze_latency_seconds", "gauge",
           "Last round: from the matching record to this node's last process frozen",

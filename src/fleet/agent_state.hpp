@@ -17,6 +17,7 @@
 
 #include "base/rate_policy.hpp"
 #include "fleet/agent.hpp"
+#include "fleet/agent_announcer.hpp"
 #include "fleet/broker.hpp"
 #include "fleet/clock_watch.hpp"
 #include "fleet/local_processes.hpp"
@@ -75,7 +76,7 @@ struct AgentCounters {
   std::atomic<uint64_t> origins{0};       // of which it fired
   std::atomic<uint64_t> coalesced{0};     // freezes announced within the interval
   std::atomic<uint64_t> rate_limited{0};  // local fires within the interval
-  std::atomic<uint64_t> local_only{0};    // fires announced to nobody (broker down)
+  std::atomic<uint64_t> local_only{0};    // fires no server took (broker down throughout)
   std::atomic<uint64_t> snapshots{0};     // snapshot files written
   std::atomic<uint64_t> snapshot_bytes{0};
   std::atomic<uint64_t> snapshot_errors{0};
@@ -93,6 +94,7 @@ struct Agent::Impl {
   std::unique_ptr<SnapshotShipper> shipper;  // options.ship given (outlives the metrics server)
   std::unique_ptr<MetricsServer> metrics;
   std::unique_ptr<ClockWatch> clock;
+  std::unique_ptr<Announcer> announcer;  // options.announce_for_ns != 0
   LocalProcesses locals;
   AgentCounters counters;
 
@@ -165,5 +167,7 @@ struct Agent::Impl {
 
 uint64_t realtime_ns();
 uint64_t monotonic_ns();
+// Repeats the node's freeze announcements (rounds.cc); before the broker connects.
+void start_announcer(Agent::Impl& agent);
 
 }  // namespace nanotrace::fleet

@@ -2,19 +2,21 @@
 # One agent alone (no broker reachable), two traced producers A and B in a mount namespace of
 # their own (a private /dev/shm, so the agent sees only them), each armed from inside:
 #
-#   - A fires: its node freezes and is copied;
+#   - A fires: its node freezes and is copied; the announcement, repeated for --announce-for,
+#     reaches no server: counted local-only, logged;
 #   - B fires within the --rate interval: held back (counted rate-limited, frozen, to be copied
 #     when the interval ends), then B exits long before it does: the agent copies B's firing
 #     when it sees B gone (round ID-local, B's matching record in it), not never;
-#   - the agent's /metrics counts it.
+#   - the agent's /metrics counts both and passes `promtool check metrics`.
 #
-# Usage: fleet_local_test.sh BIN_DIR   (root: mount namespaces)
+# Usage: fleet_local_test.sh BIN_DIR   (root: mount namespaces; promtool)
 set -u
 BIN=$1
 NT=$BIN/nanotrace
 fail() { echo "FAIL: $*"; exit 1; }
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (mount namespaces)"
+command -v promtool >/dev/null || skip "promtool (package prometheus) is not installed"
 
 T=$(mktemp -d /tmp/nanotrace-fleet-local.XXXXXX)
 chmod 700 "$T"
@@ -39,7 +41,7 @@ for p in a b; do
   echo $! >"$T/$p.pid"
 done
 "$BIN/nanotrace" agent --node lnode --spool "$T/spool" --broker nats://127.0.0.1:1 \
-  --credentials "$T/creds" --rate 60s --scan-ms 100 --metrics "$METRICS" \
+  --credentials "$T/creds" --rate 60s --announce-for 1s --scan-ms 100 --metrics "$METRICS" \
   2>"$T/agent.log" &
 echo $! >"$T/agent.pid"
 while [ ! -e "$T/stop" ]; do
@@ -113,7 +115,15 @@ print(f"ok: B (pid {b}) fired within the rate interval and ended: its firing was
 PY
 [ $? = 0 ] || exit 1
 
+# A's announcement reached no server in --announce-for: local-only. The counts, and promtool.
+wait_for 20 grep -q "reached no server" "$T/agent.log" || fail "A's announcement: $(cat "$T/agent.log")"
+local_only_counted() { [ "$(metric nanotrace_fleet_local_only_total)" = 1 ]; }
+wait_for 10 local_only_counted ||
+  fail "local_only: $(metrics | grep fleet_)"
 [ "$(metric nanotrace_fleet_rate_limited_total)" = 1 ] || fail "rate_limited: $(metrics | grep fleet_)"
 [ "$(metric nanotrace_fleet_snapshots_total)" = 3 ] || fail "snapshots: $(metrics | grep fleet_)"
-echo "ok: /metrics counts 1 rate-limited firing, 3 snapshots (A and B in A's round, B's own)"
+metrics >"$T/metrics.txt"
+promtool check metrics <"$T/metrics.txt" >"$T/promtool.out" 2>&1 ||
+  fail "promtool check metrics: $(cat "$T/promtool.out")"
+echo "ok: /metrics counts 1 local-only and 1 rate-limited firing, 3 snapshots (A and B in A's round, B's own); promtool passes"
 echo "PASS"

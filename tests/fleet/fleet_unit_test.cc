@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/child_process.hpp"
+#include "fleet/agent_announcer.hpp"
 #include "fleet/credentials.hpp"
 #include "fleet/local_processes.hpp"
 #include "fleet/protocol.hpp"
@@ -218,6 +219,53 @@ TEST(RingHealthTest, HistoryIsWhatEveryThreadStillHoldsNotAnIdleThreadsLifetime)
   EXPECT_GT(h.history_seconds, 0);
   child.close_stdin();
   child.wait();
+}
+
+// The origin's announcement is repeated every 500 ms for 2 s (at once when its link comes
+// back), and one that no server confirmed in that time is reported as reaching nobody.
+TEST(AnnouncementScheduleTest, RepeatsUntilItsTimeRunsOutAndSaysWhetherAServerTookIt) {
+  constexpr uint64_t kMs = 1'000'000;
+  AnnouncementSchedule s(2000 * kMs, 500 * kMs);
+  EXPECT_EQ(s.next_ns(), UINT64_MAX);
+  s.add("r1", "{r1}", /*confirmed=*/false, 1000 * kMs);  // the broker was down
+  s.add("r2", "{r2}", /*confirmed=*/true, 1100 * kMs);
+  EXPECT_TRUE(s.due(1400 * kMs).empty());
+  EXPECT_EQ(s.next_ns(), 1500 * kMs);
+  auto due = s.due(1500 * kMs);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].round, "r1");
+  EXPECT_EQ(due[0].text, "{r1}");
+  s.sent("r1", false);
+  // The link comes back: both at once, and again 500 ms later.
+  s.link_up(1700 * kMs);
+  due = s.due(1700 * kMs);
+  ASSERT_EQ(due.size(), 2u);
+  s.sent("r1", true);
+  s.sent("r2", true);
+  EXPECT_TRUE(s.due(2100 * kMs).empty());
+  EXPECT_EQ(s.due(2200 * kMs).size(), 2u);
+  EXPECT_TRUE(s.expire(2999 * kMs).empty());
+  auto gone = s.expire(3000 * kMs);  // r1's two seconds
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].round, "r1");
+  EXPECT_TRUE(gone[0].reached);  // the copy after the link came back was confirmed
+  EXPECT_EQ(gone[0].sent, 3u);   // the first, the one at 1.5 s, the one at 1.7 s
+  EXPECT_EQ(s.pending(), 1u);
+  // No copy confirmed, ever: it reached nobody.
+  AnnouncementSchedule t(1000 * kMs, 500 * kMs);
+  t.add("r3", "{r3}", false, 0);
+  for (uint64_t now = 0; now < 1000 * kMs; now += 100 * kMs) {
+    for (const auto& d : t.due(now)) t.sent(d.round, false);
+  }
+  gone = t.expire(1000 * kMs);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_FALSE(gone[0].reached);
+  EXPECT_EQ(gone[0].sent, 2u);  // the first and the one at 500 ms (none due at its end)
+  EXPECT_EQ(t.pending(), 0u);
+  // Repeating for 0 s: announced once, nothing kept.
+  AnnouncementSchedule once(0, 500 * kMs);
+  once.add("r4", "{r4}", true, 0);
+  EXPECT_EQ(once.pending(), 0u);
 }
 
 TEST(ProtocolTest, RefusesMalformedAndHostileMessages) {

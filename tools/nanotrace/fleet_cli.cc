@@ -53,6 +53,11 @@ void register_agent(CLI::App& app, FleetCommands* c) {
                    "how long a frozen node waits before copying its rings (nodes that share a "
                    "host are still being told; 0: at once)")
       ->capture_default_str();
+  c->agent
+      ->add_option("--announce-for", c->announce_for,
+                   "how long a freeze's announcement is repeated, for nodes that missed it "
+                   "(their server of the cluster lost, their link down); 0: once")
+      ->capture_default_str();
   c->agent->add_option("--scan-ms", c->scan_ms, "how often to look for new traced processes")
       ->capture_default_str();
   c->agent->add_option("--kernel", c->kernel,
