@@ -194,7 +194,9 @@ json Agent::Impl::disarm() {
 }
 
 void Agent::Impl::scan() {
-  std::vector<uint32_t> added = locals.scan();
+  std::vector<std::unique_ptr<LocalProcess>> gone;
+  std::vector<uint32_t> added = locals.scan(&gone);
+  if (!gone.empty()) copy_deferred_of(gone);
   for (auto& p : locals.all()) {
     if (std::find(added.begin(), added.end(), p->pid) == added.end()) continue;
     log(fmt::format("watching process {} ({})", p->pid, p->name));
@@ -294,7 +296,7 @@ void Agent::Impl::check_local_fires() {
 json Agent::Impl::status_json() {
   json processes = json::array();
   for (auto& p : locals.all()) {
-    RingHealth h = ring_health(*p->control);
+    RingHealth h = ring_health(*p);
     const TriggerInfo& t = p->control->process().trigger;
     processes.push_back({{"pid", p->pid},
                          {"name", p->name},
@@ -365,7 +367,8 @@ Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Agent::~Agent() {
   if (impl_) {
     impl_->metrics.reset();
-    impl_->shipper.reset();  // cancels an attempt in progress
+    impl_->shipper.reset();    // cancels an attempt in progress
+    impl_->announcer.reset();  // it publishes through the broker
     impl_->broker.reset();
   }
 }
@@ -395,11 +398,12 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
     impl->shipper = std::move(*shipper);
   }
   if (!options.metrics_address.empty()) {
-    auto m =
-        MetricsServer::start(options.metrics_address, [self] { return self->render_metrics(); });
+    auto m = MetricsServer::start(options.metrics_address,
+                                  [self](MetricsFormat f) { return self->render_metrics(f); });
     if (!m.ok()) return m.status();
     impl->metrics = std::move(*m);
   }
+  if (options.announce_for_ns != 0) start_announcer(*impl);
   BrokerOptions b;
   b.url = options.broker_url;
   b.credentials = options.credentials;
@@ -411,6 +415,7 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
     bool was = self->counters.connected.exchange(up);
     if (was != up) ++self->counters.link_changes;
     self->log(std::string(up ? "broker up: " : "broker down: ") + why);
+    if (up && self->announcer) self->announcer->link_up();
   };
   auto broker = Broker::connect(b);
   if (!broker.ok()) return broker.status();

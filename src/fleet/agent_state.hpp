@@ -19,6 +19,7 @@
 #include "base/node_identity.hpp"
 #include "base/rate_policy.hpp"
 #include "fleet/agent.hpp"
+#include "fleet/agent_announcer.hpp"
 #include "fleet/broker.hpp"
 #include "fleet/clock_watch.hpp"
 #include "fleet/local_processes.hpp"
@@ -77,7 +78,7 @@ struct AgentCounters {
   std::atomic<uint64_t> origins{0};       // of which it fired
   std::atomic<uint64_t> coalesced{0};     // freezes announced within the interval
   std::atomic<uint64_t> rate_limited{0};  // local fires within the interval
-  std::atomic<uint64_t> local_only{0};    // fires announced to nobody (broker down)
+  std::atomic<uint64_t> local_only{0};    // fires no server took (broker down throughout)
   std::atomic<uint64_t> snapshots{0};     // snapshot files written
   std::atomic<uint64_t> snapshot_bytes{0};
   std::atomic<uint64_t> snapshot_errors{0};
@@ -96,6 +97,7 @@ struct Agent::Impl {
   std::unique_ptr<SnapshotShipper> shipper;  // options.ship given (outlives the metrics server)
   std::unique_ptr<MetricsServer> metrics;
   std::unique_ptr<ClockWatch> clock;
+  std::unique_ptr<Announcer> announcer;  // options.announce_for_ns != 0
   LocalProcesses locals;
   AgentCounters counters;
 
@@ -157,13 +159,18 @@ struct Agent::Impl {
                                  const std::vector<LocalProcess*>& which,
                                  const FreezeTiming* timing = nullptr);
   void flush_deferred(bool force);
+  // Processes gone since the last scan: those held back by the interval are copied now, from
+  // the rings the agent's mapping still holds (they would be missing when it ends).
+  void copy_deferred_of(const std::vector<std::unique_ptr<LocalProcess>>& gone);
   nlohmann::json rounds_json();
 
   // agent_metrics.cc
-  std::string render_metrics();
+  std::string render_metrics(MetricsFormat format);
 };
 
 using sys::monotonic_ns;
 using sys::realtime_ns;
+// Repeats the node's freeze announcements (rounds.cc); before the broker connects.
+void start_announcer(Agent::Impl& agent);
 
 }  // namespace nanotrace::fleet

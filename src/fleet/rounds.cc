@@ -63,7 +63,7 @@ void Agent::Impl::on_local_fire(LocalProcess& p, const TriggerInfo& info) {
   // The announcement first (written to the socket here: the broker's send_asap), then the
   // node's other processes, then the round trip that tells whether the broker has it.
   Status s = counters.connected.load() ? broker->publish(freeze_subject(options.fleet), f.to_json())
-                                       : Status::IoError("broker down");
+                                       : Status::IoError("the broker link is down");
   timing.published_ns = realtime_ns();
   if (f.after_ns == 0) {
     locals.signal_freeze_all(&p);
@@ -71,7 +71,13 @@ void Agent::Impl::on_local_fire(LocalProcess& p, const TriggerInfo& info) {
   }
   let_other_nodes_freeze();  // the broker's round trip below can wait too
   if (s.ok()) s = broker->flush(1000);
-  if (!s.ok()) {
+  if (announcer) {
+    announcer->add(f.round, f.to_json(), s.ok());
+    if (!s.ok()) {
+      log(fmt::format("cannot announce the freeze yet ({}): repeating it for {:.1f} s", s.message(),
+                      static_cast<double>(options.announce_for_ns) / 1e9));
+    }
+  } else if (!s.ok()) {
     ++counters.local_only;
     log("cannot announce the freeze (" + s.message() + "): this node freezes alone");
   }
@@ -80,6 +86,28 @@ void Agent::Impl::on_local_fire(LocalProcess& p, const TriggerInfo& info) {
   log(fmt::format("process {} thread {} fired {} (record #{}): round {}", p.pid, f.tid, f.event,
                   f.seq, f.round));
   take_round(f, &p, timing);
+}
+
+void start_announcer(Agent::Impl& a) {
+  Announcer::Hooks hooks;
+  hooks.connected = [&a] { return a.counters.connected.load(); };
+  hooks.publish = [&a](const std::string& text) {
+    Status s = a.broker->publish(freeze_subject(a.options.fleet), text);
+    return s.ok() ? a.broker->flush(500) : s;
+  };
+  hooks.expired = [&a](const AnnouncementSchedule::Expired& e) {
+    if (e.reached) {
+      a.log(fmt::format("stopped repeating the freeze of round {} ({} copies)", e.round, e.sent));
+      return;
+    }
+    ++a.counters.local_only;
+    a.log(
+        fmt::format("the freeze of round {} reached no server in {:.1f} s ({} copies): this "
+                    "node froze alone",
+                    e.round, static_cast<double>(a.options.announce_for_ns) / 1e9, e.sent));
+  };
+  a.announcer = std::make_unique<Announcer>(a.options.announce_for_ns, a.options.announce_every_ns,
+                                            std::move(hooks));
 }
 
 void Agent::Impl::let_other_nodes_freeze() const {
@@ -210,7 +238,7 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
                 {"name", p->name},
                 {"file", name},
                 {"frozen_realtime_ns", frozen},
-                {"history_seconds", ring_health(*p->control).history_seconds}};
+                {"history_seconds", ring_health(*p, info->frozen_ticks).history_seconds}};
     auto path = spool->new_path(name);
     kernel::KernelCapture* window = p == kernel_to ? flight.get() : nullptr;
     Result<RecordSummary> written =
@@ -276,6 +304,21 @@ void Agent::Impl::flush_deferred(bool force) {
     Status s = p->control->resume();
     if (!s.ok()) log("resume: " + s.message());
     p->seen = p->control->trigger_state();
+  }
+}
+
+void Agent::Impl::copy_deferred_of(const std::vector<std::unique_ptr<LocalProcess>>& gone) {
+  for (const auto& p : gone) {
+    auto it = std::find(deferred.begin(), deferred.end(), p->pid);
+    if (it == deferred.end()) continue;
+    const size_t i = static_cast<size_t>(it - deferred.begin());
+    const Freeze origin = deferred_origins[i];
+    deferred.erase(it);
+    deferred_origins.erase(deferred_origins.begin() + static_cast<std::ptrdiff_t>(i));
+    const std::string round = new_round_id(origin.match_realtime_ns, options.node) + "-local";
+    log(fmt::format("process {} ended within the rate interval: copying its firing now ({})",
+                    p->pid, round));
+    write_snapshots(round, {origin}, {p.get()});
   }
 }
 

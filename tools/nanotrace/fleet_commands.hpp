@@ -21,6 +21,7 @@ struct FleetCommands {
   std::string node, spool = "/var/spool/nanotrace", metrics;
   std::string rate = "10s";
   std::string copy_delay = "2ms";
+  std::string announce_for = "5s";
   int scan_ms = 1000;
   std::string kernel;
   uint32_t kernel_flight_buffer_kb = 4096;
