@@ -371,6 +371,17 @@ Result<std::string> Broker::request(const std::string& subject, const std::strin
 
 Result<std::vector<std::string>> Broker::gather(const std::string& subject, const std::string& data,
                                                 size_t expect, int timeout_ms) {
+  std::vector<std::string> answers;
+  Status s = gather_each(subject, data, timeout_ms, [&](std::string&& answer) {
+    answers.push_back(std::move(answer));
+    return expect != 0 && answers.size() >= expect;
+  });
+  if (!s.ok()) return s;
+  return answers;
+}
+
+Status Broker::gather_each(const std::string& subject, const std::string& data, int timeout_ms,
+                           const std::function<bool(std::string&& answer)>& on_answer) {
   natsInbox* inbox = nullptr;
   natsStatus s = natsInbox_Create(&inbox);
   if (s != NATS_OK) return nats_error("inbox", s);
@@ -380,10 +391,9 @@ Result<std::vector<std::string>> Broker::gather(const std::string& subject, cons
     s = natsConnection_PublishRequest(impl_->connection, subject.c_str(), inbox, data.data(),
                                       static_cast<int>(data.size()));
   }
-  std::vector<std::string> answers;
   if (s == NATS_OK) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (expect == 0 || answers.size() < expect) {
+    for (bool enough = false; !enough;) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                       deadline - std::chrono::steady_clock::now())
                       .count();
@@ -395,14 +405,17 @@ Result<std::vector<std::string>> Broker::gather(const std::string& subject, cons
         s = r;
         break;
       }
-      answers.emplace_back(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg)));
+      const char* bytes = natsMsg_GetData(msg);  // an empty answer may have none
+      std::string answer(bytes != nullptr ? bytes : "",
+                         bytes != nullptr ? static_cast<size_t>(natsMsg_GetDataLength(msg)) : 0);
       natsMsg_Destroy(msg);
+      enough = on_answer(std::move(answer));
     }
   }
   if (sub != nullptr) natsSubscription_Destroy(sub);
   natsInbox_Destroy(inbox);
   if (s != NATS_OK) return nats_error("request " + subject, s, timeout_ms);
-  return answers;
+  return Status::Ok();
 }
 
 Status Broker::flush(int timeout_ms) {

@@ -68,6 +68,10 @@ class Broker {
   // (0: any number) or timeout_ms passed since the publish.
   Result<std::vector<std::string>> gather(const std::string& subject, const std::string& data,
                                           size_t expect, int timeout_ms);
+  // As gather, handing each answer to on_answer as it arrives, until on_answer returns true
+  // (enough) or timeout_ms passed since the publish.
+  Status gather_each(const std::string& subject, const std::string& data, int timeout_ms,
+                     const std::function<bool(std::string&& answer)>& on_answer);
   // Waits until what was published has reached the server.
   Status flush(int timeout_ms);
 

@@ -15,11 +15,7 @@
 
 namespace nanotrace::fleet {
 
-using nlohmann::json;
-
 namespace {
-
-json freeze_json(const Freeze& f) { return json::parse(f.to_json()); }
 
 // Waits (at most limit_ns) for a process's own trigger window to end.
 bool wait_frozen(LocalProcess& p, uint64_t limit_ns) {
@@ -126,9 +122,9 @@ void Agent::Impl::on_remote_freeze(const Freeze& f, Claim claim, FreezeTiming ti
     ++counters.coalesced;
     if (!last_round) return;  // not possible: an interval starts with a round
     last_round->origins.push_back(f);
-    last_round->manifest["origins"].push_back(freeze_json(f));
+    last_round->manifest.origins.push_back(f);
     Status s = spool->replace_file(last_round->id + "." + options.node + ".json",
-                                   json_text(last_round->manifest, 2));
+                                   last_round->manifest.to_json(2));
     if (!s.ok()) log("manifest: " + s.message());
     log("freeze " + f.round + " from " + f.node + " within the rate interval: counted in " +
         last_round->id);
@@ -139,22 +135,7 @@ void Agent::Impl::on_remote_freeze(const Freeze& f, Claim claim, FreezeTiming ti
   take_round(f, nullptr, timing);
 }
 
-json FreezeTiming::to_json() const {
-  json j = json::object();
-  auto put = [&](const char* key, uint64_t ns) {
-    if (ns != 0) j[key] = ns;
-  };
-  put("woke_ns", woke_ns);
-  put("seen_ns", seen_ns);
-  put("published_ns", published_ns);
-  put("received_ns", received_ns);
-  put("handled_ns", handled_ns);
-  put("requested_ns", requested_ns);
-  put("copied_ns", copied_ns);
-  return j;
-}
-
-json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin, FreezeTiming timing) {
+Manifest Agent::Impl::take_round(const Freeze& f, LocalProcess* origin, FreezeTiming timing) {
   ++counters.rounds;
   last_round = Round{f.round, {f}, {}, timing};
   // A match with a time window: every node keeps that window past the match, this node's
@@ -171,7 +152,7 @@ json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin, FreezeTiming
   // 10, so that the node's programs, and on a shared host the other agents' broker threads
   // still freezing their nodes, have the CPU first. (A thread of its own: an agent that is
   // not root may lower its priority, but not raise it again.)
-  json manifest;
+  Manifest manifest;
   std::thread worker([&] {
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
     manifest = copy_round(f, origin, timing);
@@ -180,7 +161,8 @@ json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin, FreezeTiming
   return manifest;
 }
 
-json Agent::Impl::copy_round(const Freeze& f, LocalProcess* origin, const FreezeTiming& timing) {
+Manifest Agent::Impl::copy_round(const Freeze& f, LocalProcess* origin,
+                                 const FreezeTiming& timing) {
   last_round->timing.copied_ns = realtime_ns();
   std::vector<std::string> errors;
   // Already signalled: this confirms it.
@@ -195,7 +177,7 @@ json Agent::Impl::copy_round(const Freeze& f, LocalProcess* origin, const Freeze
   for (const std::string& e : errors) log("freeze: " + e);
   std::vector<LocalProcess*> all;
   for (auto& p : locals.all()) all.push_back(p.get());
-  json manifest = write_snapshots(f.round, {f}, all, &last_round->timing);
+  Manifest manifest = write_snapshots(f.round, {f}, all, &last_round->timing);
   last_round->manifest = manifest;
   std::vector<std::string> resume_errors;
   locals.resume_all(&resume_errors);
@@ -203,10 +185,11 @@ json Agent::Impl::copy_round(const Freeze& f, LocalProcess* origin, const Freeze
   return manifest;
 }
 
-json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Freeze>& origins,
-                                  const std::vector<LocalProcess*>& which,
-                                  const FreezeTiming* timing) {
-  json processes = json::array();
+Manifest Agent::Impl::write_snapshots(const std::string& round, const std::vector<Freeze>& origins,
+                                      const std::vector<LocalProcess*>& which,
+                                      const FreezeTiming* timing) {
+  Manifest manifest;
+  std::vector<ManifestProcess>& processes = manifest.processes;
   uint64_t last_freeze = 0;
   // The kernel's window goes into one snapshot of the round (a merged file keeps one
   // machine's kernel events): the local origin's, else the first process's on its clock.
@@ -227,18 +210,22 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
   for (LocalProcess* p : which) {
     auto info = p->control->trigger();  // re-reads the header: frozen_ticks
     if (!info.ok() || info->state != abi::TriggerState::kFrozen) {
-      processes.push_back({{"pid", p->pid}, {"error", "not frozen"}});
+      ManifestProcess one;
+      one.pid = p->pid;
+      one.error = "not frozen";
+      processes.push_back(one);
       continue;
     }
     Trace& t = p->control->trace();
     uint64_t frozen = t.ticks_to_realtime_ns(info->frozen_ticks);
     last_freeze = std::max(last_freeze, frozen);
     std::string name = fmt::format("{}.{}.{}.nt", round, options.node, p->pid);
-    json one = {{"pid", p->pid},
-                {"name", p->name},
-                {"file", name},
-                {"frozen_realtime_ns", frozen},
-                {"history_seconds", ring_health(*p, info->frozen_ticks).history_seconds}};
+    ManifestProcess one;
+    one.pid = p->pid;
+    one.name = p->name;
+    one.file = name;
+    one.frozen_realtime_ns = frozen;
+    one.history_seconds = ring_health(*p, info->frozen_ticks).history_seconds;
     auto path = spool->new_path(name);
     kernel::KernelCapture* window = p == kernel_to ? flight.get() : nullptr;
     Result<RecordSummary> written =
@@ -247,35 +234,33 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
             : Result<RecordSummary>(path.status());
     if (!written.ok()) {
       ++counters.snapshot_errors;
-      one["error"] = written.status().message();
+      one.error = written.status().message();
       log("snapshot of " + std::to_string(p->pid) + ": " + written.status().message());
     } else {
       ++counters.snapshots;
       counters.snapshot_bytes += written->file_bytes;
-      one["bytes"] = written->file_bytes;
-      one["records"] = written->records;
+      one.bytes = written->file_bytes;
+      one.records = written->records;
       if (window != nullptr) {
-        one["kernel_pages"] = written->kernel_pages;
-        one["kernel_lost"] = written->kernel_lost;
+        one.has_kernel = true;
+        one.kernel_pages = written->kernel_pages;
+        one.kernel_lost = written->kernel_lost;
       }
     }
     processes.push_back(one);
   }
-  json origin_list = json::array();
-  for (const Freeze& f : origins) origin_list.push_back(freeze_json(f));
   uint64_t match = origins.empty() ? 0 : origins.front().match_realtime_ns;
   uint64_t latency = last_freeze > match ? last_freeze - match : 0;
   counters.last_latency_ns = latency;
-  json manifest = {{"round", round},
-                   {"node", options.node},
-                   {"fleet", options.fleet},
-                   {"origins", origin_list},
-                   {"before_ns", armed ? armed->before_ns : 0},
-                   {"freeze_realtime_ns", last_freeze},
-                   {"latency_ns", latency},
-                   {"processes", processes}};
-  if (timing != nullptr) manifest["timing"] = timing->to_json();
-  Status s = spool->replace_file(round + "." + options.node + ".json", json_text(manifest, 2));
+  manifest.round = round;
+  manifest.node = options.node;
+  manifest.fleet = options.fleet;
+  manifest.origins = origins;
+  manifest.before_ns = armed ? armed->before_ns : 0;
+  manifest.freeze_realtime_ns = last_freeze;
+  manifest.latency_ns = latency;
+  if (timing != nullptr) manifest.timing = *timing;
+  Status s = spool->replace_file(round + "." + options.node + ".json", manifest.to_json(2));
   if (!s.ok()) log("manifest: " + s.message());
   ship_round(manifest);
   log(fmt::format("round {}: {} processes copied, frozen {:.3f} ms after the match", round,
@@ -322,8 +307,8 @@ void Agent::Impl::copy_deferred_of(const std::vector<std::unique_ptr<LocalProces
   }
 }
 
-json Agent::Impl::rounds_json() {
-  json rounds = json::array();
+RoundsAnswer Agent::Impl::rounds_answer() {
+  RoundsAnswer a{options.node, "", {}};
   std::vector<std::string> names = spool->list(".json");
   std::sort(names.begin(), names.end());
   if (names.size() > 64) names.erase(names.begin(), names.end() - 64);
@@ -331,10 +316,15 @@ json Agent::Impl::rounds_json() {
     if (name.rfind("tmp-", 0) == 0) continue;
     auto text = spool->read(name, 0, 1 << 20);
     if (!text.ok()) continue;
-    json j = json::parse(*text, nullptr, false);
-    if (!j.is_discarded()) rounds.push_back(std::move(j));
+    // Only what a collector can read: a manifest this agent's version cannot is left out.
+    auto manifest = Manifest::parse(*text);
+    if (manifest.ok()) {
+      a.rounds.push_back(std::move(*manifest));
+    } else {
+      log(name + ": " + manifest.status().message());
+    }
   }
-  return {{"rounds", rounds}};
+  return a;
 }
 
 }  // namespace nanotrace::fleet

@@ -88,7 +88,9 @@ void register_fleet(CLI::App& app, FleetCommands* c) {
   auto sub = [&](const char* name, const char* help) {
     CLI::App* s = c->fleet->add_subcommand(name, help);
     add_broker_options(s, c);
-    s->add_option("--nodes", c->nodes, "answers to wait for (default: whoever answers in time)");
+    s->add_option("--nodes", c->nodes,
+                  "the nodes to wait for: a count, or their names (node1,node2,...), so that "
+                  "those missing are named (default: whoever answers in time)");
     s->add_option("--timeout-ms", c->timeout_ms, "how long to wait for answers")
         ->capture_default_str();
     s->add_flag("--json", c->json, "print the answers as JSON");

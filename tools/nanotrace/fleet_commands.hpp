@@ -30,7 +30,7 @@ struct FleetCommands {
   // fleet
   std::string expression, before, after, dir, round, wait = "10s";
   std::string fetch_node, fetch_file, output;
-  size_t nodes = 0;
+  std::string nodes;  // a count, or the nodes' names (comma-separated)
   size_t parallel = 4;
   bool no_zstd = false;
   int timeout_ms = 3000;
