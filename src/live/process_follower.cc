@@ -101,6 +101,7 @@ bool ProcessFollower::pass(Totals* totals, bool counting) {
     exited_ = true;
     return false;
   }
+  buf_ = &totals->buffers;
   const ProcessInfo& p = trace_->process();
   if (rules_.empty() || trace_->events().size() != known_events_) resolve_rules(totals);
   // Whether the process was still running before its rings were read: if not, this pass
@@ -108,8 +109,9 @@ bool ProcessFollower::pass(Totals* totals, bool counting) {
   const bool alive = p.alive;
   threads_ = trace_->threads();
   counts_.assign(trace_->events().size() + 1, 0);
-  pending_.clear();
-  arena_.clear();
+  buf_->pending.clear();
+  buf_->run_starts.clear();
+  buf_->arena.clear();
   if (cursors_.size() < p.max_threads) cursors_.resize(p.max_threads);
   std::vector<bool> present(cursors_.size(), false);
   for (uint32_t i = 0; i < threads_.size(); ++i) {
@@ -145,6 +147,7 @@ bool ProcessFollower::pass(Totals* totals, bool counting) {
 
 void ProcessFollower::read_thread(const ThreadInfo& info, uint32_t thread, bool counting) {
   Cursor& c = cursors_[info.slot];
+  buf_->run_starts.push_back(buf_->pending.size());
   reader::RingPosition from;
   // The first pass reads the rings' past: what they lost before the view began is not the
   // view's loss. A thread that appears later is read from its first record on.
@@ -168,7 +171,7 @@ void ProcessFollower::read_thread(const ThreadInfo& info, uint32_t thread, bool 
     if (now > overwritten && !(past && first)) {
       stats_.missed += now - overwritten;
       stats_.missed_interval += now - overwritten;
-      pending_.push_back(Pending{ticks, thread, 0, 0, 2, false, 0, 0, 0, 0, 0});
+      buf_->pending.push_back(PendingRecord{ticks, thread, 0, 0, 2, false, 0, 0, 0, 0, 0});
     }
     overwritten = now;
   };
@@ -211,11 +214,27 @@ void ProcessFollower::scan_span(const RecordSpan& span, uint32_t thread) {
 void ProcessFollower::add_pending(const RecordSpan& span, uint32_t offset, uint32_t size,
                                   uint16_t id, uint32_t thread) {
   const EventInfo& e = *trace_->event_by_id(id);
-  uint64_t bits[abi::kMaxFields] = {};
-  std::string_view text[abi::kMaxFields];
-  e.layout.decode(
-      span.data, offset, offset + size, [&](uint32_t f, uint64_t b) { bits[f] = b; },
-      [&](uint32_t f, std::string_view t) { text[f] = t; });
+  // Most keys are one scalar of a record without strings: read at its slot, nothing decoded.
+  // Otherwise every field is decoded (the key's may follow a string).
+  const bool fixed = e.layout.fixed_size() != 0;
+  uint64_t bits[abi::kMaxFields];
+  struct Text {
+    const char* data;
+    size_t size;
+  } text[abi::kMaxFields];
+  if (!fixed) {
+    e.layout.decode(
+        span.data, offset, offset + size, [&](uint32_t f, uint64_t b) { bits[f] = b; },
+        [&](uint32_t f, std::string_view t) {
+          text[f] = {t.data(), t.size()};
+        });
+  }
+  auto scalar = [&](int f) {
+    if (!fixed) return bits[f];
+    uint64_t b;
+    std::memcpy(&b, span.data + offset + abi::kWord0Bytes + abi::kScalarSlotBytes * f, 8);
+    return b;
+  };
   uint64_t w0;
   std::memcpy(&w0, span.data + offset, 8);
   const uint64_t ticks = abi::expand_ticks(span.base_ticks, w0 >> 16);
@@ -223,56 +242,68 @@ void ProcessFollower::add_pending(const RecordSpan& span, uint32_t offset, uint3
     const ResolvedPair& rp = rules_[rule].resolved;
     const int first = rp.key_field[id];
     if (first < 0) continue;
-    Pending p{ticks,
-              thread,
-              static_cast<uint32_t>(pending_.size()),
-              rule,
-              static_cast<uint8_t>(role == 1 ? 0 : 1),
-              false,
-              0,
-              0,
-              0,
-              0,
-              0};
+    PendingRecord p{ticks,
+                    thread,
+                    static_cast<uint32_t>(buf_->pending.size()),
+                    rule,
+                    static_cast<uint8_t>(role == 1 ? 0 : 1),
+                    false,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0};
     const std::vector<int>& more = rp.more_key_fields[id];
     if (more.empty() && e.fields[first].type != abi::FieldType::kString) {
-      p.key_bits = bits[first];
+      p.key_bits = scalar(first);
     } else {
-      p.key_at = static_cast<uint32_t>(arena_.size());
+      p.key_at = static_cast<uint32_t>(buf_->arena.size());
       auto append = [&](int f) {
         if (e.fields[f].type == abi::FieldType::kString) {
-          arena_.push_back(static_cast<char>(text[f].size()));
-          arena_.append(text[f]);
+          buf_->arena.push_back(static_cast<char>(text[f].size));
+          buf_->arena.append(text[f].data, text[f].size);
         } else {
-          arena_.append(reinterpret_cast<const char*>(&bits[f]), 8);
+          const uint64_t b = scalar(f);
+          buf_->arena.append(reinterpret_cast<const char*>(&b), 8);
         }
       };
       append(first);
       for (int f : more) append(f);
-      p.key_len = static_cast<uint32_t>(arena_.size() - p.key_at);
+      p.key_len = static_cast<uint32_t>(buf_->arena.size() - p.key_at);
       p.text_key = true;
     }
     if (p.kind == 0) {
-      p.raw_at = static_cast<uint32_t>(arena_.size());
-      arena_.append(reinterpret_cast<const char*>(span.data + offset), size);
+      p.raw_at = static_cast<uint32_t>(buf_->arena.size());
+      buf_->arena.append(reinterpret_cast<const char*>(span.data + offset), size);
       p.raw_len = size;
     }
-    pending_.push_back(p);
+    buf_->pending.push_back(p);
   }
 }
 
 void ProcessFollower::match_pending(Totals* totals, bool counting) {
-  // Time order across threads (each thread's own order kept): an end after its begin.
-  std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
-    if (a.ticks != b.ticks) return a.ticks < b.ticks;
-    if (a.thread != b.thread) return a.thread < b.thread;
-    return a.order < b.order;
-  });
+  // Time order across threads, each thread's own order kept (an end after its begin): the
+  // threads' runs merged pairwise. One thread's run is already in order: nothing to do.
+  buf_->run_starts.push_back(buf_->pending.size());
+  auto by_ticks = [](const PendingRecord& a, const PendingRecord& b) { return a.ticks < b.ticks; };
+  for (size_t runs = buf_->run_starts.size() - 1; runs > 1; runs = buf_->run_starts.size() - 1) {
+    std::vector<size_t> merged;
+    for (size_t r = 0; r < runs; r += 2) {
+      merged.push_back(buf_->run_starts[r]);
+      if (r + 1 < runs) {
+        std::inplace_merge(buf_->pending.begin() + buf_->run_starts[r],
+                           buf_->pending.begin() + buf_->run_starts[r + 1],
+                           buf_->pending.begin() + buf_->run_starts[r + 2], by_ticks);
+      }
+    }
+    merged.push_back(buf_->pending.size());
+    buf_->run_starts = std::move(merged);
+  }
   auto latency = [&](uint64_t begin, uint64_t end) {
     const uint64_t b = trace_->ticks_to_ns(begin), e = trace_->ticks_to_ns(end);
     return e > b ? e - b : 0;
   };
-  for (const Pending& p : pending_) {
+  for (const PendingRecord& p : buf_->pending) {
     if (p.kind == 2) {
       ++loss_count_;
       continue;
@@ -281,7 +312,7 @@ void ProcessFollower::match_pending(Totals* totals, bool counting) {
     OpKey key;
     if (p.text_key) {
       key.is_text = true;
-      key.text = std::string_view(arena_).substr(p.key_at, p.key_len);
+      key.text = std::string_view(buf_->arena).substr(p.key_at, p.key_len);
     } else {
       key.bits = p.key_bits;
     }
@@ -299,7 +330,7 @@ void ProcessFollower::match_pending(Totals* totals, bool counting) {
       op->tid = t.tid;
       op->thread = t.name;
       op->loss_mark = loss_count_;
-      op->raw.assign(arena_, p.raw_at, p.raw_len);
+      op->raw.assign(buf_->arena, p.raw_at, p.raw_len);
       std::memcpy(&op->event, op->raw.data(), 2);
       continue;
     }
