@@ -142,6 +142,13 @@ class LiveView {
 std::string frame_json(const LiveFrame& frame);
 Result<LiveFrame> parse_frame_json(std::string_view text);
 
+// The frame's pair rules as OpenMetrics families (TYPE and HELP lines, then one sample per
+// rule labelled begin, end and key), for the fleet agent's /metrics: the age of the oldest
+// operation in flight, the operations in flight, the recent p99 and max (NaN when no pair
+// ended in the interval); gauges all. labels: more labels put first in
+// every sample (e.g. node="n1"), already escaped; "" for none. Without the final "# EOF".
+std::string frame_metric_families(const LiveFrame& frame, const std::string& labels);
+
 // "12ns", "3.4us", "5.6ms", "7.89s": a duration as the view shows it.
 std::string human_duration(uint64_t ns);
 

@@ -195,5 +195,34 @@ TEST(FrameJsonTest, HostileTextIsAnErrorNotAThrow) {
   }
 }
 
+TEST(FrameMetricsTest, OneSamplePerRuleWithHelpAndType) {
+  LiveFrame f = sample_frame();
+  LivePair idle;
+  idle.rule = {"dev:lock_begin", "dev:lock_end", "na\"me"};  // a label value to escape
+  f.pairs.push_back(idle);
+  const std::string text = frame_metric_families(f, "node=\"n1\"");
+  EXPECT_NE(text.find("# TYPE nanotrace_pair_oldest_open_seconds gauge\n# HELP "),
+            std::string::npos);
+  EXPECT_NE(text.find("nanotrace_pair_oldest_open_seconds{node=\"n1\",begin=\"io:submit\","
+                      "end=\"io:complete\",key=\"req\"} 5\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("nanotrace_pair_recent_p99_seconds{node=\"n1\",begin=\"io:submit\","
+                      "end=\"io:complete\",key=\"req\"} 9e-07\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("nanotrace_pair_recent_p99_seconds{node=\"n1\",begin=\"dev:lock_begin\","
+                      "end=\"dev:lock_end\",key=\"na\\\"me\"} NaN\n"),
+            std::string::npos)
+      << text;
+  // promtool, where installed, checks the exposition as Prometheus reads it.
+  if (system("command -v promtool >/dev/null 2>&1") == 0) {
+    FILE* p = popen("promtool check metrics >/dev/null 2>&1", "w");
+    ASSERT_NE(p, nullptr);
+    fwrite(text.data(), 1, text.size(), p);
+    EXPECT_EQ(pclose(p), 0) << text;
+  }
+}
+
 }  // namespace
 }  // namespace nanotrace::live
