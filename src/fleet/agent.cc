@@ -363,8 +363,8 @@ Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Agent::~Agent() {
   if (impl_) {
     impl_->metrics.reset();
-    impl_->shipper.reset();    // cancels an attempt in progress
-    impl_->announcer.reset();  // it publishes through the broker
+    impl_->shipper.reset();                          // cancels an attempt in progress
+    if (impl_->announcer) impl_->announcer->stop();  // it publishes through the broker
     impl_->broker.reset();
   }
 }

@@ -74,13 +74,15 @@ Announcer::Announcer(uint64_t repeat_for_ns, uint64_t every_ns, Hooks hooks)
   thread_ = std::thread([this] { loop(); });
 }
 
-Announcer::~Announcer() {
+Announcer::~Announcer() { stop(); }
+
+void Announcer::stop() {
   {
     std::lock_guard lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void Announcer::add(const std::string& round, const std::string& text, bool confirmed) {

@@ -73,7 +73,10 @@ class Announcer {
     std::function<void(const AnnouncementSchedule::Expired&)> expired;
   };
   Announcer(uint64_t repeat_for_ns, uint64_t every_ns, Hooks hooks);
-  ~Announcer();  // stops the thread; what is pending is dropped
+  ~Announcer();  // stop()
+  // Stops the thread (no hook runs after it returns); what is pending is dropped. add() and
+  // link_up() stay callable (a broker callback may still come).
+  void stop();
 
   void add(const std::string& round, const std::string& text, bool confirmed);
   void link_up();

@@ -80,14 +80,19 @@ struct AgentCounters {
 };
 
 struct Agent::Impl {
+  ~Impl() {
+    if (announcer) announcer->stop();
+  }
   AgentOptions options;
   sys::NodeIdentity node_identity;  // what its snapshots name (options.node, by default)
   std::optional<Spool> spool;
+  // options.announce_for_ns != 0. Destroyed after the broker, whose link callback reaches it;
+  // its thread, which publishes through the broker, is stopped before either (~Impl).
+  std::unique_ptr<Announcer> announcer;
   std::unique_ptr<Broker> broker;
   std::unique_ptr<SnapshotShipper> shipper;  // options.ship given (outlives the metrics server)
   std::unique_ptr<MetricsServer> metrics;
   std::unique_ptr<ClockWatch> clock;
-  std::unique_ptr<Announcer> announcer;  // options.announce_for_ns != 0
   LocalProcesses locals;
   AgentCounters counters;
 
