@@ -5,7 +5,8 @@
 #   1. The waiter is listed with its key, thread and fields, and its age grows.
 #   2. Operations that complete show a rate, and a latency line for their pair rule.
 #   3. A ring that wraps between two frames shows as missed records.
-#   4. p pauses the screen (it stops changing) and resumes it; s sorts events by name;
+#   4. Bad sources, rules and options are one-line errors.
+#   5. p pauses the screen (it stops changing) and resumes it; s sorts events by name;
 #      w lists the operations in flight alone; q quits and gives the terminal back.
 #
 # Usage: top_tmux_test.sh BIN_DIR
@@ -58,6 +59,19 @@ for _ in $(seq 100); do grep -q ready "$T/out" && break; sleep 0.05; done
 grep -q ready "$T/out" || fail "waiter_program did not start"
 PID=$(awk '/^pid/ {print $2}' "$T/out")
 ran() { [ "$(grep -c done "$T/out")" -ge "$1" ]; }
+
+# Bad input: one line on stderr and a non-zero exit, before any screen.
+one_line_error() {
+  local out
+  out=$("$@" 2>&1 >/dev/null </dev/null) && fail "accepted: $*"
+  [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "not one line: $*: $out"
+  printf '%s\n' "$out"
+}
+one_line_error "$NT" top --once 999999999 | grep -q 999999999 || fail "the bad pid is not named"
+one_line_error "$NT" top --json >/dev/null
+one_line_error "$NT" top "$PID" >/dev/null  # no terminal: says to use --once
+one_line_error "$NT" top "$PID" --once --pair io:submit,io:nope,req | grep -q io:nope ||
+  fail "the unknown event is not named"
 
 tmux -L "$SOCK" new-session -d -s top -x 180 -y 48 \
   "$NT top $PID --interval 0.2; echo \"top exit \$?\"; sleep 60"
