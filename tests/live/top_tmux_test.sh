@@ -52,7 +52,8 @@ waiter_age_us() {
 send() { tmux -L "$SOCK" send-keys -t top "$@"; }
 
 mkfifo "$T/in"
-NANOTRACE_BUFFER=64K "$BIN/waiter_program" <"$T/in" >"$T/out" &
+# 256 KiB rings: the 3000 operations (about 220 KB) fit whatever the load, the flood does not.
+NANOTRACE_BUFFER=256K "$BIN/waiter_program" <"$T/in" >"$T/out" &
 PROGRAM_PID=$!
 exec 3>"$T/in"
 for _ in $(seq 100); do grep -q ready "$T/out" && break; sleep 0.05; done
@@ -91,8 +92,8 @@ wait_for '^io:submit +[1-9][0-9.]*k? +[0-9]+ +1$' 10
 wait_for '^io:submit -> io:complete by req .*\| +3000 ' 10
 for _ in $(seq 100); do ran 1 && break; sleep 0.05; done
 
-# 3. Losses: 20000 records wrap the 64 KiB ring several times within one frame.
-echo "flood 20000" >&3
+# 3. Losses: 100000 records (1.6 MB) wrap the 256 KiB ring several times within one frame.
+echo "flood 100000" >&3
 wait_for "^ +$PID +waiter_program +[0-9]+ +[0-9.kMG]+ +0 +[1-9][0-9]* " 10
 
 # 4. Keys. Paused: the screen stops changing (the waiter's age with it).
