@@ -27,8 +27,12 @@ SOCK=nttop$$
 PROGRAM_PID=""
 cleanup() {
   tmux -L "$SOCK" kill-server 2>/dev/null
+  # stdin closed: the program exits and removes its segment (killed, it would leave it).
   exec 3>&- 2>/dev/null
-  [ -n "$PROGRAM_PID" ] && kill "$PROGRAM_PID" 2>/dev/null
+  if [ -n "$PROGRAM_PID" ]; then
+    for _ in $(seq 50); do kill -0 "$PROGRAM_PID" 2>/dev/null || break; sleep 0.1; done
+    kill "$PROGRAM_PID" 2>/dev/null
+  fi
   wait 2>/dev/null
   rm -rf "$T"
 }
