@@ -211,6 +211,13 @@ LiveFrame LiveView::Impl::build_frame(double interval) {
   }
   std::sort(frame.pairs.begin(), frame.pairs.end(),
             [](const LivePair& a, const LivePair& b) { return a.rule.label() < b.rule.label(); });
+  // A given rule no followed process has the events of shows as a note, not as nothing.
+  for (const PairRule& rule : options.rules) {
+    bool shown = false;
+    for (const LivePair& p : frame.pairs) shown = shown || p.rule.label() == rule.label();
+    if (!shown)
+      frame.notes.push_back("pair rule " + rule.label() + ": no process followed has its events");
+  }
   collect_waiters(&frame);
   return frame;
 }

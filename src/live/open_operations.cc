@@ -98,6 +98,7 @@ std::optional<uint64_t> OpenOperations::begin(const OpKey& key, uint64_t begin_t
   }
   s.op.begin_ticks = begin_ticks;
   order_.emplace_back(index, s.serial);
+  fresh_.emplace_back(index, s.serial);
   ++live_;
   compact();
   *slot = &s.op;

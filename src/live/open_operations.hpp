@@ -34,6 +34,10 @@ struct OpKey {
 
 struct OpenOperation {
   uint64_t begin_ticks = 0;
+  // Where its details are during the pass that opened it (filled in at the end of the pass,
+  // for those still open: most operations end within the pass they began in).
+  uint32_t pass_thread = 0;
+  uint32_t raw_at = 0, raw_len = 0;
   uint32_t tid = 0;
   uint16_t event = 0;      // the begin record's event id
   uint64_t loss_mark = 0;  // the process's loss count when it began
@@ -55,6 +59,16 @@ class OpenOperations {
   // A pass over the rings ends: ends kept from the pass before that found no begin become
   // unmatched for good.
   void end_pass();
+
+  // Calls f(operation) for each operation opened since the last call that is still open,
+  // then forgets them.
+  template <class F>
+  void take_fresh(F&& f) {
+    for (const auto& [index, serial] : fresh_) {
+      if (slots_[index].serial == serial) f(slots_[index].op);
+    }
+    fresh_.clear();
+  }
 
   size_t size() const { return live_; }
   // The oldest open operations, at most n, oldest first (by the order they began).
@@ -89,6 +103,7 @@ class OpenOperations {
   std::unordered_map<std::string, uint32_t> by_text_;
   // (slot, serial) in the order operations began; stale entries are skipped and compacted.
   std::deque<std::pair<uint32_t, uint64_t>> order_;
+  std::vector<std::pair<uint32_t, uint64_t>> fresh_;  // (slot, serial) opened since take_fresh
   uint64_t next_serial_ = 1;
   size_t live_ = 0;
   // Ends without a begin, this pass's and the last one's.

@@ -326,12 +326,10 @@ void ProcessFollower::match_pending(Totals* totals, bool counting) {
         }
         continue;
       }
-      const ThreadInfo& t = threads_[p.thread];
-      op->tid = t.tid;
-      op->thread = t.name;
+      op->pass_thread = p.thread;
+      op->raw_at = p.raw_at;
+      op->raw_len = p.raw_len;
       op->loss_mark = loss_count_;
-      op->raw.assign(buf_->arena, p.raw_at, p.raw_len);
-      std::memcpy(&op->event, op->raw.data(), 2);
       continue;
     }
     if (auto begin = rule.open->end(key, p.ticks)) {
@@ -340,6 +338,16 @@ void ProcessFollower::match_pending(Totals* totals, bool counting) {
         totals_of_rule.total.add(latency(*begin, p.ticks));
       }
     }
+  }
+  // The details of the operations that stayed open, copied out of this pass's buffers.
+  for (Rule& rule : rules_) {
+    rule.open->take_fresh([&](OpenOperation& op) {
+      const ThreadInfo& t = threads_[op.pass_thread];
+      op.tid = t.tid;
+      op.thread = t.name;
+      op.raw.assign(buf_->arena, op.raw_at, op.raw_len);
+      std::memcpy(&op.event, op.raw.data(), 2);
+    });
   }
 }
 

@@ -29,6 +29,12 @@ struct Program {
     args.insert(args.begin(), kBin + "/waiter_program");
     return args;
   }
+  // Ends the program as it ends on its own (stdin closed), so that it removes its segment (a
+  // killed one would leave it in /dev/shm).
+  ~Program() {
+    child.close_stdin();
+    child.wait();
+  }
   void command(const std::string& line) {
     child.write_line(line);
     ASSERT_EQ(child.read_line(), "done") << line;

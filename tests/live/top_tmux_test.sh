@@ -5,7 +5,8 @@
 #   1. The waiter is listed with its key, thread and fields, and its age grows.
 #   2. Operations that complete show a rate, and a latency line for their pair rule.
 #   3. A ring that wraps between two frames shows as missed records.
-#   4. p pauses the screen (it stops changing) and resumes it; s sorts events by name;
+#   4. Bad sources, rules and options are one-line errors.
+#   5. p pauses the screen (it stops changing) and resumes it; s sorts events by name;
 #      w lists the operations in flight alone; q quits and gives the terminal back.
 #
 # Usage: top_tmux_test.sh BIN_DIR
@@ -26,8 +27,12 @@ SOCK=nttop$$
 PROGRAM_PID=""
 cleanup() {
   tmux -L "$SOCK" kill-server 2>/dev/null
+  # stdin closed: the program exits and removes its segment (killed, it would leave it).
   exec 3>&- 2>/dev/null
-  [ -n "$PROGRAM_PID" ] && kill "$PROGRAM_PID" 2>/dev/null
+  if [ -n "$PROGRAM_PID" ]; then
+    for _ in $(seq 50); do kill -0 "$PROGRAM_PID" 2>/dev/null || break; sleep 0.1; done
+    kill "$PROGRAM_PID" 2>/dev/null
+  fi
   wait 2>/dev/null
   rm -rf "$T"
 }
@@ -51,13 +56,27 @@ waiter_age_us() {
 send() { tmux -L "$SOCK" send-keys -t top "$@"; }
 
 mkfifo "$T/in"
-NANOTRACE_BUFFER=64K "$BIN/waiter_program" <"$T/in" >"$T/out" &
+# 256 KiB rings: the 3000 operations (about 220 KB) fit whatever the load, the flood does not.
+NANOTRACE_BUFFER=256K "$BIN/waiter_program" <"$T/in" >"$T/out" &
 PROGRAM_PID=$!
 exec 3>"$T/in"
 for _ in $(seq 100); do grep -q ready "$T/out" && break; sleep 0.05; done
 grep -q ready "$T/out" || fail "waiter_program did not start"
 PID=$(awk '/^pid/ {print $2}' "$T/out")
 ran() { [ "$(grep -c done "$T/out")" -ge "$1" ]; }
+
+# Bad input: one line on stderr and a non-zero exit, before any screen.
+one_line_error() {
+  local out
+  out=$("$@" 2>&1 >/dev/null </dev/null) && fail "accepted: $*"
+  [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "not one line: $*: $out"
+  printf '%s\n' "$out"
+}
+one_line_error "$NT" top --once 999999999 | grep -q 999999999 || fail "the bad pid is not named"
+one_line_error "$NT" top --json >/dev/null
+one_line_error "$NT" top "$PID" >/dev/null  # no terminal: says to use --once
+one_line_error "$NT" top "$PID" --once --pair io:submit,io:nope,req | grep -q io:nope ||
+  fail "the unknown event is not named"
 
 tmux -L "$SOCK" new-session -d -s top -x 180 -y 48 \
   "$NT top $PID --interval 0.2; echo \"top exit \$?\"; sleep 60"
@@ -77,8 +96,8 @@ wait_for '^io:submit +[1-9][0-9.]*k? +[0-9]+ +1$' 10
 wait_for '^io:submit -> io:complete by req .*\| +3000 ' 10
 for _ in $(seq 100); do ran 1 && break; sleep 0.05; done
 
-# 3. Losses: 20000 records wrap the 64 KiB ring several times within one frame.
-echo "flood 20000" >&3
+# 3. Losses: 100000 records (1.6 MB) wrap the 256 KiB ring several times within one frame.
+echo "flood 100000" >&3
 wait_for "^ +$PID +waiter_program +[0-9]+ +[0-9.kMG]+ +0 +[1-9][0-9]* " 10
 
 # 4. Keys. Paused: the screen stops changing (the waiter's age with it).
