@@ -137,9 +137,14 @@ bool freeze(Runtime& rt, uint64_t fired, uint64_t at = 0) {
   }
   abi::SegmentHeader* h = rt.segment.header();
   // A request made before the match ends the window at the match.
-  const uint64_t stamp = at != 0
-                             ? std::max(at, __atomic_load_n(&h->trigger_ticks, __ATOMIC_RELAXED))
-                             : detail::now_ticks();
+  uint64_t stamp = at != 0 ? std::max(at, __atomic_load_n(&h->trigger_ticks, __ATOMIC_RELAXED))
+                           : detail::now_ticks();
+  // A time window's rings hold nothing begun after its deadline (trigger_gate): they froze
+  // then, whoever noticed later (the control thread woken at the deadline, a writer, a
+  // request), as a signalled freeze is stamped with the signal's time. (This round's deadline:
+  // stored before its fired phase, which the compare-and-swap read.)
+  const uint64_t deadline = g_deadline.load(std::memory_order_relaxed);
+  if (deadline != 0) stamp = std::min(stamp, deadline);
   store_fact(&h->frozen_ticks, stamp);
   publish_state(h);
   return true;
