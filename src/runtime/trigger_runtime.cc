@@ -181,14 +181,14 @@ bool await_completion() {
 
 // Completes a firing (any thread may): switches every writer, stamps the matching record and
 // opens the window. The thread that turns kFiring into kCompleting does it, in the round it
-// saw firing; one that finds another completing it waits for that.
-void complete_fire(Runtime& rt) {
+// saw firing; one that finds another completing it waits for that. False if that one did
+// not finish within about 2 s (the firing is still in progress).
+bool complete_fire(Runtime& rt) {
   uint64_t state = g_state.load(std::memory_order_acquire);
   if (phase_of(state) != kFiring ||
       !g_state.compare_exchange_strong(state, with_phase(state, kCompleting),
                                        std::memory_order_acq_rel)) {
-    (void)await_completion();
-    return;
+    return await_completion();
   }
   // The firing's facts, stored before its kFiring (a release this compare-and-swap read).
   abi::SegmentHeader* h = rt.segment.header();
@@ -227,6 +227,7 @@ void complete_fire(Runtime& rt) {
   // A time window ends at its deadline even if no writer comes back: the control thread
   // sleeps until then (Runtime::end_time_window_locked).
   if (deadline != 0 && !freeze_now) rt.wake_control_thread();
+  return true;
 }
 
 // Freezes as of now (or `at`, if not 0) with no matching record (a controller's request).
@@ -255,13 +256,13 @@ enum class Token { kOurs, kFiringDone, kStuck };
 // or waited for: a writer holds the token for a few stores, unless it is descheduled, or
 // gives it back if its round is over). kFiringDone: a firing holds it and is complete (the
 // phase is fired or frozen); the caller may change the phase. kStuck: a writer holding it
-// did not go on within about a second; nothing may change.
+// did not go on within about 2 s; nothing may change.
 Token take_token(Runtime& rt) {
   for (int i = 0; i < 20000; ++i) {
     if (!g_firing.exchange(true, std::memory_order_acq_rel)) return Token::kOurs;
     const uint32_t phase = current_phase();
     if (is_firing_phase(phase)) {
-      complete_fire(rt);
+      if (!complete_fire(rt)) return Token::kStuck;
       continue;
     }
     if (!is_idle_phase(phase)) return Token::kFiringDone;
@@ -314,7 +315,7 @@ void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& s
   g_fire_id.store(site.id, std::memory_order_relaxed);
   g_state.store(with_phase(armed_state, kFiring), std::memory_order_seq_cst);
   test_hook(TriggerHookPoint::kFiringAnnounced);
-  complete_fire(rt);
+  (void)complete_fire(rt);
 }
 
 }  // namespace
@@ -328,21 +329,19 @@ TriggerGate trigger_gate() noexcept {
     freeze_on_request(rt, wanted);
     if (wanted != g_freeze_seen.load(std::memory_order_relaxed)) return TriggerGate::kDeny;
   }
-  // Looked at again only when the round changed under this thread (bounded: a round is a
-  // resume or an arm, done under the runtime's lock).
+  // Looked at again after helping a firing, or when the round changed under this thread
+  // (bounded: a round is a resume or an arm, done under the runtime's lock).
   for (int attempt = 0; attempt < 4; ++attempt) {
-    uint64_t state = g_state.load(std::memory_order_acquire);
+    const uint64_t state = g_state.load(std::memory_order_acquire);
     if (is_firing_phase(phase_of(state))) {
       test_hook(TriggerHookPoint::kGateSawFiring);
-      complete_fire(rt);  // help a firing thread that may be descheduled
-      state = g_state.load(std::memory_order_acquire);
-      if (is_firing_phase(phase_of(state))) {
-        // Its completer did not go on within about 2 s: the record goes, counted.
-        if (abi::ThreadSlot* own = detail::t_writer.owned) {
-          asm volatile("addq $1, %0" : "+m"(own->dropped));
-        }
-        return TriggerGate::kDeny;
+      // Helps a firing thread that may be descheduled, then looks at the state it left.
+      if (complete_fire(rt)) continue;
+      // Its completer did not go on within about 2 s: the record goes, counted.
+      if (abi::ThreadSlot* own = detail::t_writer.owned) {
+        asm volatile("addq $1, %0" : "+m"(own->dropped));
       }
+      return TriggerGate::kDeny;
     }
     const uint32_t phase = phase_of(state);
     if (is_idle_phase(phase)) return TriggerGate::kAllow;
@@ -358,8 +357,8 @@ TriggerGate trigger_gate() noexcept {
     if (freeze(rt, state)) return TriggerGate::kDeny;
     if (current_phase() == kFrozenPhase) return TriggerGate::kDeny;  // another froze it
   }
-  // The state changed under this thread four times (four resumes or arms): the record goes,
-  // counted.
+  // No verdict in four looks (the state changed under this thread each time): the record
+  // goes, counted.
   if (abi::ThreadSlot* own = detail::t_writer.owned) {
     asm volatile("addq $1, %0" : "+m"(own->dropped));
   }

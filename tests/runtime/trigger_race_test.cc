@@ -144,6 +144,37 @@ TEST_F(TriggerRaceTest, WriterThatSawAnOldFiringDoesNotCompleteOne) {
   EXPECT_TRUE(frozen());
 }
 
+// The firing thread itself is descheduled between announcing its firing and completing it
+// (the likeliest case: in the trigger-lag program it runs at SCHED_IDLE beside a build); a
+// writer completes the firing for it, the window fills, the rings freeze and are resumed.
+// When the firing thread runs again, its firing is long done: it must not complete another.
+TEST_F(TriggerRaceTest, FiringThreadDescheduledUntilTheNextRoundDoesNotCompleteAgain) {
+  const uint64_t x = new_x();
+  TriggerWindow window;
+  window.after_events = 3;
+  ASSERT_TRUE(arm_trigger("test:race x==" + std::to_string(x), window).ok());
+  std::thread matcher([x] {
+    t_pause_at = TriggerHookPoint::kFiringAnnounced;
+    emit_match(x);
+  });
+  pause_.wait_paused(TriggerHookPoint::kFiringAnnounced);
+  // A new thread's first record goes through the slow path, completes the firing and is the
+  // first of the window.
+  std::thread([] { emit_other(100); }).join();
+  ASSERT_EQ(trigger_facts().state, abi::TriggerState::kFired);
+  emit_other(1);
+  emit_other(2);  // the rest of the window
+  EXPECT_FALSE(frozen());
+  emit_other(3);
+  ASSERT_TRUE(frozen());
+  const TriggerInfo fired = trigger_facts();
+  ASSERT_TRUE(resume().ok());
+  pause_.let_go(TriggerHookPoint::kFiringAnnounced);  // the firing thread goes on
+  matcher.join();
+  EXPECT_EQ(trigger_facts().state, abi::TriggerState::kArmed) << "a firing without a match";
+  EXPECT_EQ(match_stamps(x), std::vector<uint64_t>{fired.ticks});
+}
+
 // A writer finds the window over and is descheduled before it freezes the rings; another
 // freezes them, they are resumed, and the trigger fires again. When the writer runs again, the
 // window it saw end is not this one: the new window must not end before its records.
