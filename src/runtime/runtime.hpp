@@ -274,4 +274,17 @@ TriggerGate trigger_gate() noexcept;
 // check must set it back to 0 (see ring_writer.cc).
 bool trigger_active() noexcept;
 
+// Points of the firing protocol (trigger_runtime.cc) where a test pauses a thread, to force
+// the interleavings a descheduled thread makes (tests/runtime/trigger_race_test.cc).
+enum class TriggerHookPoint : int {
+  kNone,
+  kFiringAnnounced,  // a matching writer announced its firing, before completing it
+  kGateSawFiring,    // a writer's slow path saw a firing, before helping complete it
+  kGateEndsWindow,   // a writer's slow path found the window over, before freezing
+  kCount
+};
+// Called at each of those points when set: null in a traced program, where it costs one load
+// on those paths alone, none of them an ordinary record's.
+extern std::atomic<void (*)(TriggerHookPoint)> g_trigger_test_hook;
+
 }  // namespace nanotrace::runtime
