@@ -219,12 +219,18 @@ TEST_F(DiffTest, SameBuildPairsUnderChangingLoadAreRarelyCalledDifferent) {
 }
 
 TEST_F(DiffTest, PlantedStageDelayUnderChangingLoadIsNamedFirstWithItsSize) {
-  // +50 us in the compute stage (80 us), four runs a side, half of them beside the hog.
+  // +50 us in the compute stage (20 us), four runs a side, half of them beside the hog. Short
+  // stages: on a shared machine at load 40 a busy thread is preempted about every 0.4 ms of
+  // its time, so a 40 us stage is preempted in some 10 % of the requests and its p90 flips
+  // between tens of microseconds and milliseconds from run to run. Four runs that all landed
+  // on one side of that cliff are four agreeing runs to any test of four runs a side (one
+  // such parse p90 +1,534 % ranked before the planted change); stages of 5 us stay clear of
+  // it, and the planted stage is the one that moves.
   const auto start = std::chrono::steady_clock::now();
   std::mt19937_64 rng(50);
   const Loads loads = draw_loads(4, rng);
-  const auto [a, b] =
-      record_runs("--requests 300", "--requests 300 --delay-stage compute --delay-us 50", loads);
+  const std::string stages = "--requests 300 --parse-us 5 --compute-us 20 --write-us 5";
+  const auto [a, b] = record_runs(stages, stages + " --delay-stage compute --delay-us 50", loads);
   auto r = diff_runs(a, b, DiffOptions{});
   ASSERT_TRUE(r.ok()) << r.status().message();
   std::printf("loads %s: %s (%.1f s)\n", loads.text().c_str(), diff_headline(*r).c_str(),
@@ -274,7 +280,7 @@ TEST_F(DiffTest, PlantedStageDelayUnderChangingLoadIsNamedFirstWithItsSize) {
   const nlohmann::json& top = j["subjects"][j["ranked"][0].get<size_t>()];
   EXPECT_EQ(top["name"], pair_name("compute"));
   EXPECT_EQ(top["runs_b"], 4);
-  EXPECT_EQ(top["count_b"], 1200);
+  EXPECT_EQ(top["count_b"], 1200);  // 300 requests in each of 4 runs
   for (const auto& m : top["metrics"]) {
     if (m["metric"] != "p50") continue;
     EXPECT_EQ(m["significant"], true);
@@ -290,18 +296,17 @@ TEST_F(DiffTest, PlantedStageDelayUnderChangingLoadIsNamedFirstWithItsSize) {
 }
 
 TEST_F(DiffTest, TailOnlyRegressionMovesTheP99NotTheP50) {
-  // Every 50th request's write stage 2 ms longer, three runs a side. A write stage of 10 us:
-  // beside the hog (or on a machine at load 15) a busy thread is preempted every few
-  // milliseconds for milliseconds, so a stage of 60 us is preempted in some 2 % of the
-  // requests, which is itself a 2 % tail of milliseconds, and moves from run to run with the
-  // load: what is planted could not be told from it. One of 10 us is preempted in a few
-  // requests in a thousand, and its p99 is its own.
+  // Every 50th request's write stage 2 ms longer, three runs a side. Stages of a few
+  // microseconds: beside the hog, or on a shared machine at load 15-40, a busy thread is
+  // preempted every 0.4-3 ms of its time for milliseconds, so a stage of 60 us is preempted
+  // in some 2 % of the requests, which is itself a 2 % tail of milliseconds that moves from
+  // run to run with the load: what is planted could not be told from it. A write stage of
+  // 2 us is preempted in a few requests in a thousand, and its p99 is its own.
   const auto start = std::chrono::steady_clock::now();
   std::mt19937_64 rng(99);
   const Loads loads = draw_loads(3, rng);
-  const auto [a, b] =
-      record_runs("--requests 1000 --write-us 2",
-                  "--requests 1000 --write-us 2 --tail-every 50 --tail-us 2000", loads);
+  const std::string stages = "--requests 1000 --parse-us 5 --compute-us 10 --write-us 2";
+  const auto [a, b] = record_runs(stages, stages + " --tail-every 50 --tail-us 2000", loads);
   auto r = diff_runs(a, b, DiffOptions{});
   ASSERT_TRUE(r.ok()) << r.status().message();
   std::printf("loads %s: %s (%.1f s)\n", loads.text().c_str(), diff_headline(*r).c_str(),
