@@ -42,12 +42,12 @@ std::string UnreadableAnswer::line() const {
   return (node.empty() ? std::string("an answer naming no node") : "node " + node) + ": " + reason;
 }
 
-bool FleetClient::enough(const std::set<std::string>& answered) const {
+bool FleetClient::enough(const std::set<std::string>& readable) const {
   if (!options_.node_names.empty()) {
     return std::all_of(options_.node_names.begin(), options_.node_names.end(),
-                       [&](const std::string& n) { return answered.count(n) != 0; });
+                       [&](const std::string& n) { return readable.count(n) != 0; });
   }
-  return options_.nodes != 0 && answered.size() >= options_.nodes;
+  return options_.nodes != 0 && readable.size() >= options_.nodes;
 }
 
 std::string FleetClient::shortfall(const std::set<std::string>& answered) const {
