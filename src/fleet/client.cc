@@ -42,12 +42,12 @@ std::string UnreadableAnswer::line() const {
   return (node.empty() ? std::string("an answer naming no node") : "node " + node) + ": " + reason;
 }
 
-bool FleetClient::enough(const std::set<std::string>& answered) const {
+bool FleetClient::enough(const std::set<std::string>& readable) const {
   if (!options_.node_names.empty()) {
     return std::all_of(options_.node_names.begin(), options_.node_names.end(),
-                       [&](const std::string& n) { return answered.count(n) != 0; });
+                       [&](const std::string& n) { return readable.count(n) != 0; });
   }
-  return options_.nodes != 0 && answered.size() >= options_.nodes;
+  return options_.nodes != 0 && readable.size() >= options_.nodes;
 }
 
 std::string FleetClient::shortfall(const std::set<std::string>& answered) const {
@@ -203,48 +203,82 @@ std::string newest_round(const std::vector<RoundsAnswer>& answers) {
   return round;
 }
 
-// Each node's manifest of round among the answers.
-std::map<std::string, Manifest> holders(const std::vector<RoundsAnswer>& answers,
-                                        const std::string& round) {
-  std::map<std::string, Manifest> holding;
-  for (const RoundsAnswer& a : answers) {
-    for (const Manifest& m : a.rounds) {
-      if (m.names_round(round)) holding[a.node] = m;
-    }
-  }
-  return holding;
-}
-
 }  // namespace
 
-std::string FleetClient::holders_shortfall(const std::string& round,
-                                           const std::set<std::string>& holding,
-                                           const Answers<RoundsAnswer>& answers) const {
-  const size_t wanted = options_.node_names.empty() ? options_.nodes : options_.node_names.size();
-  if (wanted == 0 || holding.size() >= wanted) return "";
-  std::vector<std::string> without, unreadable, silent;
-  for (const RoundsAnswer& a : answers.answers) {
-    if (holding.count(a.node) == 0) without.push_back(a.node);
-  }
-  for (const std::string& n : answers.answered) {
-    if (holding.count(n) == 0 && std::find(without.begin(), without.end(), n) == without.end()) {
-      unreadable.push_back(n);
+// What collect's polls of `rounds` found, accumulated: a node whose answer a later poll missed
+// (a slow node on a busy machine) still counts for what it said.
+struct FleetClient::RoundsSeen {
+  std::map<std::string, Manifest> holding;  // node -> its manifest of the round
+  std::set<std::string> readable;           // nodes whose answer was read
+  std::set<std::string> answered;           // nodes named by an answer, readable or not
+  // Per node ("": none named), the lines of the latest poll that had any for it.
+  std::map<std::string, std::vector<UnreadableAnswer>> unreadable;
+
+  void add(Answers<RoundsAnswer>&& answers, const std::string& round) {
+    std::map<std::string, std::vector<UnreadableAnswer>> latest;
+    for (UnreadableAnswer& u : answers.unreadable) latest[u.node].push_back(std::move(u));
+    for (auto& [node, lines] : latest) unreadable[node] = std::move(lines);
+    answered.insert(answers.answered.begin(), answers.answered.end());
+    for (const RoundsAnswer& a : answers.answers) {
+      readable.insert(a.node);
+      for (const Manifest& m : a.rounds) {
+        if (!round.empty() && m.names_round(round)) holding[a.node] = m;
+      }
     }
   }
-  for (const std::string& n : options_.node_names) {
-    if (answers.answered.count(n) == 0) silent.push_back(n);
+  std::vector<std::string> unreadable_lines() const {
+    std::vector<std::string> lines;
+    for (const auto& entry : unreadable) {
+      for (const UnreadableAnswer& u : entry.second) lines.push_back(u.line());
+    }
+    return lines;
   }
+};
+
+bool FleetClient::holders_enough(const RoundsSeen& seen) const {
+  if (!options_.node_names.empty()) {
+    return std::all_of(options_.node_names.begin(), options_.node_names.end(),
+                       [&](const std::string& n) { return seen.holding.count(n) != 0; });
+  }
+  return options_.nodes == 0 ? !seen.holding.empty() : seen.holding.size() >= options_.nodes;
+}
+
+std::string FleetClient::holders_shortfall(const std::string& round, const RoundsSeen& seen) const {
+  if (holders_enough(seen)) return "";
+  // The nodes that should hold it and do not: the named ones, or every other that answered.
+  std::vector<std::string> missing;
+  if (!options_.node_names.empty()) {
+    for (const std::string& n : options_.node_names) {
+      if (seen.holding.count(n) == 0) missing.push_back(n);
+    }
+  } else {
+    for (const std::string& n : seen.answered) {
+      if (seen.holding.count(n) == 0) missing.push_back(n);
+    }
+  }
+  std::vector<std::string> without, unreadable, silent;
+  for (const std::string& n : missing) {
+    if (seen.readable.count(n) != 0) {
+      without.push_back(n);
+    } else if (seen.answered.count(n) != 0) {
+      unreadable.push_back(n);
+    } else {
+      silent.push_back(n);
+    }
+  }
+  const size_t wanted = options_.node_names.empty() ? options_.nodes : options_.node_names.size();
+  const size_t held = options_.node_names.empty() ? seen.holding.size() : wanted - missing.size();
   std::vector<std::string> parts;
   if (!without.empty()) parts.push_back(joined(without) + " answered without it");
   if (!unreadable.empty()) parts.push_back("unreadable answer from " + joined(unreadable));
   if (!silent.empty()) parts.push_back("no answer from " + joined(silent));
-  const size_t named = holding.size() + without.size() + unreadable.size() + silent.size();
+  const size_t named = held + without.size() + unreadable.size();
   if (options_.node_names.empty() && named < wanted) {
     parts.push_back(std::to_string(wanted - named) +
                     " more did not answer (--nodes NAME,... names the nodes expected)");
   }
-  std::string text = "only " + std::to_string(holding.size()) + " of " + nodes_text(wanted) +
-                     " hold round " + round;
+  std::string text =
+      "only " + std::to_string(held) + " of " + nodes_text(wanted) + " hold round " + round;
   for (size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? ": " : "; ") + parts[i];
   return text;
 }
@@ -254,11 +288,9 @@ Result<CollectResult> FleetClient::collect(const std::string& round, const std::
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   CollectResult result;
   result.round = round;
-  std::map<std::string, Manifest> holding;  // node -> its manifest of the round
-  Answers<RoundsAnswer> answers;
+  RoundsSeen seen;
   Command rounds;
   rounds.op = Command::Op::kRounds;
-  const size_t wanted = options_.node_names.empty() ? options_.nodes : options_.node_names.size();
   for (;;) {
     // Every node's answer, not the first --nodes: the round asked may be on any of them.
     ClientOptions everyone = options_;
@@ -269,38 +301,37 @@ Result<CollectResult> FleetClient::collect(const std::string& round, const std::
     auto asked = ask<RoundsAnswer>(rounds);
     std::swap(options_, everyone);
     if (!asked.ok()) return asked.status();
-    answers = std::move(*asked);
-    // The latest round, if none was named (kept if no node answers with one this time).
+    // The latest round, if none was named (kept if no node answers with one this time; a newer
+    // one replaces it, and who holds it is looked for again).
     if (round.empty()) {
-      std::string newest = newest_round(answers.answers);
-      if (!newest.empty()) result.round = newest;
+      std::string newest = newest_round(asked->answers);
+      if (!newest.empty() && newest != result.round) {
+        result.round = newest;
+        seen.holding.clear();
+      }
     }
-    holding = result.round.empty() ? std::map<std::string, Manifest>{}
-                                   : holders(answers.answers, result.round);
-    bool enough =
-        !result.round.empty() && (wanted == 0 ? !holding.empty() : holding.size() >= wanted);
+    seen.add(std::move(*asked), result.round);
+    bool enough = !result.round.empty() && holders_enough(seen);
     if (enough || std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  // What could not be read is named once, from the last answers, whatever was found.
-  for (const UnreadableAnswer& u : answers.unreadable) result.errors.push_back(u.line());
+  // What could not be read is named once, whatever was found.
+  result.errors = seen.unreadable_lines();
   auto not_found = [&](const std::string& what) {
     std::string text = what;
-    for (const UnreadableAnswer& u : answers.unreadable) text += "; " + u.line();
+    for (const std::string& line : result.errors) text += "; " + line;
     return Status::NotFound(text);
   };
   if (result.round.empty()) return not_found("no node holds a round");
-  if (holding.empty()) return not_found("no node holds round " + result.round);
+  if (seen.holding.empty()) return not_found("no node holds round " + result.round);
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return Status::IoError("cannot create " + dir + ": " + std::strerror(errno));
   }
   int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return Status::IoError("cannot open " + dir + ": " + std::strerror(errno));
-  copy_holders(holding, dir_fd, &result);
+  copy_holders(seen.holding, dir_fd, &result);
   ::close(dir_fd);
-  std::set<std::string> holder_names;
-  for (const auto& entry : holding) holder_names.insert(entry.first);
-  std::string shortfall = holders_shortfall(result.round, holder_names, answers);
+  std::string shortfall = holders_shortfall(result.round, seen);
   if (!shortfall.empty()) result.errors.push_back(shortfall);
   return result;
 }

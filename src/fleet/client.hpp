@@ -103,10 +103,13 @@ class FleetClient {
   bool enough(const std::set<std::string>& readable) const;
   // Who is missing among the nodes expected, given who answered ("" if nobody).
   std::string shortfall(const std::set<std::string>& answered) const;
-  // collect's "only 3 of 4 nodes hold round R", naming the nodes that do not, that answered
-  // unreadably, or (when expected by name) that did not answer.
-  std::string holders_shortfall(const std::string& round, const std::set<std::string>& holders,
-                                const Answers<RoundsAnswer>& answers) const;
+  // What collect's polls found (client.cc).
+  struct RoundsSeen;
+  // True once the nodes asked for (options.nodes, node_names; else any) hold the round.
+  bool holders_enough(const RoundsSeen& seen) const;
+  // collect's "only 3 of 4 nodes hold round R", naming the nodes that answered without it,
+  // that answered unreadably, or (when expected by name) that did not answer; "" if none.
+  std::string holders_shortfall(const std::string& round, const RoundsSeen& seen) const;
   ClientOptions options_;
   std::unique_ptr<Broker> broker_;
 };

@@ -3,7 +3,8 @@
 // many malformed answers at once, each claiming a node of its own ("evil-KIND"): the bodies
 // that made `fleet status` and `fleet collect` abort before the messages had types, and more
 // (wrong types, missing fields, a huge list, invalid UTF-8, deep nesting, not JSON, a node name
-// that is not one, a second answer claiming a real node). To `rounds` it also answers, as
+// that is not one, a second answer claiming a real node), and one that only a rounds answer
+// reads as (holding no round). To `rounds` it also answers, as
 // evil-fetch, a well-formed manifest of the latest `fleet snapshot` round, then answers every
 // fetch of that node with a chunk that does not decompress: a collection copies the good nodes
 // and names evil-fetch.
@@ -46,6 +47,7 @@ std::vector<std::string> malformed(const std::string& impostor) {
       R"({"node":"evil-rounds-x","rounds":"x"})",
       R"({"node":"evil-types","connected":"yes","processes":"none","rounds":-1,"armed":7})",
       R"({"node":"evil-missing"})",
+      R"({"node":"evil-empty","rounds":[]})",  // a readable rounds answer, without the round
       R"({"node":"evil-nested","connected":true,"processes":[{"pid":"1"}],
           "rounds":[{"round":"r","node":"evil-nested","origins":[{"pid":"x"}]}]})",
       R"({"node":"evil-path","rounds":[{"round":"r","node":"evil-path","fleet":"f",

@@ -13,7 +13,9 @@
 #   2. `fleet snapshot --nodes node1,node2`: freezes the real nodes and collects their snapshots
 #      and manifests; names evil-fetch, whose file could not be copied; exits 1.
 #   3. `fleet collect --round R --nodes 4`: copies the round again from node1 and node2, and
-#      says which nodes do not hold it ("only 3 of 4 nodes hold round R: ...").
+#      says which nodes do not hold it ("only 3 of 4 nodes hold round R: evil-empty answered
+#      without it; unreadable answer from ..."); with --nodes node1,node2,ghost, "no answer
+#      from ghost".
 #
 # Usage: fleet_hostile_test.sh BIN_DIR   (root: mount namespaces; nats-server installed)
 set -u
@@ -185,7 +187,15 @@ grep -q "^round $ROUND: 2 files from 2 nodes" "$T/collect.out" ||
 expect_malformed "$T/collect.err" rounds
 expect_named "$T/collect.err" evil-rounds-x "rounds: not a list"
 expect_named "$T/collect.err" evil-path "processes\[0\].file: not a spool file name"
-grep -q "^nanotrace: only 3 of 4 nodes hold round $ROUND: .*unreadable answer from .*evil-rounds-x" \
+grep -q "^nanotrace: only 3 of 4 nodes hold round $ROUND: evil-empty answered without it; unreadable answer from .*evil-rounds-x" \
   "$T/collect.err" || fail "the shortfall does not name the nodes: $(cat "$T/collect.err")"
 [ -z "$(find "$T" -name passwd)" ] || fail "a file name outside the spool was followed"
+# Named nodes: the one that never answers is named.
+"$NT" fleet collect "${FLEET[@]}" --round "$ROUND" --nodes node1,node2,ghost --wait 500ms \
+  --dir "$T/named" >"$T/named.out" 2>"$T/named.err"
+rc=$?
+[ $rc = 1 ] || fail "fleet collect --nodes node1,node2,ghost exited $rc: $(cat "$T/named.err")"
+grep -q "^nanotrace: only 2 of 3 nodes hold round $ROUND: no answer from ghost$" "$T/named.err" ||
+  fail "the missing node is not named: $(cat "$T/named.err")"
+ls "$T/named/$ROUND.node1.json" "$T/named/$ROUND.node2.json" >/dev/null || fail "named: $(ls "$T/named")"
 echo "ok: fleet collect copied the round from node1 and node2 and named who does not hold it"
