@@ -8,9 +8,9 @@
 // Google Benchmark (`make bench`) or of `iograph bench --json`, per benchmark.
 //
 // Statistics (src/analysis/diff_stats.hpp): a side's value of a metric (mean, p50, p90, p99,
-// p99.9) is the mean over its runs of each run's value. A change is a finding (significant)
-// when it stands out of the variation between runs: a t-test over the runs, which needs
-// several runs on a side. With one run a side that variation is unknown, and changes beyond
+// p99.9) is the geometric mean over its runs of each run's value. A change is a finding
+// (significant) when it stands out of the variation between runs: a t-test over the runs, which
+// needs several runs on a side. With one run a side that variation is unknown, and changes beyond
 // the runs' own sampling noise (a block bootstrap within the runs) are shown as observed, not
 // attributable. Holm's correction over every quantile test of the diff, and a minimal change.
 //
@@ -45,7 +45,7 @@ struct DiffEstimate {
 // The difference B - A of one metric of a subject.
 struct DiffMetric {
   std::string name;  // mean, p50, p90, p99, p99.9
-  // Each side's mean over its runs of the run's own value (nearest rank over the run).
+  // Each side's geometric mean over its runs of the run's own value (nearest rank over the run).
   double a = 0, b = 0, delta = 0;
   double relative = 0;  // delta / a (0 when a is 0)
   bool tested = false;  // false: too few samples (why)

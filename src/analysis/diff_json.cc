@@ -84,9 +84,10 @@ std::string diff_json(const DiffReport& r) {
               {"b", names(r.b)},
               {"statistics",
                {{"method",
-                 "per metric, each side's mean over its runs of the run's value; between "
-                 "runs: t-test over the runs (pooled variance); within runs: block "
-                 "bootstrap; Holm over the quantile tests"},
+                 "per metric, each side's geometric mean over its runs of the run's value; "
+                 "between runs: t-test over the runs' log values (pooled variance); within "
+                 "runs: block bootstrap; tests of the excess over min_change_percent; Holm "
+                 "over the quantile tests"},
                 {"attributable", r.attributable},
                 {"runs_a", r.a.size()},
                 {"runs_b", r.b.size()},

@@ -47,7 +47,7 @@ std::string more(size_t n, const char* what) {
 
 std::string diff_headline(const DiffReport& r) {
   const std::string family = fmt::format(
-      "{} subjects, {} tests at family-wise level {:g} (Holm), changes below {:g} % not reported",
+      "{} subjects, {} tests at family-wise level {:g} (Holm) of a change of at least {:g} %",
       r.subjects.size(), r.tests, r.options.alpha, r.options.min_change_percent);
   if (!r.ranked.empty()) {
     return change(r, r.subjects[r.ranked.front()], false) +

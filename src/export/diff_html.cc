@@ -40,7 +40,7 @@ std::string verdict(const DiffMetric& m, const DiffSubject& s, const DiffReport&
   if (!m.tested) return html(m.why);
   if (m.name == "mean" && s.kind != "benchmark") return "ranks findings, does not decide";
   if (std::fabs(m.relative) * 100 < r.options.min_change_percent) {
-    return fmt::format("below the {:g} % reported", r.options.min_change_percent);
+    return fmt::format("below the {:g} % a finding needs", r.options.min_change_percent);
   }
   if (m.observed) {
     return r.attributable ? "differs within runs, not beyond the variation between runs"
@@ -158,15 +158,15 @@ void write_head(fmt::memory_buffer& b, const DiffReport& r) {
   }
   fmt::format_to(
       it,
-      "<p>Statistics: a side's value of a metric is the mean over its runs of each run's value. "
-      "Between runs: {}. Within runs: a block bootstrap ({} resamples, blocks of consecutive "
-      "samples). Holm's correction over {} quantile tests at family-wise level {:g}; changes "
-      "below {:g} % are not reported; the mean ranks findings but does not decide (a heavy "
-      "tail leaves it no reliable interval).</p>\n",
+      "<p>Statistics: a side's value of a metric is the geometric mean over its runs of each "
+      "run's value. Between runs: {}. Within runs: a block bootstrap ({} resamples, blocks of "
+      "consecutive samples). Each test asks whether the change is at least {:g} % of A's "
+      "value; Holm's correction over {} quantile tests at family-wise level {:g}; the mean "
+      "ranks findings but does not decide (a heavy tail leaves it no reliable interval).</p>\n",
       r.attributable
           ? fmt::format("a t-test over the runs, {:g} degrees of freedom", r.degrees_of_freedom)
           : "not measurable with one run a side",
-      r.options.resamples, r.tests, r.options.alpha, r.options.min_change_percent);
+      r.options.resamples, r.options.min_change_percent, r.tests, r.options.alpha);
 }
 
 void write_events(fmt::memory_buffer& b, const DiffReport& r) {

@@ -93,22 +93,29 @@ Loads draw_loads(int runs, std::mt19937_64& rng) {
 class DiffTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("nanotrace-diff-test-" + std::to_string(getpid()));
+    const std::string name = "nanotrace-diff-test-" + std::to_string(getpid());
+    dir_ = std::filesystem::temp_directory_path() / name;
     std::filesystem::create_directories(dir_);
+    shm_ = std::filesystem::path("/dev/shm") / name;
+    std::filesystem::create_directory(shm_);
+    std::filesystem::permissions(shm_, std::filesystem::perms::owner_all);
   }
   void TearDown() override {
-    for (const std::string& s : segments_) std::filesystem::remove(s);
+    std::filesystem::remove_all(shm_);
     std::filesystem::remove_all(dir_);
   }
 
-  // Runs stages_program with args, keeping its segment; returns the segment's path.
+  // Runs stages_program with args, keeping its segment; returns the segment's path. The segment
+  // is moved at once out of /dev/shm/nanotrace-<pid>, where `nanotrace clean` run by anyone
+  // else on the machine removes it as left behind by a process that is gone (one run of the
+  // loop lost a segment so).
   std::string record_segment(const std::string& args) {
     std::string out;
-    const std::string segment =
-        testing::run_keeping_segment(kBin + "/stages_program " + args, &out);
-    EXPECT_FALSE(segment.empty()) << out;
-    segments_.push_back(segment);
+    const std::string left = testing::run_keeping_segment(kBin + "/stages_program " + args, &out);
+    EXPECT_FALSE(left.empty()) << out;
+    if (left.empty()) return left;
+    const std::string segment = (shm_ / ("run" + std::to_string(++runs_))).string();
+    std::filesystem::rename(left, segment);
     return segment;
   }
 
@@ -154,8 +161,7 @@ class DiffTest : public ::testing::Test {
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   }
 
-  std::filesystem::path dir_;
-  std::vector<std::string> segments_;
+  std::filesystem::path dir_, shm_;
   int runs_ = 0;
 };
 

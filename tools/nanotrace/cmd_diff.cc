@@ -102,14 +102,14 @@ void print_text(const DiffReport& r) {
   }
   for (const std::string& n : r.notes) fmt::print("note: {}\n", utf8::escape_text(n));
   fmt::print(
-      "\nstatistics: a side's value is the mean over its runs of each run's; between runs: "
-      "{}; within runs: block bootstrap ({} resamples); Holm over {} quantile tests at "
-      "family-wise level {:g}, changes below {:g} % not reported; the mean ranks but does not "
-      "decide\n",
+      "\nstatistics: a side's value is the geometric mean over its runs of each run's; between "
+      "runs: {}; within runs: block bootstrap ({} resamples); each test asks whether the change "
+      "is at least {:g} % of A's value; Holm over {} quantile tests at family-wise level {:g}; "
+      "the mean ranks but does not decide\n",
       r.attributable
           ? fmt::format("t-test over the runs ({:g} degrees of freedom)", r.degrees_of_freedom)
           : "not measurable with one run a side",
-      r.options.resamples, r.tests, r.options.alpha, r.options.min_change_percent);
+      r.options.resamples, r.options.min_change_percent, r.tests, r.options.alpha);
 }
 
 }  // namespace
