@@ -112,9 +112,9 @@ struct TraceRows::Impl {
   NativeBlock intervals = block_for(intervals_table());
   std::vector<ThreadRow> threads;
   std::vector<EventNames> user_events, kernel_events;
-  std::unordered_map<uint32_t, uint32_t> pid_process;  // pid -> index into processes()
-  std::unordered_map<uint32_t, uint32_t> tid_thread;   // tid -> thread stream (user threads)
-  std::vector<std::string> pair_labels;                // per rule, valid text
+  // (node, tid) -> thread stream (user threads): tids of two machines are not one thread.
+  std::unordered_map<uint64_t, uint32_t> tid_thread;
+  std::vector<std::string> pair_labels;  // per rule, valid text
   std::string text;
 
   const ThreadRow& thread(uint32_t index) {
@@ -128,18 +128,18 @@ struct TraceRows::Impl {
       t.tid = info.tid;
       t.thread = utf8::valid(info.name);
       t.node = self.node_of_process(info.process);
-      if (auto it = pid_process.find(info.pid); it != pid_process.end()) {
-        t.process = utf8::valid(self.trace_.processes()[it->second].process_name);
+      if (!info.kernel && info.process < self.trace_.processes().size()) {
+        t.process = utf8::valid(self.trace_.processes()[info.process].process_name);
       }
-      if (!info.kernel) tid_thread.emplace(info.tid, index);
+      if (!info.kernel) tid_thread.emplace(uint64_t{t.node} << 32 | info.tid, index);
     }
     t.known = true;
     return t;
   }
 
-  // The traced thread a kernel record ran in (its task), or null.
-  const ThreadRow* task_thread(uint32_t task) {
-    auto it = tid_thread.find(task);
+  // The traced thread of `node` a kernel record ran in (its task), or null.
+  const ThreadRow* task_thread(uint32_t node, uint32_t task) {
+    auto it = tid_thread.find(uint64_t{node} << 32 | task);
     return task == 0 || it == tid_thread.end() ? nullptr : &threads[it->second];
   }
 
@@ -305,7 +305,7 @@ void TraceRows::Impl::fields(const Record& r, const EventNames& n) {
 void TraceRows::Impl::event_row(const Record& r) {
   const uint64_t realtime = self.trace_.time_origin().realtime_ns + r.time_ns;
   const ThreadRow& t = thread(r.thread);
-  const ThreadRow* owner = r.event->is_kernel ? task_thread(r.task) : &t;
+  const ThreadRow* owner = r.event->is_kernel ? task_thread(t.node, r.task) : &t;
   NodeRow& node = self.nodes_[owner ? owner->node : t.node];
   if (!node.any) node.first_ns = realtime;
   node.any = true;
@@ -332,9 +332,10 @@ void TraceRows::Impl::event_row(const Record& r) {
 void TraceRows::Impl::interval_row(const ResolvedPair& rule, uint32_t index, const Interval& i,
                                    const Record& end) {
   const uint64_t origin = self.trace_.time_origin().realtime_ns;
-  // A kernel begin record's task rides in the interval's tag (set when it opened).
+  // A kernel begin record's node and task ride in the interval's tag (set when it opened).
   const auto task = static_cast<uint32_t>(i.tag);
-  const ThreadRow* begin = task != 0 ? task_thread(task) : &thread(i.begin_thread);
+  const ThreadRow* begin =
+      task != 0 ? task_thread(static_cast<uint32_t>(i.tag >> 32), task) : &thread(i.begin_thread);
   const ThreadRow& closer = thread(i.end_thread);
   // The key as `nanotrace latency` shows it: the end record's key field(s), '+' between.
   const bool kernel = end.event->is_kernel;
@@ -369,9 +370,6 @@ Status TraceRows::write(size_t batch_rows, const BlockSink& sink) {
   counts_ = {};
   auto records = trace_.read_all_with_kernel();
   Impl d{*this, *records};
-  for (size_t p = 0; p < trace_.processes().size(); ++p) {
-    d.pid_process.emplace(trace_.processes()[p].pid, static_cast<uint32_t>(p));
-  }
   for (const ResolvedPair& r : rules_) d.pair_labels.push_back(utf8::valid(r.rule.label()));
   // The threads known now, so that a kernel record finds its task's thread before that
   // thread's first record.
@@ -392,7 +390,7 @@ Status TraceRows::write(size_t batch_rows, const BlockSink& sink) {
     if (stages_) stages_->add(r);
     for (const IntervalMatch& m : matcher.add(r)) {
       if (m.kind == IntervalMatch::Kind::kBegin) {
-        *m.tag = r.event->is_kernel ? r.task : 0;
+        *m.tag = r.event->is_kernel ? uint64_t{d.thread(r.thread).node} << 32 | r.task : 0;
       } else if (m.kind == IntervalMatch::Kind::kEnd) {
         d.interval_row(rules_[m.rule], m.rule, m.interval, r);
       }
