@@ -124,17 +124,21 @@ void SampleSet::add_run(std::span<const uint64_t> values) {
     b.count = to - from;
   }
   run.count = n;
+  const size_t offset = pooled_.size();
+  pooled_.insert(pooled_.end(), values.begin(), values.end());
+  LatencyStats s;
   if (n > 0) {
-    // The run's own values, as the analysis layer computes them (on a copy: it reorders).
-    std::vector<uint64_t> copy(values.begin(), values.end());
-    const LatencyStats s = compute_latency_stats(&copy);
+    // The run's own values, as the analysis layer computes them. It reorders the run's part
+    // of the pooled values, whose order the blocks hold.
+    s = compute_latency_stats(std::span<uint64_t>(pooled_.data() + offset, n));
     run.exact = {s.mean_ns, static_cast<double>(s.p50_ns), static_cast<double>(s.p90_ns),
                  static_cast<double>(s.p99_ns), static_cast<double>(s.p999_ns)};
   }
+  // One run: its statistics are the pooled ones (no second pass over its samples).
+  stats_done_ = runs_.empty();
+  if (stats_done_) stats_ = std::move(s);
   runs_.push_back(std::move(run));
-  pooled_.insert(pooled_.end(), values.begin(), values.end());
   count_ += n;
-  stats_done_ = false;
 }
 
 const LatencyStats& SampleSet::stats() const {
