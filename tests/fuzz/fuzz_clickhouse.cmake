@@ -18,7 +18,7 @@ add_custom_command(OUTPUT ${_ch_out}
           -lfmt -o ${_ch_out}
   DEPENDS ${_ch_main} ${_ch_objects}
   COMMENT "clang++ libFuzzer: fuzz_clickhouse_answer" VERBATIM)
-list(APPEND _fuzzers ${_ch_out})
+set_property(GLOBAL APPEND PROPERTY NANOTRACE_FUZZERS ${_ch_out})
 add_test(NAME fuzz_clickhouse_answer
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_clickhouse_run.sh ${_ch_out}
           ${CMAKE_CURRENT_BINARY_DIR}/work-clickhouse ${NANOTRACE_FUZZ_RUNS_CLICKHOUSE})

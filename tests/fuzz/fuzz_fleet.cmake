@@ -22,7 +22,7 @@ add_custom_command(OUTPUT ${_out}
           -lzstd -lfmt -o ${_out}
   DEPENDS ${main} ${_fleet_objects}
   COMMENT "clang++ libFuzzer: fuzz_fleet" VERBATIM)
-list(APPEND _fuzzers ${_out})
+set_property(GLOBAL APPEND PROPERTY NANOTRACE_FUZZERS ${_out})
 foreach(type freeze command fetch_request fetch_answer manifest status rounds snapshot processes
         resume)
   add_test(NAME fuzz_fleet_${type}
