@@ -10,7 +10,8 @@
 #
 #   scripts/trigger-window-stress.sh [BUILD_DIR] [RUNS] [JOBS]
 #
-# RINGS="64K" uses small rings alone. LIB_DIR=dir runs the program against another libnanotrace.so (LD_LIBRARY_PATH wins over
+# RINGS="64K" uses small rings alone. INJECT=1 passes --inject: the descheduling that broke the
+# bound, forced in every run through the runtime's test hook. LIB_DIR=dir runs the program against another libnanotrace.so (LD_LIBRARY_PATH wins over
 # its RUNPATH): how the runtime before a change is measured with the same program. Prints
 # each run over the bound or whose trigger names another run's record (a firing of no match:
 # most stay within the bound, and go unseen by it), then the counts; exits 1 if any.
@@ -43,7 +44,8 @@ while [ "$done_runs" -lt "$RUNS" ]; do
   n=$((RUNS - done_runs < 250 ? RUNS - done_runs : 250))
   ring=${RING_SIZES[$((chunk % ${#RING_SIZES[@]}))]}
   LD_LIBRARY_PATH=${LIB_DIR:-} NANOTRACE_BUFFER=$ring NANOTRACE_THREADS=64 \
-    nice -n 10 "$LAG" --runs "$n" --threads 32 --window 1000 >"$T/out" 2>"$T/err"
+    nice -n 10 "$LAG" --runs "$n" --threads 32 --window 1000 ${INJECT:+--inject} >"$T/out" \
+    2>"$T/err"
   status=$?
   seen=0
   while read -r _ run _ after _ bound _ match; do

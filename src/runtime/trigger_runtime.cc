@@ -200,6 +200,7 @@ bool complete_fire(Runtime& rt) {
   // window (or are the one each thread had in flight).
   uint64_t ticks = detail::now_ticks();
   record[0] = (ticks << 16) | g_fire_id.load(std::memory_order_relaxed);
+  test_hook(TriggerHookPoint::kMatchStamped);
   bool freeze_now = armed.after_events == 0 && armed.after_ns == 0;
   g_remaining.store(static_cast<int64_t>(armed.after_events), std::memory_order_relaxed);
   uint64_t deadline = 0;

@@ -8,12 +8,18 @@
 // another completed its firing), then resumes. The contract: at most W plus one per thread.
 //
 //   trigger_lag [--runs N] [--threads T] [--window W] [--json FILE] [--quick] [--no-idle]
+//               [--inject]
 //
 // Prints one line per run, "run R after A bound B match M" (M: the run of the record the
 // trigger names, 0 if not published yet), and a summary; --json writes the
 // figures (median and maximum of A - W). Exits 1 if a run timed out or could not be read;
 // the bound itself is the caller's to check. --no-idle: the matcher at normal priority. Set the
-// ring size with NANOTRACE_BUFFER.
+// ring size with NANOTRACE_BUFFER. --inject: the descheduling that broke the bound, made to
+// happen in every run through the runtime's test hook (runtime.hpp, found with dlsym, so that
+// the program still runs on a runtime without it): the matching thread sleeps 100 ms right
+// after announcing its firing (the others complete it, and the run is over before it wakes),
+// and whoever stamps a match sleeps 2 ms before opening the window.
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
@@ -34,11 +40,33 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/runtime.hpp"
+
 namespace {
 
 std::atomic<bool> g_stop{false};
 std::atomic<uint64_t> g_armed_run{0};
 bool g_idle = true;
+thread_local bool t_matcher = false;
+
+using nanotrace::runtime::TriggerHookPoint;
+void inject_descheduling(TriggerHookPoint point) {
+  if (point == TriggerHookPoint::kFiringAnnounced && t_matcher) {
+    usleep(100000);
+  } else if (point == TriggerHookPoint::kMatchStamped) {
+    usleep(2000);
+  }
+}
+
+// Sets the runtime's test hook to inject_descheduling. False if the runtime has none.
+bool set_injection() {
+  using Hook = std::atomic<void (*)(TriggerHookPoint)>;
+  auto* hook =
+      static_cast<Hook*>(dlsym(RTLD_DEFAULT, "_ZN9nanotrace7runtime19g_trigger_test_hookE"));
+  if (hook == nullptr) return false;
+  hook->store(inject_descheduling);
+  return true;
+}
 
 void pin_to_cpu0() {
   cpu_set_t set;
@@ -49,6 +77,7 @@ void pin_to_cpu0() {
 
 void worker(uint64_t thread, bool matcher) {
   pin_to_cpu0();
+  t_matcher = matcher;
   if (matcher && g_idle) {
     sched_param param{};
     if (sched_setscheduler(0, SCHED_IDLE, &param) != 0) std::perror("sched_setscheduler");
@@ -141,12 +170,17 @@ int main(int argc, char** argv) {
       json = argv[++i];
     } else if (!std::strcmp(argv[i], "--no-idle")) {
       g_idle = false;
+    } else if (!std::strcmp(argv[i], "--inject")) {
+      if (!set_injection()) {
+        std::fprintf(stderr, "--inject: this runtime has no test hook\n");
+        return 2;
+      }
     } else if (!std::strcmp(argv[i], "--quick")) {
       runs = 3;
     } else {
       std::fprintf(stderr,
                    "usage: trigger_lag [--runs N] [--threads T] [--window W] "
-                   "[--json FILE] [--quick] [--no-idle]\n");
+                   "[--json FILE] [--quick] [--no-idle] [--inject]\n");
       return 2;
     }
   }
