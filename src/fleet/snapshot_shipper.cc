@@ -152,7 +152,7 @@ SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
         ++health_.failures;
         health_.refused = true;
         health_.last_error = "refused, shipping stopped: " + why;
-        health_.last_error_realtime_ns = now_realtime_ns();
+        health_.last_error_realtime_ns = sys::realtime_ns();
         return Outcome::kRefused;
       }
       log_("shipping " + name + ": " + connected.status().message() + " (retried)");
