@@ -19,6 +19,8 @@ struct TraceInternals {
   static uint8_t* writable_base(const Trace& t) { return t.writable_base(); }
   // The segment's or trace file's descriptor.
   static int fd(const Trace& t) { return t.fd(); }
+  // The trace file's index, or null for a segment.
+  static const TraceFile* file(const Trace& t) { return t.file_.get(); }
   // Process `process` (index into processes()) of a multi-process trace file: its own event
   // table, and the map from its event ids to the trace's (empty: the same ids).
   static const std::vector<EventInfo>& local_events(const Trace& t, uint32_t process) {
