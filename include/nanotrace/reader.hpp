@@ -196,7 +196,11 @@ struct ThreadStats {
   uint64_t overwritten = 0;  // records lost to overwrite before they could be read
   uint64_t dropped = 0;      // records the writer dropped (from ThreadSlot::dropped)
   uint64_t corrupt_blocks = 0;
-  uint64_t lost() const { return overwritten + dropped; }
+  // Records a corrupt block made unreadable: a trace file's stream ends at a DATA chunk that
+  // fails its checks, and the records from there to the writer's count (its LOSS chunk) are
+  // lost with it. (A block that fails within a chunk becomes a sequence gap: overwritten.)
+  uint64_t unreadable = 0;
+  uint64_t lost() const { return overwritten + dropped + unreadable; }
 };
 
 // Consecutive records of one thread, still in the raw encoding of docs/format.md

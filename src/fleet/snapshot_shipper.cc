@@ -143,6 +143,18 @@ SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
     auto connected = ship::Shipper::connect(o);
     if (!connected.ok()) {
       if (stop_.load()) return Outcome::kStopped;
+      if (connected.status().code() != StatusCode::kIoError) {
+        const std::string why = connected.status().message();
+        log_("shipping stopped: " + why +
+             " (not retried: no retry can help; the snapshots stay queued, and an agent "
+             "restarted once it is fixed ships them)");
+        std::lock_guard lock(mu_);
+        ++health_.failures;
+        health_.refused = true;
+        health_.last_error = "refused, shipping stopped: " + why;
+        health_.last_error_realtime_ns = now_realtime_ns();
+        return Outcome::kRefused;
+      }
       log_("shipping " + name + ": " + connected.status().message() + " (retried)");
       failed(connected.status().message());
       return Outcome::kRetry;
@@ -152,9 +164,13 @@ SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
   auto report = (*shipper)->ship(**trace, path);
   if (stop_.load()) return Outcome::kStopped;
   if (!report.ok()) {
-    // The server's or the connection's errors are retried; the trace's own (a file that
-    // cannot be read to its end) are not.
-    if (report.status().code() != StatusCode::kIoError) return reject(report.status());
+    // Transient errors are retried; the trace's own (a file that cannot be read the same
+    // twice) and the server's refusal of its rows are not, and the next snapshot gets a new
+    // connection, whose schema check finds what changed on the server.
+    if (report.status().code() != StatusCode::kIoError) {
+      shipper->reset();
+      return reject(report.status());
+    }
     log_("shipping " + name + ": " + report.status().message() + " (retried)");
     failed(report.status().message());
     return Outcome::kRetry;
@@ -169,11 +185,19 @@ SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
                  {"intervals", report->counts.intervals},
                  {"ios", report->counts.ios},
                  {"losses", report->counts.losses},
+                 {"corrupt_blocks", report->damage.corrupt_blocks},
+                 {"unreadable_records", report->damage.unreadable},
                  {"shipped_realtime_ns", now}};
   if (Status s = spool_.replace_file(marker_name(name), marker.dump(2) + "\n"); !s.ok()) {
     // Shipped all the same: an agent started later ships it again, and ClickHouse finds it
     // stored.
     log_("marker of " + name + ": " + s.message());
+  }
+  if (report->damage.damaged() && !report->already_stored) {
+    log_(fmt::format(
+        "{}: damaged ({} corrupt blocks, {} records unreadable): trace {:016x} "
+        "holds what could be read, its losses counted as lost",
+        name, report->damage.corrupt_blocks, report->damage.unreadable, report->trace_id));
   }
   if (report->already_stored) {
     log_(fmt::format("{}: trace {:016x} is stored already in {}", name, report->trace_id,
@@ -213,6 +237,12 @@ void SnapshotShipper::run() {
     }
     const Outcome outcome = ship_one(name, &shipper);
     if (outcome == Outcome::kStopped) return;
+    if (outcome == Outcome::kRefused) {
+      // Nothing is tried any more; the queue stays as it is (health() shows it).
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stop_.load(); });
+      return;
+    }
     if (outcome == Outcome::kRetry) {
       shipper.reset();  // a new connection for the next attempt
       backoff_ns =

@@ -28,6 +28,10 @@ struct TraceInternals {
     static const std::vector<uint16_t> kSame;
     return process < t.id_maps_.size() ? t.id_maps_[process] : kSame;
   }
+  // The node whose CPU Trace::read_kernel_cpu(c) reads (0 in a file of one node).
+  static uint32_t kernel_cpu_node(const Trace& t, uint32_t c) {
+    return t.file_ && c < t.file_->kernel_data.size() ? t.file_->kernel_data[c].node : 0;
+  }
   // How the clock of process `process`'s node maps onto the trace's, or null when its clock
   // is the trace's (one node, the reference node, or one sharing its clock).
   static const file::NodePayload* clock_alignment(const Trace& t, uint32_t process) {

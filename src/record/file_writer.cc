@@ -49,7 +49,7 @@ Status FileWriter::fail(int err) {
 }
 
 Status FileWriter::open(const std::string& path, uint32_t pid, file::FileKind kind, bool compress,
-                        int source_fd) {
+                        int source_fd, uint32_t version) {
   path_ = path;
   compress_ = compress;
   auto fd = create_output_file(path, source_fd);
@@ -62,7 +62,7 @@ Status FileWriter::open(const std::string& path, uint32_t pid, file::FileKind ki
   }
   file::FileHeader h{};
   std::memcpy(h.magic, file::kFileMagic, sizeof(h.magic));
-  h.version = file::kFileVersion;
+  h.version = version;
   h.header_size = sizeof(h);
   h.pid = pid;
   h.kind = static_cast<uint32_t>(kind);

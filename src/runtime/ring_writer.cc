@@ -417,11 +417,7 @@ void Runtime::note_slot_used(uint32_t i) {
   }
 }
 
-void Runtime::request_ring_preparation() {
-  abi::SegmentHeader* h = segment.header();
-  __atomic_fetch_add(&h->control_seq, 1, __ATOMIC_RELEASE);
-  sys::futex_wake_all(&h->control_seq);
-}
+void Runtime::request_ring_preparation() { wake_control_thread(); }
 
 void release_ring(void* slot_ptr) {
   auto* slot = static_cast<abi::ThreadSlot*>(slot_ptr);

@@ -3,11 +3,14 @@
 // Each run arms a trigger with a window of W events (nanotrace::arm_trigger), waits for the
 // freeze, reads this process's own segment and counts the records published after the
 // match (clock value later than the segment's trigger_ticks; the matching record excluded),
-// then resumes. The contract: at most W plus one per thread.
+// and which record the trigger names (the test:fire record stamped at trigger_ticks: its run
+// must be this run's; the matching thread may not have published it yet, descheduled after
+// another completed its firing), then resumes. The contract: at most W plus one per thread.
 //
 //   trigger_lag [--runs N] [--threads T] [--window W] [--json FILE] [--quick] [--no-idle]
 //
-// Prints one line per run, "run R after A bound B", and a summary; --json writes the
+// Prints one line per run, "run R after A bound B match M" (M: the run of the record the
+// trigger names, 0 if not published yet), and a summary; --json writes the
 // figures (median and maximum of A - W). Exits 1 if a run timed out or could not be read;
 // the bound itself is the caller's to check. --no-idle: the matcher at normal priority. Set the
 // ring size with NANOTRACE_BUFFER.
@@ -68,6 +71,7 @@ void worker(uint64_t thread, bool matcher) {
 
 struct RunResult {
   int64_t after = -1;
+  uint64_t matched_run = 0;  // the run field of the test:fire record stamped at the match
   bool ok = false;
 };
 
@@ -99,7 +103,12 @@ RunResult one_run(uint64_t run, uint64_t window) {
   auto source = (*trace)->read_all();
   nanotrace::Record r;
   int64_t after = 0;
-  while (source->next(&r)) after += r.ticks > match_ticks;
+  while (source->next(&r)) {
+    after += r.ticks > match_ticks;
+    if (r.ticks == match_ticks && r.event != nullptr && r.event->full_name() == "test:fire") {
+      out.matched_run = r.values[0].bits;
+    }
+  }
   out.after = after;
   if (getenv("TRIGGER_LAG_DEBUG")) {
     auto now = std::chrono::steady_clock::now();
@@ -146,6 +155,7 @@ int main(int argc, char** argv) {
   for (uint64_t t = 0; t < threads; ++t) pool.emplace_back(worker, t, t == threads - 1);
   std::vector<int64_t> excess;
   int failures = 0;
+  uint64_t wrong_match = 0;  // runs whose trigger names another run's record
   auto start = std::chrono::steady_clock::now();
   for (uint64_t run = 1; run <= runs; ++run) {
     RunResult r = one_run(run, window);
@@ -153,8 +163,10 @@ int main(int argc, char** argv) {
       ++failures;
       break;
     }
-    std::printf("run %llu after %lld bound %llu\n", (unsigned long long)run, (long long)r.after,
-                (unsigned long long)(window + threads));
+    std::printf("run %llu after %lld bound %llu match %llu\n", (unsigned long long)run,
+                (long long)r.after, (unsigned long long)(window + threads),
+                (unsigned long long)r.matched_run);
+    if (r.matched_run != 0 && r.matched_run != run) ++wrong_match;
     std::fflush(stdout);
     excess.push_back(r.after - static_cast<int64_t>(window));
   }
@@ -169,9 +181,9 @@ int main(int argc, char** argv) {
                                 [&](int64_t e) { return e > static_cast<int64_t>(threads); });
   std::printf(
       "runs %zu threads %llu window %llu: beyond the window median %lld max %lld, "
-      "%llu runs over the bound, %.1f s\n",
+      "%llu runs over the bound, %llu naming another record, %.1f s\n",
       sorted.size(), (unsigned long long)threads, (unsigned long long)window, (long long)median,
-      (long long)max, (unsigned long long)over, seconds);
+      (long long)max, (unsigned long long)over, (unsigned long long)wrong_match, seconds);
   if (!json.empty()) {
     const char* ring = getenv("NANOTRACE_BUFFER");
     nlohmann::json out = {{"runs", sorted.size()},
@@ -182,6 +194,7 @@ int main(int argc, char** argv) {
                           {"beyond_window_max", max},
                           {"bound_beyond_window", threads},
                           {"runs_over_bound", over},
+                          {"runs_naming_another_record", wrong_match},
                           {"failed_runs", failures},
                           {"seconds", seconds}};
     std::ofstream(json) << out.dump(2) << "\n";
