@@ -4,11 +4,11 @@
 # beside it if there is one), or for the reader's two fuzzers one built from a real traced
 # process (`segment`: its segment, kept on exit; `file`: trace files recovered from it).
 # The seed is random and printed ("Seed: N"): -seed=N reproduces a run.
-# Usage: run_fuzz.sh FUZZER BIN_DIR WORK_DIR segment|file|SEED_DIR RUNS
+# Usage: run_fuzz.sh FUZZER BIN_DIR WORK_DIR segment|file|SEED_DIR RUNS [MAX_LEN]
 # Exit status: the fuzzer's (non-zero when it found a crash; the crashing input is kept in
 # WORK_DIR).
 set -eu
-fuzzer=$1 bin=$2 work=$3 seed=$4 runs=$5
+fuzzer=$1 bin=$2 work=$3 seed=$4 runs=$5 max_len=${6:-}
 rm -rf "$work" && mkdir -p "$work/corpus"
 case $seed in
   segment | file)
@@ -39,7 +39,8 @@ case $seed in
 esac
 [ -d "$seed" ] || { echo "run_fuzz.sh: no seed corpus $seed" >&2; exit 2; }
 cp "$seed"/* "$work/corpus/"
-dict=
-[ -f "${seed%/}.dict" ] && dict=-dict=${seed%/}.dict
+set -- -runs="$runs" -rss_limit_mb=2048 -print_final_stats=1
+[ -f "${seed%/}.dict" ] && set -- "$@" -dict="${seed%/}.dict"
+[ -n "$max_len" ] && set -- "$@" -max_len="$max_len"
 cd "$work"
-exec "$fuzzer" -runs="$runs" -rss_limit_mb=2048 -print_final_stats=1 $dict corpus
+exec "$fuzzer" "$@" corpus
