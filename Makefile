@@ -24,10 +24,10 @@
 BUILD_PACKAGES := build-essential cmake pkg-config liburing-dev libcli11-dev libfmt-dev \
                   nlohmann-json3-dev libzstd-dev libgtest-dev libgmock-dev libbenchmark-dev \
                   libtracefs-dev libtraceevent-dev python3-dev pybind11-dev \
-                  libcurl4-openssl-dev libnats-dev libmicrohttpd-dev
+                  libcurl4-openssl-dev libnats-dev libmicrohttpd-dev libncurses-dev
 TEST_PACKAGES := clang clang-format zstd babeltrace2 util-linux procps chromium python3 \
                  python3-numpy python3-pandas python3-pytest fio sqlite3 chrony \
-                 clickhouse-server clickhouse-client nats-server prometheus dmsetup
+                 clickhouse-server clickhouse-client nats-server prometheus dmsetup tmux
 BENCH_PACKAGES := trace-cmd strace python3-bt2 liblttng-ust-dev lttng-tools
 DEMO_PACKAGES := $(filter-out libgtest-dev libgmock-dev libbenchmark-dev python3-dev \
                    pybind11-dev,$(BUILD_PACKAGES)) babeltrace2 util-linux

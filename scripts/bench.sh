@@ -21,6 +21,9 @@ echo "== trigger lag: records after the match beyond the window, 200 runs, 32 th
 NANOTRACE_BUFFER=1M NANOTRACE_THREADS=64 ./build/bin/nanotrace_trigger_lag --runs 200 \
   --threads 32 --window 1000 --json build/bench/trigger.json | tail -1
 
+echo "== top: CPU of one frame over 50 traced processes, three rates interleaved =="
+./build/bin/top_bench --processes 50 --rounds 9 --json build/bench/top.json
+
 for extra in scripts/record-bench.sh scripts/iograph-bench.sh scripts/export-bench.sh \
     scripts/analysis-bench.sh scripts/diff-bench.sh scripts/duration-bench.sh \
     scripts/ctf-floor.sh scripts/report-bench.sh scripts/kernel-bench.sh scripts/ship-bench.sh; do

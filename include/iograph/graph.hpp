@@ -53,7 +53,8 @@ class Graph {
   Status add_edge(uint32_t from, uint32_t to);
 
   // finalize: builds adjacency, topological order, levels, width and critical path.
-  // Returns Ok, or kInvalidArgument naming the nodes of one cycle ("cycle: 3 -> 5 -> 3").
+  // Returns Ok, or kInvalidArgument naming the nodes of one cycle ("cycle: 3 -> 5 -> 3"), or
+  // a node whose buffer slot is UINT32_MAX or whose offset + length is beyond 2^64.
   Status finalize();
 
   bool finalized() const { return finalized_; }

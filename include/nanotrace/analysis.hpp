@@ -182,6 +182,12 @@ LatencyStats compute_latency_stats(std::span<uint64_t> latencies);
 // event that the end event also has. Pairs without a common field are left out.
 std::vector<PairRule> infer_pairs(const Trace& trace);
 
+// known_pair_rules - begin/end rules of the events this project itself writes whose names
+// infer_pairs does not pair, or would pair by the wrong field: iograph's nodes
+// (iograph:node_submit/node_complete by node) and the interposer's io_uring requests
+// (io_uring:sqe/cqe by user_data), then the kernel's io_uring and block requests.
+std::vector<PairRule> known_pair_rules();
+
 // pairs_that_occur - the rules whose begin event and end event both have records, so that a
 // default set of rules (infer_pairs) holds no pair that never fired. records_per_event: the
 // records of each event id (index = EventInfo::id), as a pass over the trace counted them.

@@ -20,6 +20,10 @@
 // written), on huge pages where the kernel has them: on a VM a fresh 4 KiB page can cost more
 // to fault in than the values written to it.
 //
+// Threads: a trace file's records can be read in two parts at once, cut in time
+// (ColumnReader::open_parts; read_columns() does so where the process may use two CPUs): on a
+// VM, faulting fresh memory in costs as much as decoding, and both then run on both CPUs.
+//
 // Thread safety: read_columns() uses the Trace, which belongs to one thread at a time; a
 // ColumnSet is a plain value (its dictionaries are shared with the reader that made it:
 // read them on the reader's thread while it reads on).
@@ -27,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,6 +42,10 @@
 #include "nanotrace/status.hpp"
 
 namespace nanotrace {
+
+namespace reader {
+class SplitBoundary;
+}  // namespace reader
 
 namespace detail {
 // Bytes in an anonymous mapping of their own (see ColumnArray).
@@ -52,7 +61,8 @@ class ColumnStorage {
   // Bytes that may be written without calling reserve() again.
   size_t capacity() const { return ready_; }
   // Makes room for at least `bytes` (contents kept). Throws std::bad_alloc as a vector would.
-  void reserve(size_t bytes);
+  // fill_ahead: fault the next small pages in at once (the small part at the start).
+  void reserve(size_t bytes, bool fill_ahead = true);
 
  private:
   void* data_ = nullptr;
@@ -99,11 +109,17 @@ class ColumnArray {
   void reserve(size_t n) {
     if (n > capacity_) grow(n);
   }
+  // As reserve(), but no memory is taken before it is written: for a column that threads fill
+  // at once (each its own rows, through data(), with no reserve() meanwhile) and whose size
+  // is known only once they are done.
+  void reserve_lazily(size_t n) {
+    if (n > capacity_) grow(n, false);
+  }
   size_t capacity() const { return capacity_; }
 
  private:
-  void grow(size_t n) {
-    storage_.reserve(n * sizeof(T));
+  void grow(size_t n, bool fill_ahead = true) {
+    storage_.reserve(n * sizeof(T), fill_ahead);
     capacity_ = storage_.capacity() / sizeof(T);
   }
   detail::ColumnStorage storage_;
@@ -222,6 +238,9 @@ struct ColumnOptions {
   // replaced by a new, empty one (FieldColumn::dictionary then changes), so that a column of
   // ever new strings does not grow without bound; 0: never (every batch shares them).
   size_t max_dictionary_entries = size_t{1} << 20;
+  // How many parts of a trace file read_columns() (and the Python module) reads at once, each
+  // on a thread (ColumnReader::open_parts): 0 chooses, 1 reads on the calling thread alone.
+  unsigned parts = 0;
 };
 
 // Reads a trace's records as columns a batch at a time, in bounded memory: each batch is a
@@ -233,6 +252,19 @@ class ColumnReader {
   // REQUIRES: trace outlives the reader, and is not refreshed while it reads.
   // Errors: kNotFound if an entry of options.events names no event or group of the trace.
   static Result<std::unique_ptr<ColumnReader>> open(Trace& trace, const ColumnOptions& options);
+  // open_parts - a read of trace cut in time into parts that threads read at once, each
+  // reader on a thread of its own. Part p's rows follow those of the parts before it in every
+  // table: the parts' rows in order are the rows open()'s reader gives. The cut is chosen
+  // while they read, so that the parts end together (a part given less CPU reads less).
+  // parts: at most 2; 0: 2 where the process may run on two CPUs. One part (open()'s reader)
+  // for a live segment (its rings move between two reads of them) or a file under 8 MiB.
+  // Each part has string dictionaries of its own (codes its own); EventTable::order and
+  // ColumnSet::gaps count rows of the whole read; the last part's statistics (threads, lost,
+  // corrupt_blocks) are the whole read's. Set max_dictionary_entries to 0.
+  // Errors: as open().
+  static Result<std::vector<std::unique_ptr<ColumnReader>>> open_parts(Trace& trace,
+                                                                       const ColumnOptions& options,
+                                                                       unsigned parts = 0);
   ~ColumnReader();
   ColumnReader(const ColumnReader&) = delete;
   ColumnReader& operator=(const ColumnReader&) = delete;
@@ -240,15 +272,41 @@ class ColumnReader {
   // thread statistics and losses are those so far. False once no record is left (batch
   // empty; its statistics complete).
   bool next(ColumnSet* batch, size_t max_rows);
+  // A part of open_parts(): the rows of each table (in ColumnSet::tables' order) that the
+  // parts before it hold. Known once next() was called (the second part counts them first).
+  const std::vector<uint64_t>& rows_before() const;
+  // Lays set's tables out as next() fills them, empty, with the thread statistics so far.
+  void layout(ColumnSet* set);
 
  private:
   struct Impl;
+  friend struct ColumnSplitTesting;  // tests: a split at a given clock value
+  friend Result<ColumnSet> read_columns(Trace& trace, const ColumnOptions& options);
   explicit ColumnReader(std::unique_ptr<Impl> impl);
+  static Status check_events(const Trace& trace, const ColumnOptions& options);
+  static Result<std::vector<std::unique_ptr<ColumnReader>>> open_split(
+      Trace& trace, const ColumnOptions& options, std::shared_ptr<reader::SplitBoundary> split);
+  static Result<ColumnSet> read_split(std::vector<std::unique_ptr<ColumnReader>>& parts,
+                                      uint64_t max_rows);
+  bool row_order() const;
+  // read_split(): a later part's strings into this part's dictionaries, and its codes in out
+  // (its rows of each table, up to upto) translated.
+  void take_strings_of(const ColumnReader& later, const std::vector<uint64_t>& upto,
+                       ColumnSet* out);
   std::unique_ptr<Impl> impl_;
 };
 
+// read_parts - reads the parts of open_parts() at once, the first on the calling thread and
+// each other on a thread of its own: take(p, batch) gets each batch of part p (up to max_rows
+// rows) on p's thread, the last one empty (it may hold gaps). Returns the last part's last
+// batch (the read's statistics).
+// Rethrows what take() or a reader threw, once every part stopped.
+ColumnSet read_parts(const std::vector<std::unique_ptr<ColumnReader>>& parts, size_t max_rows,
+                     const std::function<void(size_t part, const ColumnSet& batch)>& take);
+
 // read_columns - reads every record of trace selected by options (a live segment: the
-// records written so far, without consuming them).
+// records written so far, without consuming them); a large file in two parts at once
+// (ColumnOptions::parts).
 // Returns: one table per event layout selected, in event id order (tables of events without
 // records are present and empty).
 // Errors: kNotFound if an entry of options.events names no event or group of the trace.

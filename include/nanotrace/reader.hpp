@@ -10,6 +10,11 @@
 // Thread safety: a Trace and its readers belong to one thread at a time.
 #pragma once
 
+// The runtime a traced program links sits below the reader (src/runtime/CMakeLists.txt).
+#ifdef NANOTRACE_BUILDING_RUNTIME
+#error "the runtime must not include the reader's API"
+#endif
+
 #include <sys/types.h>
 
 #include <cstdint>
@@ -20,6 +25,7 @@
 
 #include "nanotrace/abi.hpp"
 #include "nanotrace/detail/record_layout.hpp"
+#include "nanotrace/field_value.hpp"
 #include "nanotrace/status.hpp"
 
 namespace nanotrace {
@@ -174,16 +180,6 @@ struct NodeInfo {
   std::string origin_event;   // "group:event"
 };
 
-// One field value of a record. Strings point into the reader's buffer: valid until the
-// reader's next call.
-struct FieldValue {
-  abi::FieldType type = abi::FieldType::kNone;
-  uint64_t bits = 0;  // integer bits (signed values sign-extended), double bits, bool 0/1
-  std::string_view text;
-  int64_t as_int() const { return static_cast<int64_t>(bits); }
-  double as_double() const;
-};
-
 struct Record {
   uint64_t ticks = 0;    // clock value (TSC ticks or ns, see ProcessInfo::clock)
   uint64_t time_ns = 0;  // nanoseconds since the segment was created
@@ -204,7 +200,11 @@ struct ThreadStats {
   uint64_t overwritten = 0;  // records lost to overwrite before they could be read
   uint64_t dropped = 0;      // records the writer dropped (from ThreadSlot::dropped)
   uint64_t corrupt_blocks = 0;
-  uint64_t lost() const { return overwritten + dropped; }
+  // Records a corrupt block made unreadable: a trace file's stream ends at a DATA chunk that
+  // fails its checks, and the records from there to the writer's count (its LOSS chunk) are
+  // lost with it. (A block that fails within a chunk becomes a sequence gap: overwritten.)
+  uint64_t unreadable = 0;
+  uint64_t lost() const { return overwritten + dropped + unreadable; }
 };
 
 // Consecutive records of one thread, still in the raw encoding of docs/format.md
@@ -407,7 +407,6 @@ inline FieldValue display_value(const Record& record, uint32_t i) {
 }
 // One field as text (integers in decimal, pointers in hex, strings as is).
 std::string format_value(const FieldValue& value);
-const char* field_type_name(abi::FieldType type);
 const char* mode_name(abi::Mode mode);
 
 }  // namespace nanotrace

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "nanotrace/abi.hpp"
-#include "nanotrace/reader.hpp"
+#include "nanotrace/field_value.hpp"
 #include "nanotrace/status.hpp"
 
 namespace nanotrace {

@@ -287,87 +287,108 @@ Result<DiffReport> diff_runs(const std::vector<std::string>& a, const std::vecto
   }
   report.a = a;
   report.b = b;
+  // Every subject holds every run (a pair, stage, thread or benchmark missing from one is
+  // not compared): the runs decide for all.
+  report.attributable = a.size() + b.size() >= 3;
+  report.degrees_of_freedom = static_cast<double>(a.size() + b.size()) - 2;
   return report;
 }
 
 namespace diff {
+namespace {
+
+DiffEstimate estimate(const diffstats::Verdict& v) { return {v.lo, v.hi, v.rel_lo, v.rel_hi, v.p}; }
+
+DiffMetric to_metric(const diffstats::MetricResult& r) {
+  DiffMetric m;
+  m.name = diffstats::metric_name(r.metric);
+  m.a = r.a;
+  m.b = r.b;
+  m.delta = r.delta;
+  m.relative = r.relative;
+  m.tested = r.tested;
+  m.why = r.why;
+  if (r.attributable) m.between = estimate(r.between);
+  m.significant = r.between.passed;
+  m.within = estimate(r.within);
+  m.observed = r.within.passed;
+  return m;
+}
+
+DiffSubject to_subject(const SubjectSamples& s,
+                       const std::array<diffstats::MetricResult, diffstats::kMetrics>& results) {
+  DiffSubject d;
+  d.kind = s.kind;
+  d.name = s.name;
+  d.unit = s.unit;
+  d.count_a = s.a.count();
+  d.count_b = s.b.count();
+  d.runs_a = s.a.runs();
+  d.runs_b = s.b.runs();
+  d.a = s.a.stats();
+  d.b = s.b.stats();
+  for (const diffstats::MetricResult& r : results) {
+    d.metrics.push_back(to_metric(r));
+    const DiffMetric& m = d.metrics.back();
+    d.significant = d.significant || m.significant;
+    d.observed = d.observed || m.observed;
+    if (r.metric == diffstats::kP99 || r.metric == diffstats::kP999) {
+      d.tail_significant = d.tail_significant || m.significant;
+    }
+  }
+  const double per_run_b = d.runs_b > 0 ? static_cast<double>(d.count_b) / d.runs_b : 0;
+  // count x delta of the mean: the time B's samples took beyond A's mean. A thread's
+  // on-CPU slices and off-CPU gaps change in number as well as length (switched out more
+  // often, for shorter): its time added is B's total per run less A's.
+  const double per_run_a = d.runs_a > 0 ? static_cast<double>(d.count_a) / d.runs_a : 0;
+  const diffstats::MetricResult& mean = results[diffstats::kMean];
+  d.added = s.kind == "thread" ? per_run_b * mean.b - per_run_a * mean.a : per_run_b * mean.delta;
+  d.tail_added = per_run_b * 0.01 * results[diffstats::kP99].delta;
+  return d;
+}
+
+void rank(DiffReport* report) {
+  const auto& all = report->subjects;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].significant) report->ranked.push_back(i);
+    if (all[i].tail_significant) report->tail_ranked.push_back(i);
+    if (all[i].observed && !all[i].significant) report->observed_ranked.push_back(i);
+  }
+  auto by_added = [&](size_t x, size_t y) { return all[x].added > all[y].added; };
+  std::stable_sort(report->ranked.begin(), report->ranked.end(), by_added);
+  std::stable_sort(report->observed_ranked.begin(), report->observed_ranked.end(), by_added);
+  std::stable_sort(report->tail_ranked.begin(), report->tail_ranked.end(),
+                   [&](size_t x, size_t y) { return all[x].tail_added > all[y].tail_added; });
+}
+
+}  // namespace
 
 void compare_subjects(std::vector<SubjectSamples>& subjects, DiffReport* report) {
   const DiffOptions& o = report->options;
   diffstats::Options so;
-  so.resamples = o.resamples;
   so.seed = o.seed;
   so.level = o.level;
+  so.min_change = o.min_change_percent / 100;
   // Enough replicates that the smallest percentile p-value (1 / (R + 1)) passes Holm's
   // first threshold (alpha / tests) with room to spare.
   const double tests = 4.0 * static_cast<double>(subjects.size());
   so.resamples =
-      std::max<uint32_t>(so.resamples, static_cast<uint32_t>(std::ceil(8 * tests / o.alpha)));
+      std::max<uint32_t>(o.resamples, static_cast<uint32_t>(std::ceil(8 * tests / o.alpha)));
   report->options.resamples = so.resamples;
   std::vector<std::array<diffstats::MetricResult, diffstats::kMetrics>> results;
   std::vector<diffstats::MetricResult*> family;
-  for (const SubjectSamples& s : subjects) {
-    results.push_back(diffstats::compare(s.a, s.b, so));
-  }
+  for (const SubjectSamples& s : subjects) results.push_back(diffstats::compare(s.a, s.b, so));
   for (size_t i = 0; i < results.size(); ++i) {
     // A benchmark's samples (repetitions, per-file medians) have no heavy tail, and are often
     // too few for a median: its mean decides too.
     results[i][diffstats::kMean].decides = subjects[i].kind == "benchmark";
     for (auto& m : results[i]) family.push_back(&m);
   }
-  report->tests = diffstats::apply_holm(family, o.alpha, o.min_change);
+  report->tests = diffstats::apply_holm(family, o.alpha);
   for (size_t i = 0; i < subjects.size(); ++i) {
-    const SubjectSamples& s = subjects[i];
-    DiffSubject d;
-    d.kind = s.kind;
-    d.name = s.name;
-    d.unit = s.unit;
-    d.count_a = s.a.count();
-    d.count_b = s.b.count();
-    d.runs_a = s.a.runs();
-    d.runs_b = s.b.runs();
-    d.a = s.a.stats();
-    d.b = s.b.stats();
-    for (const diffstats::MetricResult& r : results[i]) {
-      DiffMetric m;
-      m.name = diffstats::metric_name(r.metric);
-      m.a = r.a;
-      m.b = r.b;
-      m.delta = r.delta;
-      m.relative = r.relative;
-      m.tested = r.tested;
-      m.why = r.why;
-      m.lo = r.lo;
-      m.hi = r.hi;
-      m.rel_lo = r.rel_lo;
-      m.rel_hi = r.rel_hi;
-      m.p = r.p;
-      m.significant = r.significant;
-      d.significant = d.significant || r.significant;
-      if (r.metric == diffstats::kP99 || r.metric == diffstats::kP999) {
-        d.tail_significant = d.tail_significant || r.significant;
-      }
-      d.metrics.push_back(std::move(m));
-    }
-    const double per_run_b = d.runs_b > 0 ? static_cast<double>(d.count_b) / d.runs_b : 0;
-    // count x delta of the mean: the time B's samples took beyond A's mean. A thread's
-    // on-CPU slices and off-CPU gaps change in number as well as length (switched out more
-    // often, for shorter): its time added is B's total per run less A's.
-    const double per_run_a = d.runs_a > 0 ? static_cast<double>(d.count_a) / d.runs_a : 0;
-    const diffstats::MetricResult& mean = results[i][diffstats::kMean];
-    d.added = s.kind == "thread" ? per_run_b * mean.b - per_run_a * mean.a : per_run_b * mean.delta;
-    d.tail_added = per_run_b * 0.01 * results[i][diffstats::kP99].delta;
-    report->subjects.push_back(std::move(d));
+    report->subjects.push_back(to_subject(subjects[i], results[i]));
   }
-  for (size_t i = 0; i < report->subjects.size(); ++i) {
-    if (report->subjects[i].significant) report->ranked.push_back(i);
-    if (report->subjects[i].tail_significant) report->tail_ranked.push_back(i);
-  }
-  const auto& all = report->subjects;
-  std::stable_sort(report->ranked.begin(), report->ranked.end(),
-                   [&](size_t x, size_t y) { return all[x].added > all[y].added; });
-  std::stable_sort(report->tail_ranked.begin(), report->tail_ranked.end(),
-                   [&](size_t x, size_t y) { return all[x].tail_added > all[y].tail_added; });
+  rank(report);
 }
 
 }  // namespace diff

@@ -18,7 +18,7 @@ Json histogram(const LatencyStats& s) {
   return h;
 }
 
-Json subject(const DiffSubject& s) {
+Json subject(const DiffSubject& s, bool attributable) {
   Json metrics = Json::array();
   for (const DiffMetric& m : s.metrics) {
     Json j = {{"metric", m.name},
@@ -27,11 +27,17 @@ Json subject(const DiffSubject& s) {
               {"delta", m.delta},
               {"relative", m.relative},
               {"tested", m.tested},
-              {"significant", m.significant}};
+              {"significant", m.significant},
+              {"observed", m.observed}};
     if (m.tested) {
-      j["interval"] = {m.lo, m.hi};
-      j["relative_interval"] = {m.rel_lo, m.rel_hi};
-      j["p"] = m.p;
+      if (attributable) {
+        j["interval"] = {m.between.lo, m.between.hi};
+        j["relative_interval"] = {m.between.rel_lo, m.between.rel_hi};
+        j["p"] = m.between.p;
+      }
+      j["within_run"] = {{"interval", {m.within.lo, m.within.hi}},
+                         {"relative_interval", {m.within.rel_lo, m.within.rel_hi}},
+                         {"p", m.within.p}};
     } else {
       j["why"] = m.why;
     }
@@ -48,6 +54,7 @@ Json subject(const DiffSubject& s) {
           {"tail_added", s.tail_added},
           {"significant", s.significant},
           {"tail_significant", s.tail_significant},
+          {"observed", s.observed},
           {"metrics", std::move(metrics)},
           {"histogram_a", histogram(s.a)},
           {"histogram_b", histogram(s.b)}};
@@ -71,16 +78,22 @@ std::string diff_json(const DiffReport& r) {
                       {"rate_b", e.rate_b}});
   }
   Json subjects = Json::array();
-  for (const DiffSubject& s : r.subjects) subjects.push_back(subject(s));
+  for (const DiffSubject& s : r.subjects) subjects.push_back(subject(s, r.attributable));
   Json doc = {{"mode", r.mode},
               {"a", names(r.a)},
               {"b", names(r.b)},
               {"statistics",
                {{"method",
-                 "hierarchical block bootstrap (runs, then blocks of consecutive "
-                 "samples); Holm over the quantile tests"},
+                 "per metric, each side's geometric mean over its runs of the run's value; "
+                 "between runs: t-test over the runs' log values (pooled variance); within "
+                 "runs: block bootstrap; tests of the excess over min_change_percent; Holm "
+                 "over the quantile tests"},
+                {"attributable", r.attributable},
+                {"runs_a", r.a.size()},
+                {"runs_b", r.b.size()},
+                {"degrees_of_freedom", r.degrees_of_freedom},
                 {"alpha", r.options.alpha},
-                {"min_change", r.options.min_change},
+                {"min_change_percent", r.options.min_change_percent},
                 {"level", r.options.level},
                 {"resamples", r.options.resamples},
                 {"seed", r.options.seed},
@@ -90,6 +103,7 @@ std::string diff_json(const DiffReport& r) {
               {"subjects", std::move(subjects)},
               {"ranked", r.ranked},
               {"tail_ranked", r.tail_ranked},
+              {"observed_ranked", r.observed_ranked},
               {"notes", names(r.notes)}};
   return doc.dump(1);
 }

@@ -1,6 +1,6 @@
-// The hierarchical block bootstrap of `nanotrace diff` (see diff_stats.hpp for the method and
-// why): binning samples per block, drawing replicates from per-block cumulative histograms,
-// the intervals and p-values, and Holm's correction.
+// The two verdicts of `nanotrace diff` (see diff_stats.hpp for the model and why): binning
+// samples per block, each run's exact values, the block bootstrap within runs drawn from
+// per-block cumulative histograms, the t-test between runs, and Holm's correction.
 #include "analysis/diff_stats.hpp"
 
 #include <fmt/format.h>
@@ -52,64 +52,6 @@ class Rng {
 
 double normal_two_sided_p(double z) { return std::erfc(std::fabs(z) / std::sqrt(2.0)); }
 
-// The regularized incomplete beta function I_x(a, b), by its continued fraction (modified
-// Lentz), for Student's t distribution.
-double incomplete_beta(double x, double a, double b) {
-  if (x <= 0) return 0;
-  if (x >= 1) return 1;
-  if (x > (a + 1) / (a + b + 2)) return 1 - incomplete_beta(1 - x, b, a);
-  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) +
-                                a * std::log(x) + b * std::log(1 - x)) /
-                       a;
-  constexpr double kTiny = 1e-300;
-  double f = 1, c = 1, d = 0;
-  for (int i = 0; i <= 300; ++i) {
-    const int m = i / 2;
-    double num;
-    if (i == 0) {
-      num = 1;
-    } else if (i % 2 == 0) {
-      num = (m * (b - m) * x) / ((a + 2 * m - 1) * (a + 2 * m));
-    } else {
-      num = -((a + m) * (a + b + m) * x) / ((a + 2 * m) * (a + 2 * m + 1));
-    }
-    d = 1 + num * d;
-    d = std::fabs(d) < kTiny ? kTiny : d;
-    d = 1 / d;
-    c = 1 + num / c;
-    c = std::fabs(c) < kTiny ? kTiny : c;
-    const double cd = c * d;
-    f *= cd;
-    if (std::fabs(1 - cd) < 1e-12) break;
-  }
-  return front * (f - 1);
-}
-
-// Two-sided p of t with df degrees of freedom.
-double student_two_sided_p(double t, double df) {
-  return incomplete_beta(df / (df + t * t), df / 2, 0.5);
-}
-
-// The t with two-sided tail probability p (bisection: called once per comparison).
-double student_quantile(double p, double df) {
-  double lo = 0, hi = 1e3;
-  for (int i = 0; i < 100; ++i) {
-    const double mid = (lo + hi) / 2;
-    (student_two_sided_p(mid, df) > p ? lo : hi) = mid;
-  }
-  return (lo + hi) / 2;
-}
-
-// The x with erfc(x) = y (bisection).
-double erfc_inverse(double y) {
-  double lo = 0, hi = 10;
-  for (int i = 0; i < 100; ++i) {
-    const double mid = (lo + hi) / 2;
-    (std::erfc(mid) > y ? lo : hi) = mid;
-  }
-  return (lo + hi) / 2;
-}
-
 // Percentile of sorted values (linear between neighbours).
 double percentile(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
@@ -117,6 +59,19 @@ double percentile(const std::vector<double>& sorted, double q) {
   const auto i = static_cast<size_t>(at);
   if (i + 1 >= sorted.size()) return sorted.back();
   return sorted[i] + (sorted[i + 1] - sorted[i]) * (at - static_cast<double>(i));
+}
+
+// The log scale of the tests: log(1 + value), defined at 0.
+double to_log(double value) { return std::log1p(std::max(0.0, value)); }
+double from_log(double log) { return std::expm1(log); }
+
+double variance(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  double mean = 0, sq = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  for (double x : v) sq += (x - mean) * (x - mean);
+  return sq / static_cast<double>(v.size() - 1);
 }
 
 }  // namespace
@@ -145,6 +100,11 @@ double bin_value(uint32_t bin) {
   return lo + std::ldexp(0.5, top - kSubBits);
 }
 
+double bin_width(uint32_t bin) {
+  if (bin < kSub) return 1;
+  return std::ldexp(1.0, static_cast<int>(bin >> kSubBits) - 1);
+}
+
 void SampleSet::add_run(std::span<const uint64_t> values) {
   Run run;
   const size_t n = values.size();
@@ -163,10 +123,22 @@ void SampleSet::add_run(std::span<const uint64_t> values) {
     }
     b.count = to - from;
   }
-  runs_.push_back(std::move(run));
+  run.count = n;
+  const size_t offset = pooled_.size();
   pooled_.insert(pooled_.end(), values.begin(), values.end());
+  LatencyStats s;
+  if (n > 0) {
+    // The run's own values, as the analysis layer computes them. It reorders the run's part
+    // of the pooled values, whose order the blocks hold.
+    s = compute_latency_stats(std::span<uint64_t>(pooled_.data() + offset, n));
+    run.exact = {s.mean_ns, static_cast<double>(s.p50_ns), static_cast<double>(s.p90_ns),
+                 static_cast<double>(s.p99_ns), static_cast<double>(s.p999_ns)};
+  }
+  // One run: its statistics are the pooled ones (no second pass over its samples).
+  stats_done_ = runs_.empty();
+  if (stats_done_) stats_ = std::move(s);
+  runs_.push_back(std::move(run));
   count_ += n;
-  stats_done_ = false;
 }
 
 const LatencyStats& SampleSet::stats() const {
@@ -179,20 +151,22 @@ const LatencyStats& SampleSet::stats() const {
   return stats_;
 }
 
-double SampleSet::exact(int metric) const {
-  const LatencyStats& s = stats();
-  switch (metric) {
-    case kMean:
-      return s.mean_ns;
-    case kP50:
-      return static_cast<double>(s.p50_ns);
-    case kP90:
-      return static_cast<double>(s.p90_ns);
-    case kP99:
-      return static_cast<double>(s.p99_ns);
-    default:
-      return static_cast<double>(s.p999_ns);
+double SampleSet::log_value(int metric) const {
+  // Runs without samples have no value (a thread that never slept in one run): such a subject
+  // is shown, and not tested.
+  double sum = 0, runs = 0;
+  for (const Run& r : runs_) {
+    if (r.count == 0) continue;
+    sum += to_log(r.exact[metric]);
+    ++runs;
   }
+  return runs > 0 ? sum / runs : 0;
+}
+
+double SampleSet::value(int metric) const {
+  // One run: its value exactly (the logarithm's rounding would show in the last digits).
+  if (runs_.size() == 1) return runs_.front().exact[metric];
+  return from_log(log_value(metric));
 }
 
 namespace {
@@ -205,10 +179,9 @@ struct Side {
   std::vector<long double> sum;            // per block
   std::vector<std::pair<uint32_t, uint32_t>> run_blocks;  // per run: first block, blocks
   std::vector<uint32_t> weight;                           // per block, of one replicate
-  std::vector<uint32_t> used;                             // blocks with a weight
+  std::vector<std::vector<uint32_t>> used;                // per run: blocks with a weight
 
-  template <class Blocks>
-  void add_block(const Blocks& bins, uint64_t n, long double s, uint32_t lo) {
+  void add_block(const std::vector<uint16_t>& bins, uint64_t n, long double s, uint32_t lo) {
     std::vector<uint32_t> c(width, 0);
     for (uint16_t b : bins) ++c[b - lo];
     for (uint32_t j = 1; j < width; ++j) c[j] += c[j - 1];
@@ -217,33 +190,34 @@ struct Side {
     sum.push_back(s);
   }
 
-  // Draws one replicate's weights: runs with replacement (when several), then blocks within
-  // each drawn run with replacement.
+  // One replicate's weights: each run's blocks drawn with replacement within the run.
   void draw(Rng& rng) {
-    for (uint32_t k : used) weight[k] = 0;
-    used.clear();
-    const auto runs = static_cast<uint32_t>(run_blocks.size());
-    for (uint32_t r = 0; r < runs; ++r) {
-      const auto [first, blocks] = run_blocks[runs > 1 ? rng.below(runs) : r];
+    for (uint32_t r = 0; r < run_blocks.size(); ++r) {
+      for (uint32_t k : used[r]) weight[k] = 0;
+      used[r].clear();
+      const auto [first, blocks] = run_blocks[r];
       for (uint32_t k = 0; k < blocks; ++k) {
         const uint32_t b = first + (blocks > 1 ? rng.below(blocks) : 0);
-        if (weight[b]++ == 0) used.push_back(b);
+        if (weight[b]++ == 0) used[r].push_back(b);
       }
     }
   }
   void all_once() {
-    used.clear();
-    for (uint32_t b = 0; b < cum.size(); ++b) {
-      weight[b] = 1;
-      used.push_back(b);
+    for (uint32_t r = 0; r < run_blocks.size(); ++r) {
+      used[r].clear();
+      for (uint32_t k = 0; k < run_blocks[r].second; ++k) {
+        weight[run_blocks[r].first + k] = 1;
+        used[r].push_back(run_blocks[r].first + k);
+      }
     }
   }
 
-  // The metrics of the current weights, quantiles as bin values.
-  std::array<double, kMetrics> metrics(uint32_t lo) const {
+  // The metrics of one run under the current weights, quantiles as bin values.
+  std::array<double, kMetrics> run_metrics(uint32_t run, uint32_t lo) const {
+    const std::vector<uint32_t>& blocks = used[run];
     uint64_t n = 0;
     long double s = 0;
-    for (uint32_t b : used) {
+    for (uint32_t b : blocks) {
       n += uint64_t{weight[b]} * count[b];
       s += weight[b] * sum[b];
     }
@@ -258,7 +232,7 @@ struct Side {
       while (a < z) {
         const uint32_t mid = (a + z) / 2;
         uint64_t at = 0;
-        for (uint32_t b : used) at += uint64_t{weight[b]} * cum[b][mid];
+        for (uint32_t b : blocks) at += uint64_t{weight[b]} * cum[b][mid];
         if (at >= rank) {
           z = mid;
         } else {
@@ -266,6 +240,17 @@ struct Side {
         }
       }
       out[m] = bin_value(lo + a);
+    }
+    return out;
+  }
+
+  // The side's value of each metric on the log scale: the mean over its runs.
+  std::array<double, kMetrics> log_metrics(uint32_t lo) const {
+    std::array<double, kMetrics> out{};
+    const auto runs = static_cast<double>(run_blocks.size());
+    for (uint32_t r = 0; r < run_blocks.size(); ++r) {
+      const std::array<double, kMetrics> one = run_metrics(r, lo);
+      for (int m = 0; m < kMetrics; ++m) out[m] += to_log(one[m]) / runs;
     }
     return out;
   }
@@ -281,134 +266,167 @@ Side prepare(const std::vector<SampleSet::Run>& runs, uint32_t lo, uint32_t widt
     for (const SampleSet::Block& b : run.blocks) s.add_block(b.bins, b.count, b.sum, lo);
   }
   s.weight.assign(s.cum.size(), 0);
+  s.used.resize(runs.size());
   return s;
 }
 
-std::string too_few(double q) {
-  return fmt::format("fewer than {} samples above the p{} on a side", kTailSamples, q * 100);
-}
-
-}  // namespace
-
-namespace {
-
-// Each metric's exact values, and whether there are samples enough to test it; false if no
+// Each metric's values, and whether every run holds samples enough to test it; false if no
 // metric can be.
 bool exact_values(const SampleSet& a, const SampleSet& b, std::array<MetricResult, kMetrics>* out) {
+  uint64_t fewest_in_run = UINT64_MAX;
+  for (const SampleSet* side : {&a, &b}) {
+    for (const SampleSet::Run& r : side->run_blocks())
+      fewest_in_run = std::min(fewest_in_run, r.count);
+  }
   bool any = false;
   for (int m = 0; m < kMetrics; ++m) {
     MetricResult& r = (*out)[m];
     r.metric = m;
     r.decides = m != kMean;
-    r.a = a.count() > 0 ? a.exact(m) : 0;
-    r.b = b.count() > 0 ? b.exact(m) : 0;
+    r.a = a.value(m);
+    r.b = b.value(m);
     r.delta = r.b - r.a;
     r.relative = r.a > 0 ? r.delta / r.a : 0;
-    const uint64_t fewest = std::min(a.count(), b.count());
     if (m == kMean) {
-      r.tested = fewest >= 2;
-      if (!r.tested) r.why = "fewer than 2 samples on a side";
+      r.tested = fewest_in_run >= 1 && std::min(a.count(), b.count()) >= 2;
+      if (!r.tested) r.why = "fewer than 2 samples on a side, or a run without samples";
     } else {
       const double q = metric_quantile(m);
       const uint64_t needed = m == kP50 ? kMedianSamples : kTailSamples;
-      r.tested = static_cast<double>(fewest) * (1 - q) >= static_cast<double>(needed);
-      if (!r.tested) r.why = too_few(q);
+      r.tested = static_cast<double>(fewest_in_run) * (1 - q) >= static_cast<double>(needed);
+      if (!r.tested) {
+        r.why = fmt::format("fewer than {} samples above the p{} in a run", needed, q * 100);
+      }
     }
     any = any || r.tested;
   }
   return any;
 }
 
-// The bootstrap's replicates of each metric's difference (b - a) and relative change, and
-// the binned estimates of all the samples: replicates are read relative to them, so that
-// intervals centre on the exact difference.
+// The bootstrap within runs: per replicate and metric, how far each side's value moved from
+// its value over all blocks once, on the log scale (the binning's own error cancels out of
+// these offsets).
 struct Replicates {
-  std::array<double, kMetrics> base_a{}, base_b{};
-  std::array<std::vector<double>, kMetrics> deltas, ratios;
+  std::array<std::vector<double>, kMetrics> a, b;
 };
 
 Replicates bootstrap(const SampleSet& a, const SampleSet& b, const Options& options) {
   const uint32_t lo = std::min(a.lo_bin(), b.lo_bin());
   const uint32_t width = std::max(a.hi_bin(), b.hi_bin()) - lo + 1;
   Side sa = prepare(a.run_blocks(), lo, width), sb = prepare(b.run_blocks(), lo, width);
-  Replicates out;
   sa.all_once();
   sb.all_once();
-  out.base_a = sa.metrics(lo);
-  out.base_b = sb.metrics(lo);
+  const std::array<double, kMetrics> base_a = sa.log_metrics(lo), base_b = sb.log_metrics(lo);
+  Replicates out;
   Rng rng(options.seed);
   for (uint32_t i = 0; i < options.resamples; ++i) {
     sa.draw(rng);
     sb.draw(rng);
-    const std::array<double, kMetrics> ra = sa.metrics(lo), rb = sb.metrics(lo);
+    const std::array<double, kMetrics> ra = sa.log_metrics(lo), rb = sb.log_metrics(lo);
     for (int m = 0; m < kMetrics; ++m) {
-      out.deltas[m].push_back(rb[m] - ra[m]);
-      out.ratios[m].push_back(ra[m] > 0 ? (rb[m] - ra[m]) / ra[m] : 0);
+      out.a[m].push_back(ra[m] - base_a[m]);
+      out.b[m].push_back(rb[m] - base_b[m]);
     }
   }
   return out;
 }
 
-// Few runs: a bootstrap of k runs sees (k - 1) / k of the variance between runs, and the
-// spread of k runs is itself uncertain. So with several runs on both sides the standard error
-// is scaled back up and tested against Student's t with (runs - 2) degrees of freedom, and the
-// intervals are widened to match.
-struct RunCorrection {
-  bool by_runs = false;
-  double df = 0;
-  double se_scale = 1;
-  double widen = 1;
+// The change on the log scale, and what the data can resolve of it: the bins of A's and B's
+// values, each a uniform spread of its width.
+struct LogChange {
+  double log_a = 0, log_b = 0;
+  double change = 0;  // log_b - log_a
+  double least = 0;   // the least change a finding is sure of, on the side of `change`
+  double half = 0;    // the least half-width of an interval
+  double var_a = 0;   // the least variance of each side's value
+  double var_b = 0;
 };
 
-RunCorrection run_correction(const SampleSet& a, const SampleSet& b, double level) {
-  RunCorrection c;
-  const uint32_t fewest_runs = std::min(a.runs(), b.runs());
-  c.by_runs = fewest_runs >= 2;
-  c.df = static_cast<double>(a.runs() + b.runs()) - 2;
-  if (c.by_runs) {
-    c.se_scale = std::sqrt(fewest_runs / (fewest_runs - 1.0));
-    c.widen =
-        student_quantile(1 - level, c.df) * c.se_scale / (std::sqrt(2.0) * erfc_inverse(1 - level));
-  }
+LogChange log_change(const MetricResult& r, const SampleSet& a, const SampleSet& b,
+                     double min_change) {
+  LogChange c;
+  c.log_a = a.log_value(r.metric);
+  c.log_b = b.log_value(r.metric);
+  c.change = c.log_b - c.log_a;
+  // +5 % and -5 % of A's value; no decrease reaches 100 %.
+  c.least = c.change >= 0    ? std::log1p(min_change)
+            : min_change < 1 ? -std::log1p(-min_change)
+                             : HUGE_VAL;
+  auto log_width = [](double v) {
+    const double w = bin_width(bin_of(static_cast<uint64_t>(std::llround(std::max(0.0, v)))));
+    return std::log1p(w / (std::max(0.0, v) + 1));
+  };
+  const double wa = log_width(r.a), wb = log_width(r.b);
+  c.half = (wa + wb) / 2;
+  c.var_a = wa * wa / 12;
+  c.var_b = wb * wb / 12;
   return c;
 }
 
-// A tested metric's standard error, intervals and p-value from its replicates (sorted here).
-void conclude(MetricResult& r, std::vector<double>& d, std::vector<double>& ratios, double base_a,
-              double base_b, const RunCorrection& c, double level) {
-  const double tail = (1 - level) / 2;
-  double mean = 0, sq = 0;
-  for (double x : d) mean += x;
-  mean /= static_cast<double>(d.size());
-  for (double x : d) sq += (x - mean) * (x - mean);
-  r.se = d.size() > 1 ? c.se_scale * std::sqrt(sq / static_cast<double>(d.size() - 1)) : 0;
-  std::sort(d.begin(), d.end());
-  std::sort(ratios.begin(), ratios.end());
-  const double shift = r.delta - (base_b - base_a);
-  r.lo = r.delta - c.widen * (r.delta - (percentile(d, tail) + shift));
-  r.hi = r.delta + c.widen * (percentile(d, 1 - tail) + shift - r.delta);
-  const double base_rel = base_a > 0 ? (base_b - base_a) / base_a : 0;
-  const double rel_shift = r.relative - base_rel;
-  r.rel_lo = r.relative - c.widen * (r.relative - (percentile(ratios, tail) + rel_shift));
-  r.rel_hi = r.relative + c.widen * (percentile(ratios, 1 - tail) + rel_shift - r.relative);
-  double p_param;
-  if (r.se > 0) {
-    p_param =
-        c.by_runs ? student_two_sided_p(r.delta / r.se, c.df) : normal_two_sided_p(r.delta / r.se);
-  } else {
-    p_param = r.delta == 0 ? 1 : 0;  // every replicate agrees: no sampling variation at all
+// An interval [lo, hi] of the log change, as intervals of delta and of relative.
+void set_interval(const MetricResult& r, const LogChange& c, double lo, double hi, Verdict& v) {
+  const double scale = from_log(c.log_a) + 1;
+  v.lo = scale * std::expm1(lo);
+  v.hi = scale * std::expm1(hi);
+  v.rel_lo = r.a > 0 ? v.lo / r.a : 0;
+  v.rel_hi = r.a > 0 ? v.hi / r.a : 0;
+}
+
+// The verdict within runs from the replicates' offsets: the percentile interval of the change,
+// and the larger of the normal and the percentile p-value of its excess over the least change
+// (a lumpy bootstrap distribution, a p90 where preemptions begin, can make the first too
+// small). A change within the least change has p 1.
+void conclude_within(MetricResult& r, const std::vector<double>& oa, const std::vector<double>& ob,
+                     const LogChange& c, double level) {
+  Verdict& v = r.within;
+  const double se = std::sqrt(std::max(variance(oa), c.var_a) + std::max(variance(ob), c.var_b));
+  const double sign = c.change < 0 ? -1 : 1;
+  std::vector<double> d(oa.size());
+  double across = 0;  // replicates not beyond the least change on the side of the change
+  for (size_t i = 0; i < oa.size(); ++i) {
+    d[i] = c.change + ob[i] - oa[i];
+    across += sign * d[i] < c.least ? 1 : sign * d[i] == c.least ? 0.5 : 0;
   }
-  // The percentile test: replicates (centred and widened as the interval) on the other side
-  // of zero. A skewed or lumpy bootstrap distribution (a p90 where preemptions begin) can make
-  // the normal p-value too small; taking the larger of the two keeps a significant change's
-  // interval clear of zero.
-  double across = 0;
-  for (double x : d) {
-    const double v = r.delta + c.widen * (x + shift - r.delta);
-    across += (r.delta > 0 ? v < 0 : r.delta < 0 ? v > 0 : true) ? 1 : v == 0 ? 0.5 : 0;
+  std::sort(d.begin(), d.end());
+  const double tail = (1 - level) / 2;
+  set_interval(r, c, std::min(percentile(d, tail), c.change - c.half),
+               std::max(percentile(d, 1 - tail), c.change + c.half), v);
+  v.se = se;
+  const double excess = std::fabs(c.change) - c.least;
+  if (!(excess > 0)) {
+    v.p = 1;
+    return;
   }
   const double p_percentile = std::min(1.0, (2 * across + 1) / (static_cast<double>(d.size()) + 1));
-  r.p = std::max(p_param, p_percentile);
+  v.p = std::max(normal_two_sided_p(excess / se), p_percentile);
+}
+
+// The verdict between runs: the t-test of the change's excess over the least change, on the
+// runs' values on the log scale, the variance between runs pooled over both sides, each
+// side's share never below its within-run sampling error nor the bins' resolution.
+void conclude_between(MetricResult& r, const SampleSet& a, const SampleSet& b, double within_a,
+                      double within_b, const LogChange& c, double level) {
+  const uint32_t ka = a.runs(), kb = b.runs();
+  r.df = static_cast<double>(ka + kb) - 2;
+  r.attributable = r.df >= 1;
+  if (!r.attributable) return;
+  double squares = 0;
+  for (const auto* side : {&a, &b}) {
+    const double mean = side->log_value(r.metric);
+    for (const SampleSet::Run& run : side->run_blocks()) {
+      const double x = to_log(run.exact[r.metric]) - mean;
+      squares += x * x;
+    }
+  }
+  const double between = squares / r.df;  // the variance of one run's value
+  const double var_a = std::max({between / ka, within_a, c.var_a});
+  const double var_b = std::max({between / kb, within_b, c.var_b});
+  Verdict& v = r.between;
+  v.se = std::sqrt(var_a + var_b);
+  const double excess = std::fabs(c.change) - c.least;
+  v.p = excess > 0 ? student_two_sided_p(excess / v.se, r.df) : 1;
+  const double half = std::max(student_quantile(1 - level, r.df) * v.se, c.half);
+  set_interval(r, c, c.change - half, c.change + half, v);
 }
 
 }  // namespace
@@ -417,34 +435,43 @@ std::array<MetricResult, kMetrics> compare(const SampleSet& a, const SampleSet& 
                                            const Options& options) {
   std::array<MetricResult, kMetrics> out;
   if (!exact_values(a, b, &out)) return out;
-  Replicates rep = bootstrap(a, b, options);
-  const RunCorrection correction = run_correction(a, b, options.level);
+  const Replicates rep = bootstrap(a, b, options);
   for (int m = 0; m < kMetrics; ++m) {
-    if (!out[m].tested) continue;
-    conclude(out[m], rep.deltas[m], rep.ratios[m], rep.base_a[m], rep.base_b[m], correction,
-             options.level);
+    MetricResult& r = out[m];
+    if (!r.tested) continue;
+    const LogChange c = log_change(r, a, b, options.min_change);
+    conclude_within(r, rep.a[m], rep.b[m], c, options.level);
+    conclude_between(r, a, b, variance(rep.a[m]), variance(rep.b[m]), c, options.level);
   }
   return out;
 }
 
-uint32_t apply_holm(const std::vector<MetricResult*>& tests, double alpha, double min_change) {
-  std::vector<MetricResult*> tested;
-  for (MetricResult* t : tests) {
-    t->significant = false;
-    if (t->tested && t->decides) tested.push_back(t);
-  }
-  std::stable_sort(tested.begin(), tested.end(),
-                   [](const MetricResult* x, const MetricResult* y) { return x->p < y->p; });
-  const size_t m = tested.size();
+namespace {
+
+// Holm's step-down procedure over (p, verdict) pairs: marks the verdicts that pass.
+void holm(std::vector<std::pair<double, Verdict*>> tests, double alpha) {
+  std::stable_sort(tests.begin(), tests.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  const size_t m = tests.size();
   for (size_t i = 0; i < m; ++i) {
-    if (tested[i]->p > alpha / static_cast<double>(m - i)) break;
-    tested[i]->significant = true;
+    if (tests[i].first > alpha / static_cast<double>(m - i)) break;
+    tests[i].second->passed = true;
   }
-  for (MetricResult* t : tested) {
-    const bool big = t->a > 0 ? std::fabs(t->relative) >= min_change : t->delta != 0;
-    t->significant = t->significant && big;
+}
+
+}  // namespace
+
+uint32_t apply_holm(const std::vector<MetricResult*>& tests, double alpha) {
+  std::vector<std::pair<double, Verdict*>> within, between;
+  for (MetricResult* t : tests) {
+    t->within.passed = t->between.passed = false;
+    if (!t->tested || !t->decides) continue;
+    within.emplace_back(t->within.p, &t->within);
+    if (t->attributable) between.emplace_back(t->between.p, &t->between);
   }
-  return static_cast<uint32_t>(m);
+  holm(within, alpha);
+  holm(between, alpha);
+  return static_cast<uint32_t>(within.size());
 }
 
 }  // namespace nanotrace::diffstats

@@ -1,12 +1,16 @@
 // analyze_breakdown and IoStageTracker: one pass over the trace merged with its kernel
 // events (time order), following each I/O through the stages by the keys each event carries
-// (node = io_uring user_data, sector, device and sector of the block request).
+// (node = io_uring user_data, sector, device and sector of the block request), each key
+// within its machine: a merged file holds several machines' I/Os and kernel events, whose
+// user_data, sectors and devices are not each other's.
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <tuple>
 #include <unordered_map>
 
 #include "nanotrace/breakdown.hpp"
+#include "reader/trace_internals.hpp"
 
 namespace nanotrace {
 namespace {
@@ -94,7 +98,9 @@ std::vector<Binding> bind_kernel_events(const Trace& trace) {
 // events carry.
 class StageTracker {
  public:
-  explicit StageTracker(uint64_t kernel_start_ticks) : kernel_start_(kernel_start_ticks) {}
+  // thread_node: the machine (Trace::nodes() index) of each Record::thread.
+  StageTracker(uint64_t kernel_start_ticks, std::vector<uint32_t> thread_node)
+      : kernel_start_(kernel_start_ticks), thread_node_(std::move(thread_node)) {}
   void add(const Record& r, const Binding& b);
   // The I/Os that completed, and the per-stage figures of those joined with every stage; each
   // stage's latencies too, if asked (one vector per stage, in completion order).
@@ -111,11 +117,18 @@ class StageTracker {
   // The time I/O i reached `stage`, the first time it does.
   void stamp(size_t i, int stage, const Record& r);
 
+  uint32_t node_of(const Record& r) const {
+    return r.thread < thread_node_.size() ? thread_node_[r.thread] : 0;
+  }
+  using Key = std::pair<uint32_t, uint64_t>;  // (machine, user_data or sector)
+
   const uint64_t kernel_start_;
+  const std::vector<uint32_t> thread_node_;
   std::vector<Io> ios_;
-  std::unordered_map<uint64_t, size_t> by_node_;    // open I/Os by node (= user_data)
-  std::multimap<uint64_t, size_t> awaiting_block_;  // by start sector, after io_uring submit
-  std::map<std::pair<uint64_t, uint64_t>, std::vector<size_t>> in_block_;  // (dev, sector)
+  std::map<Key, size_t> by_node_;              // open I/Os by node (= user_data)
+  std::multimap<Key, size_t> awaiting_block_;  // by start sector, after io_uring submit
+  // By (machine, dev, sector) of their block request.
+  std::map<std::tuple<uint32_t, uint64_t, uint64_t>, std::vector<size_t>> in_block_;
   std::vector<size_t> finished_;
 };
 
@@ -158,42 +171,44 @@ void StageTracker::user_submit(const Record& r, const Binding& b) {
   ios_.back().user_data = field(r, b.a);
   ios_.back().sector = field(r, b.b) / 512;
   ios_.back().thread = r.thread;
-  by_node_[field(r, b.a)] = ios_.size() - 1;
+  by_node_[{node_of(r), field(r, b.a)}] = ios_.size() - 1;
 }
 
 void StageTracker::uring_submit(const Record& r, const Binding& b) {
-  auto it = by_node_.find(field(r, b.a));
+  const uint32_t machine = node_of(r);
+  auto it = by_node_.find({machine, field(r, b.a)});
   if (it == by_node_.end() || ios_[it->second].ticks[1] != 0) return;
   stamp(it->second, 1, r);
-  awaiting_block_.emplace(ios_[it->second].sector, it->second);
+  awaiting_block_.emplace(Key{machine, ios_[it->second].sector}, it->second);
 }
 
 void StageTracker::block_issue(const Record& r, const Binding& b) {
+  const uint32_t machine = node_of(r);
   const uint64_t dev = field(r, b.a), sector = field(r, b.b);
   const uint64_t end = sector + std::max<uint64_t>(field(r, b.c), 1);
-  auto it = awaiting_block_.lower_bound(sector);
-  while (it != awaiting_block_.end() && it->first < end) {
+  auto it = awaiting_block_.lower_bound({machine, sector});
+  while (it != awaiting_block_.end() && it->first.first == machine && it->first.second < end) {
     stamp(it->second, 2, r);
     ios_[it->second].dev = dev;
-    in_block_[{dev, sector}].push_back(it->second);
+    in_block_[{machine, dev, sector}].push_back(it->second);
     it = awaiting_block_.erase(it);
   }
 }
 
 void StageTracker::block_complete(const Record& r, const Binding& b) {
-  auto it = in_block_.find({field(r, b.a), field(r, b.b)});
+  auto it = in_block_.find({node_of(r), field(r, b.a), field(r, b.b)});
   if (it == in_block_.end()) return;
   for (size_t i : it->second) stamp(i, 3, r);
   in_block_.erase(it);
 }
 
 void StageTracker::uring_complete(const Record& r, const Binding& b) {
-  auto it = by_node_.find(field(r, b.a));
+  auto it = by_node_.find({node_of(r), field(r, b.a)});
   if (it != by_node_.end()) stamp(it->second, 4, r);
 }
 
 void StageTracker::user_complete(const Record& r, const Binding& b) {
-  auto it = by_node_.find(field(r, b.a));
+  auto it = by_node_.find({node_of(r), field(r, b.a)});
   if (it == by_node_.end()) return;
   stamp(it->second, 5, r);
   finished_.push_back(it->second);
@@ -271,7 +286,18 @@ Result<std::unique_ptr<IoStageTracker>> IoStageTracker::create(const Trace& trac
   std::unique_ptr<IoStageTracker> t(new IoStageTracker());
   if (Status s = bind_user_events(trace, &t->impl_->user); !s.ok()) return s;
   t->impl_->kernel = bind_kernel_events(trace);
-  t->impl_->tracker = std::make_unique<StageTracker>(trace.kernel_start_ticks());
+  // Each record's machine, by Record::thread: the user-space threads, then the kernel CPUs
+  // (Trace::read_all_with_kernel's order).
+  std::vector<uint32_t> thread_node;
+  for (const ThreadInfo& th : trace.threads()) {
+    thread_node.push_back(th.process < trace.processes().size() ? trace.processes()[th.process].node
+                                                                : 0);
+  }
+  for (uint32_t c = 0; c < trace.kernel_cpu_count(); ++c) {
+    thread_node.push_back(reader::TraceInternals::kernel_cpu_node(trace, c));
+  }
+  t->impl_->tracker =
+      std::make_unique<StageTracker>(trace.kernel_start_ticks(), std::move(thread_node));
   return t;
 }
 

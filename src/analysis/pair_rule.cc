@@ -155,6 +155,15 @@ Result<ResolvedPair> resolve_pair_with_kernel(const Trace& trace, const PairRule
   return resolve(trace, rule, true);
 }
 
+std::vector<PairRule> known_pair_rules() {
+  return {
+      {"iograph:node_submit", "iograph:node_complete", "node"},
+      {"io_uring:sqe", "io_uring:cqe", "user_data"},
+      {"io_uring:io_uring_submit_req", "io_uring:io_uring_complete", "user_data"},
+      {"block:block_rq_issue", "block:block_rq_complete", "dev+sector"},
+  };
+}
+
 std::vector<PairRule> pairs_that_occur(const Trace& trace, const std::vector<PairRule>& rules,
                                        const std::vector<uint64_t>& records_per_event) {
   auto any_record = [&](const std::vector<uint16_t>& ids) {

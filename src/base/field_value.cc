@@ -1,8 +1,7 @@
-// A record field's value as a number. Kept below the reader because the runtime's trigger
-// compares field values too, and the runtime must not link the reader.
-#include <cstring>
+// A record field's value as a number, and field type names (nanotrace/field_value.hpp).
+#include "nanotrace/field_value.hpp"
 
-#include "nanotrace/reader.hpp"
+#include <cstring>
 
 namespace nanotrace {
 

@@ -15,10 +15,15 @@
 namespace nanotrace::file {
 
 inline constexpr char kFileMagic[8] = {'N', 'A', 'N', 'O', 'T', 'R', 'C', 'F'};
-// Written. Read: 1 has no kernel chunks nor processes (slot >> 16); 2 no NODE chunks; 3 may
-// hold several nodes, whose clocks a reader must map (base/node_meta.hpp), so a reader of
-// version 2 rejects it rather than mixing the nodes' clocks.
-inline constexpr uint32_t kFileVersion = 3;
+// Read: 1 has no kernel chunks nor processes (slot >> 16); 2 no NODE chunks; 3 may hold several
+// nodes, whose clocks a reader must map (base/node_meta.hpp), so a reader of version 2 rejects
+// it rather than mixing the nodes' clocks; 4 may hold the kernel events of several nodes (the
+// node index in the high 16 bits of the kernel chunks' slot), which a reader of version 3
+// would take for one machine's. Written: 3, and 4 by a merge that keeps the kernel events of
+// more than the first node (kNodeKernelFileVersion).
+inline constexpr uint32_t kFileVersion = 4;
+inline constexpr uint32_t kWrittenFileVersion = 3;
+inline constexpr uint32_t kNodeKernelFileVersion = 4;
 inline constexpr uint32_t kMinFileVersion = 1;
 inline constexpr uint32_t kChunkMagic = 0x4b43544e;  // "NTCK"
 // Bounds a reader enforces before allocating anything.
@@ -32,8 +37,9 @@ enum class ChunkType : uint16_t {
   kData = 3,        // raw ring bytes [position, position + raw_size) of one thread generation
   kLoss = 4,        // loss counters (exact), per thread generation and per process
   kEnd = 5,         // the recording closed cleanly
-  kKernelMeta = 6,  // ftrace formats, clock and losses (base/kernel_meta.hpp)
-  kKernelData = 7,  // raw ftrace sub-buffers of one CPU (slot = CPU)
+  kKernelMeta = 6,  // ftrace formats, clock and losses (base/kernel_meta.hpp); version 4:
+                    // slot = node << 16
+  kKernelData = 7,  // raw ftrace sub-buffers of one CPU (slot = CPU; version 4: node << 16 | CPU)
   kNode = 8,        // version 3: a node's identity, clock pairs and sync (base/node_meta.hpp)
 };
 // The highest chunk type of a file version.
@@ -45,7 +51,7 @@ inline constexpr uint16_t kChunkZstd = 1;  // payload is one zstd frame of raw_s
 
 struct FileHeader {
   char magic[8];         // kFileMagic
-  uint32_t version;      // kFileVersion
+  uint32_t version;      // kWrittenFileVersion (kNodeKernelFileVersion: see above)
   uint32_t header_size;  // sizeof(FileHeader)
   uint32_t pid;          // traced process
   uint32_t kind;         // FileKind

@@ -19,12 +19,6 @@
 
 namespace nanotrace::sys {
 
-double monotonic_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 // Asked once per process: in a virtual machine every cpuid instruction traps to the hypervisor
 // (about 6 us here), and __get_cpuid would add a third to check the maximum leaf.
 bool tsc_is_invariant() {

@@ -12,8 +12,6 @@ namespace nanotrace::sys {
 // True if the CPU's TSC runs at a constant rate in every power state (CPUID 0x80000007 EDX
 // bit 8): the runtime's clock then is the TSC.
 bool tsc_is_invariant();
-// CLOCK_MONOTONIC in seconds: the recorders' pacing and deadlines.
-double monotonic_seconds();
 // Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), 0 if unknown.
 uint64_t proc_start_time(uint32_t pid);
 // The inode number of pid's pidfs file (Linux 6.9+): unique per process since boot and the

@@ -86,7 +86,8 @@ void parse_constant(TriggerCondition* c) {
   char* end = nullptr;
   errno = 0;
   c->number = std::strtod(t.c_str(), &end);
-  c->is_number = end != t.c_str() && *end == '\0';
+  // The whole text: strtod stops at a NUL byte, which a fleet message's text may hold.
+  c->is_number = end != t.c_str() && end == t.c_str() + t.size();
   if (c->is_number && errno == ERANGE && std::isinf(c->number)) {
     c->is_number = false;
     c->range_error = "constant " + t + " is out of range for a double";
@@ -484,21 +485,24 @@ bool Trigger::parse_window(const std::string& text, uint64_t* events, uint64_t* 
   }
   uint64_t v = std::stoull(text.substr(0, digits));
   std::string unit = digits == std::string::npos ? "" : text.substr(digits);
-  *events = 0;
-  *ns = 0;
-  if (unit.empty() || unit == "events") {
-    *events = v;
-  } else if (unit == "ns") {
-    *ns = v;
+  uint64_t scale = 0;
+  if (unit.empty() || unit == "events" || unit == "ns") {
+    scale = 1;
   } else if (unit == "us") {
-    *ns = v * 1000;
+    scale = 1000;
   } else if (unit == "ms") {
-    *ns = v * 1000000;
+    scale = 1000000;
   } else if (unit == "s") {
-    *ns = v * 1000000000;
+    scale = 1000000000;
   } else {
     return false;
   }
+  // 18 digits of seconds are beyond 64 bits of nanoseconds: refused, not wrapped to a short
+  // window.
+  if (v > UINT64_MAX / scale) return false;
+  const bool is_events = unit.empty() || unit == "events";
+  *events = is_events ? v : 0;
+  *ns = is_events ? 0 : v * scale;
   return true;
 }
 

@@ -51,7 +51,6 @@ std::string tsdl_string(std::string_view raw);
 const char* tsdl_type(abi::FieldType t);
 uint32_t declared_bytes(abi::FieldType t);
 std::string uuid_text(const uint8_t uuid[16]);
-std::string host_name();
 
 // The clock of an export, which all its CTF traces declare identically (so that babeltrace2
 // merges them): ns since the first process's segment start or, when kernel events precede it

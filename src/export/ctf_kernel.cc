@@ -17,6 +17,7 @@
 #include <iterator>
 #include <vector>
 
+#include "base/node_identity.hpp"
 #include "base/output_file.hpp"
 #include "base/utf8.hpp"
 #include "export/ctf.hpp"
@@ -233,7 +234,7 @@ std::string kernel_metadata(const Trace& trace, const uint8_t uuid[16], const Ex
   fmt::format_to(out,
                  "env {{\n  domain = \"kernel\";\n  tracer_name = \"nanotrace\";\n"
                  "  tracer_major = 0;\n  tracer_minor = 1;\n  hostname = {};\n",
-                 tsdl_string(host_name()));
+                 tsdl_string(sys::hostname()));
   // The recording kernel's uname under LTTng's names, so that tools which interpret events
   // by kernel version (and people) know which kernel it was; absent in traces recorded before
   // the uname was stored.

@@ -3,7 +3,6 @@
 // several processes is exported as one CTF trace per process, each with this metadata and its
 // process's procname and vpid in the env (LTTng's per-process convention).
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -11,6 +10,7 @@
 #include <iterator>
 #include <set>
 
+#include "base/node_identity.hpp"
 #include "base/utf8.hpp"
 #include "export/ctf.hpp"
 
@@ -63,12 +63,6 @@ std::string uuid_text(const uint8_t uuid[16]) {
     s += fmt::format("{:02x}", uuid[i]);
   }
   return s;
-}
-
-std::string host_name() {
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
-  return host;
 }
 
 ExportClock export_clock(Trace& trace) {
@@ -211,7 +205,7 @@ void write_type_aliases(fmt::memory_buffer& m) {
 
 // The host a process ran on: its node's in a merged trace, else this machine's.
 std::string node_hostname(const Trace& trace, const ProcessInfo& p) {
-  return p.node < trace.nodes().size() ? trace.nodes()[p.node].hostname : host_name();
+  return p.node < trace.nodes().size() ? trace.nodes()[p.node].hostname : sys::hostname();
 }
 
 // The trace block (packet header) and the environment.

@@ -3,7 +3,6 @@
 #include "fleet/agent.hpp"
 
 #include <fmt/format.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,18 +15,6 @@
 namespace nanotrace::fleet {
 
 using nlohmann::json;
-
-uint64_t realtime_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 void Agent::Impl::log(const std::string& line) const {
   uint64_t now = realtime_ns();
@@ -47,27 +34,22 @@ void Agent::Impl::post(std::function<void()> task) {
 
 bool Agent::Impl::in_interval() {
   std::lock_guard lock(round_mu);
-  return interval_start_ns != 0 && monotonic_ns() - interval_start_ns < options.rate_ns;
+  return rate.peek(monotonic_ns()) != RatePolicy::Verdict::kAdmitted;
 }
 
 Claim Agent::Impl::claim_round(const std::string& round, bool always) {
   std::lock_guard lock(round_mu);
   if (!known_rounds.insert(round).second) return Claim::kKnown;
   const uint64_t now = monotonic_ns();
-  if (!always && interval_start_ns != 0 && now - interval_start_ns < options.rate_ns) {
-    return Claim::kWithinInterval;
+  if (always) {
+    rate.force(now);
+    return Claim::kTaken;
   }
-  interval_start_ns = now;
-  return Claim::kTaken;
+  return rate.offer(now) == RatePolicy::Verdict::kAdmitted ? Claim::kTaken : Claim::kWithinInterval;
 }
 
-void Agent::Impl::answer(const std::string& reply, const json& body) {
+void Agent::Impl::answer(const std::string& reply, const std::string& bytes) {
   if (reply.empty()) return;
-  Status s = broker->publish(reply, json_text(body));
-  if (!s.ok()) log("cannot answer: " + s.message());
-}
-
-void Agent::Impl::answer_raw(const std::string& reply, const std::string& bytes) {
   Status s = broker->publish(reply, bytes);
   if (!s.ok()) log("cannot answer: " + s.message());
 }
@@ -77,30 +59,32 @@ void Agent::Impl::on_command(BrokerMessage&& m) {
   if (!command.ok()) {
     ++counters.refused;
     log("refused a command: " + command.status().message());
-    answer(m.reply, {{"node", options.node}, {"error", command.status().message()}});
+    answer(m.reply, error_answer(options.node, command.status().message()));
     return;
   }
   std::string reply = m.reply;
   Command c = *command;
   post([this, c, reply] {
-    json body;
+    // Each answer is its command's type (message_answers.hpp), naming this node.
+    std::string body;
     switch (c.op) {
       case Command::Op::kArm: {
         ArmSpec spec{c.expression, c.after, {}, c.before_ns};
         if (!c.after.empty() &&
             !Trigger::parse_window(c.after, &spec.window.after_events, &spec.window.after_ns)) {
-          body = {{"error", "bad --after '" + c.after + "'"}};
+          body = error_answer(options.node, "bad --after '" + c.after + "'");
           break;
         }
         if (c.rate_ns != 0) {
           std::lock_guard lock(round_mu);
           options.rate_ns = c.rate_ns;
+          rate.set_limits(fleet_rate_limits(c.rate_ns));
         }
-        body = arm(spec);
+        body = arm(spec).to_json();
         break;
       }
       case Command::Op::kDisarm:
-        body = disarm();
+        body = disarm().to_json();
         break;
       case Command::Op::kSnapshot: {
         Freeze f;
@@ -109,23 +93,22 @@ void Agent::Impl::on_command(BrokerMessage&& m) {
         f.match_realtime_ns = realtime_ns();
         f.event = "";  // on request
         claim_round(f.round, /*always=*/true);
-        body = take_round(f, nullptr);
+        body = SnapshotAnswer{options.node, "", take_round(f, nullptr)}.to_json();
         break;
       }
       case Command::Op::kStatus:
-        body = status_json();
+        body = status().to_json();
         break;
       case Command::Op::kRounds:
-        body = rounds_json();
+        body = rounds_answer().to_json();
         break;
       case Command::Op::kResume: {
-        std::vector<std::string> errors;
-        locals.resume_all(&errors);
-        body = {{"errors", errors}};
+        ResumeAnswer a{options.node, "", {}};
+        locals.resume_all(&a.errors);
+        body = a.to_json();
         break;
       }
     }
-    body["node"] = options.node;
     answer(reply, body);
   });
 }
@@ -171,42 +154,42 @@ void Agent::Impl::on_fetch(BrokerMessage&& m) {
     ++counters.refused;
     log("fetch refused: " + out.substr(1));
   }
-  if (!m.reply.empty()) answer_raw(m.reply, out);
+  answer(m.reply, out);
 }
 
-json Agent::Impl::arm(const ArmSpec& spec) {
+ProcessesAnswer Agent::Impl::arm(const ArmSpec& spec) {
   armed = spec;
-  json processes = json::array();
+  ProcessesAnswer a{options.node, "", {}};
   for (auto& p : locals.all()) {
     Status s = p->control->arm(spec.expression, spec.window);
-    json one = {{"pid", p->pid}, {"name", p->name}};
+    ProcessResult one{p->pid, p->name, ""};
     if (s.ok()) {
       ++p->arms;
       p->seen = p->control->trigger_state();
     } else {
-      one["error"] = s.message();
+      one.error = s.message();
     }
-    processes.push_back(one);
+    a.processes.push_back(one);
   }
-  log(fmt::format("armed '{}' in {} processes", spec.expression, processes.size()));
-  return {{"processes", processes}};
+  log(fmt::format("armed '{}' in {} processes", spec.expression, a.processes.size()));
+  return a;
 }
 
-json Agent::Impl::disarm() {
+ProcessesAnswer Agent::Impl::disarm() {
   armed.reset();
-  json processes = json::array();
+  ProcessesAnswer a{options.node, "", {}};
   for (auto& p : locals.all()) {
     Status s = p->control->disarm();
-    json one = {{"pid", p->pid}};
-    if (!s.ok()) one["error"] = s.message();
+    a.processes.push_back({p->pid, "", s.ok() ? "" : s.message()});
     p->seen = p->control->trigger_state();
-    processes.push_back(one);
   }
-  return {{"processes", processes}};
+  return a;
 }
 
 void Agent::Impl::scan() {
-  std::vector<uint32_t> added = locals.scan();
+  std::vector<std::unique_ptr<LocalProcess>> gone;
+  std::vector<uint32_t> added = locals.scan(&gone);
+  if (!gone.empty()) copy_deferred_of(gone);
   for (auto& p : locals.all()) {
     if (std::find(added.begin(), added.end(), p->pid) == added.end()) continue;
     log(fmt::format("watching process {} ({})", p->pid, p->name));
@@ -303,73 +286,76 @@ void Agent::Impl::check_local_fires() {
   }
 }
 
-json Agent::Impl::status_json() {
-  json processes = json::array();
+StatusAnswer Agent::Impl::status() {
+  StatusAnswer a;
+  a.node = options.node;
   for (auto& p : locals.all()) {
-    RingHealth h = ring_health(*p->control);
-    const TriggerInfo& t = p->control->process().trigger;
-    processes.push_back({{"pid", p->pid},
-                         {"name", p->name},
-                         {"trigger", trigger_state_name(p->control->trigger_state())},
-                         {"expression", t.expression},
-                         {"threads", h.threads},
-                         {"records", h.records},
-                         {"history_seconds", h.history_seconds},
-                         {"overwritten_bytes", h.overwritten_bytes},
-                         {"lost", h.dropped + h.lost_no_slot + h.lost_reclaimed}});
+    RingHealth h = ring_health(*p);
+    ProcessStatus one;
+    one.pid = p->pid;
+    one.name = p->name;
+    one.trigger = trigger_state_name(p->control->trigger_state());
+    one.expression = p->control->process().trigger.expression;
+    one.threads = h.threads;
+    one.records = h.records;
+    one.history_seconds = h.history_seconds;
+    one.overwritten_bytes = h.overwritten_bytes;
+    one.lost = h.dropped + h.lost_no_slot + h.lost_reclaimed;
+    a.processes.push_back(std::move(one));
   }
-  json j = {{"connected", counters.connected.load()},
-            {"processes", processes},
-            {"armed", armed ? armed->expression : ""},
-            {"before_ns", armed ? armed->before_ns : 0},
-            {"rate_ns", options.rate_ns},
-            {"rounds", counters.rounds.load()},
-            {"coalesced", counters.coalesced.load()},
-            {"rate_limited", counters.rate_limited.load()},
-            {"local_only", counters.local_only.load()},
-            {"last_latency_ns", counters.last_latency_ns.load()},
-            {"clock", clock_json()}};
+  a.connected = counters.connected.load();
+  a.armed = armed ? armed->expression : "";
+  a.before_ns = armed ? armed->before_ns : 0;
+  a.rate_ns = options.rate_ns;
+  a.rounds = counters.rounds.load();
+  a.coalesced = counters.coalesced.load();
+  a.rate_limited = counters.rate_limited.load();
+  a.local_only = counters.local_only.load();
+  a.last_latency_ns = counters.last_latency_ns.load();
+  a.clock = clock_status();
   if (!options.kernel.empty()) {
-    j["kernel"] = {{"groups", options.kernel},
-                   {"instance", flight ? flight->instance_name() : ""},
-                   {"error", kernel_error}};
+    a.kernel = KernelStatus{options.kernel, flight ? flight->instance_name() : "", kernel_error};
   }
-  if (shipper) j["ship"] = ship_json();
-  return j;
+  if (shipper) a.ship = ship_status();
+  return a;
 }
 
-void Agent::Impl::ship_round(const json& manifest) {
+void Agent::Impl::ship_round(const Manifest& manifest) {
   if (!shipper) return;
   std::vector<std::string> files;
-  for (const json& p : manifest["processes"]) {
-    if (p.contains("file") && !p.contains("error")) files.push_back(p["file"].get<std::string>());
+  for (const ManifestProcess& p : manifest.processes) {
+    if (p.copied()) files.push_back(p.file);
   }
   shipper->enqueue(files);
 }
 
-json Agent::Impl::ship_json() const {
+ShipStatus Agent::Impl::ship_status() const {
   ShipHealth h = shipper->health();
-  return {{"servers", options.ship.servers.size()},
-          {"database", options.ship.database},
-          {"shipped", h.shipped},
-          {"already_stored", h.already_stored},
-          {"events", h.events},
-          {"failures", h.failures},
-          {"rejected", h.rejected},
-          {"queued", h.queued},
-          {"last_error", h.last_error},
-          {"last_error_realtime_ns", h.last_error_realtime_ns},
-          {"last_success_realtime_ns", h.last_success_realtime_ns}};
+  ShipStatus s;
+  s.servers = options.ship.servers.size();
+  s.database = options.ship.database;
+  s.shipped = h.shipped;
+  s.already_stored = h.already_stored;
+  s.events = h.events;
+  s.failures = h.failures;
+  s.rejected = h.rejected;
+  s.queued = h.queued;
+  s.last_error = h.last_error;
+  s.last_error_realtime_ns = h.last_error_realtime_ns;
+  s.last_success_realtime_ns = h.last_success_realtime_ns;
+  return s;
 }
 
-json Agent::Impl::clock_json() const {
+ClockStatus Agent::Impl::clock_status() const {
   const rec::ClockSync sync = clock->current().sync;
-  json bound = sync.bound_ns == file::kUnknownBound ? json(nullptr) : json(sync.bound_ns);
-  return {{"source", file::sync_source_name(sync.source)},
-          {"synchronised", sync.synchronised},
-          {"offset_ns", sync.offset_ns},
-          {"bound_ns", bound},
-          {"reference", sync.reference}};
+  ClockStatus c;
+  c.source = file::sync_source_name(sync.source);
+  c.synchronised = sync.synchronised;
+  c.offset_ns = sync.offset_ns;
+  c.bound_known = sync.bound_ns != file::kUnknownBound;
+  c.bound_ns = c.bound_known ? sync.bound_ns : 0;
+  c.reference = sync.reference;
+  return c;
 }
 
 Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -377,7 +363,8 @@ Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Agent::~Agent() {
   if (impl_) {
     impl_->metrics.reset();
-    impl_->shipper.reset();  // cancels an attempt in progress
+    impl_->shipper.reset();                          // cancels an attempt in progress
+    if (impl_->announcer) impl_->announcer->stop();  // it publishes through the broker
     impl_->broker.reset();
   }
 }
@@ -385,19 +372,16 @@ Agent::~Agent() {
 Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  if (impl->options.node.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    impl->options.node = spool_safe(host);
-  }
+  impl->rate.set_limits(fleet_rate_limits(options.rate_ns));
+  if (impl->options.node.empty()) impl->options.node = spool_safe(sys::hostname());
   if (!valid_name(impl->options.node)) {
     return Status::Invalid("bad node name '" + impl->options.node +
                            "' ([A-Za-z0-9_-], 64 at most)");
   }
   if (!valid_name(impl->options.fleet)) return Status::Invalid("bad fleet name");
   // The snapshots this agent writes name its node (the trace file's node identity), unless the
-  // operator named it otherwise.
-  setenv("NANOTRACE_NODE_NAME", impl->options.node.c_str(), /*overwrite=*/0);
+  // operator named it otherwise (NANOTRACE_NODE_NAME).
+  impl->node_identity = sys::node_identity(impl->options.node);
   auto spool = Spool::open(options.spool);
   if (!spool.ok()) return spool.status();
   impl->spool.emplace(std::move(*spool));
@@ -410,11 +394,12 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
     impl->shipper = std::move(*shipper);
   }
   if (!options.metrics_address.empty()) {
-    auto m =
-        MetricsServer::start(options.metrics_address, [self] { return self->render_metrics(); });
+    auto m = MetricsServer::start(options.metrics_address,
+                                  [self](MetricsFormat f) { return self->render_metrics(f); });
     if (!m.ok()) return m.status();
     impl->metrics = std::move(*m);
   }
+  if (options.announce_for_ns != 0) start_announcer(*impl);
   BrokerOptions b;
   b.url = options.broker_url;
   b.credentials = options.credentials;
@@ -426,6 +411,7 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
     bool was = self->counters.connected.exchange(up);
     if (was != up) ++self->counters.link_changes;
     self->log(std::string(up ? "broker up: " : "broker down: ") + why);
+    if (up && self->announcer) self->announcer->link_up();
   };
   auto broker = Broker::connect(b);
   if (!broker.ok()) return broker.status();

@@ -17,8 +17,11 @@
 //     overwrite ftrace instance (as `record --snapshot-on --kernel` keeps them), and each
 //     round's window of them goes into one snapshot of the round (the origin's, else the
 //     first process's).
-//   - Broker down: triggers still freeze their process; the agent snapshots its node alone
-//     (counted as a local-only freeze) and reconnects on its own.
+//   - Broker down: triggers still freeze their process; the agent snapshots its node and
+//     reconnects on its own. Its announcement is repeated for a few seconds (and at once when
+//     its link comes back), so that nodes whose server of a cluster died with it, or whose
+//     link was down, still freeze; one that no server took in that time is counted as a
+//     local-only freeze.
 //   - With ClickHouse servers given (options.ship), every snapshot written to the spool is
 //     shipped by a thread of its own (snapshot_shipper.hpp), retried until it is stored.
 //   - It acts on commands from the broker alone, over a connection opened with the fleet's
@@ -44,12 +47,19 @@ struct AgentOptions {
   std::string node;  // this node's name (default: the host name)
   std::string fleet = "default";
   std::string spool = "/var/spool/nanotrace";
+  // The NATS servers, comma-separated: one, or several of a cluster (the client connects to
+  // one of them and fails over to another).
   std::string broker_url = "nats://127.0.0.1:4222";
   Credentials credentials;
   std::string metrics_address;           // "HOST:PORT" to serve /metrics on; empty: none
   uint64_t rate_ns = 10'000'000'000ull;  // at most one fleet freeze per interval
-  int scan_ms = 1000;                    // how often /dev/shm is scanned for new processes
-  int clock_interval_ms = 10000;         // how often the clock-sync daemon is asked
+  // How long the origin repeats a freeze's announcement (agent_announcer.hpp), every
+  // announce_every_ns, for nodes that missed it (their server lost, their link down a moment).
+  // 0: announced once.
+  uint64_t announce_for_ns = 5'000'000'000ull;
+  uint64_t announce_every_ns = 500'000'000ull;
+  int scan_ms = 1000;             // how often /dev/shm is scanned for new processes
+  int clock_interval_ms = 10000;  // how often the clock-sync daemon is asked
   // How long a node, once frozen, waits before its bulk work (confirming, copying, resuming):
   // where nodes share a host, the others are still being told, and their wake-ups come first.
   uint64_t copy_delay_ns = 2'000'000;

@@ -1,4 +1,5 @@
-// The agent's /metrics (OpenMetrics text format): per traced process, the history its rings
+// The agent's /metrics (OpenMetrics or Prometheus text format, as the scraper asks; every
+// family with HELP and TYPE): per traced process, the history its rings
 // hold, the bytes written over, records lost by cause, trigger arms, fires and freezes; per
 // node, fleet freezes (taken, coalesced, rate-limited, local-only), the last freeze's latency,
 // snapshots written, the broker link and the clock's error bound; with shipping, the snapshots
@@ -42,7 +43,7 @@ void add(Family& f, const std::string& labels, double value) {
 // Per traced process: the rings' health and the trigger's counts.
 std::vector<Family> process_families(LocalProcesses& locals, const std::string& node) {
   Family history{"nanotrace_process_history_seconds", "gauge",
-                 "Seconds of history the process's rings hold (newest thread)"};
+                 "Seconds back from now that every thread's ring of the process still holds"};
   Family overwritten{"nanotrace_process_overwritten_bytes", "counter",
                      "Ring bytes written over since the process started"};
   Family records{"nanotrace_process_records", "counter", "Records written"};
@@ -53,7 +54,7 @@ std::vector<Family> process_families(LocalProcesses& locals, const std::string& 
   Family armed{"nanotrace_process_trigger_armed", "gauge", "1 while the trigger is armed"};
   std::lock_guard lock(locals.mu());
   for (auto& p : locals.all()) {
-    RingHealth h = ring_health(*p->control);
+    RingHealth h = ring_health(*p);
     std::string l =
         fmt::format("{},pid=\"{}\",process=\"{}\"", node, p->pid, escape_label(p->name));
     add(history, l, h.history_seconds);
@@ -86,10 +87,11 @@ std::vector<Family> agent_families(const AgentCounters& c, const std::string& no
           "Freezes announced by other nodes within the rate interval (counted, not repeated)",
           static_cast<double>(c.coalesced.load())),
       one("nanotrace_fleet_rate_limited", "counter",
-          "Local fires within the rate interval (copied when it ends, not fanned out)",
+          "Local fires within the rate interval (copied when it ends or their process does, "
+          "not fanned out)",
           static_cast<double>(c.rate_limited.load())),
       one("nanotrace_fleet_local_only", "counter",
-          "Local fires that could not be announced (broker down)",
+          "Local fires whose announcement no server took while it was repeated (broker down)",
           static_cast<double>(c.local_only.load())),
       one("nanotrace_fleet_last_freeze_latency_seconds", "gauge",
           "Last round: from the matching record to this node's last process frozen",
@@ -164,7 +166,7 @@ std::vector<Family> clock_families(const rec::ClockSync& sync, const std::string
 
 }  // namespace
 
-std::string Agent::Impl::render_metrics() {
+std::string Agent::Impl::render_metrics(MetricsFormat format) {
   const std::string node = "node=\"" + escape_label(options.node) + "\"";
   std::vector<Family> families = process_families(locals, node);
   std::vector<Family> more = agent_families(counters, node);
@@ -175,12 +177,18 @@ std::string Agent::Impl::render_metrics() {
     more = ship_families(shipper->health(), node);
     families.insert(families.end(), more.begin(), more.end());
   }
+  // A counter's samples are NAME_total in both formats; its family (HELP and TYPE) is NAME in
+  // OpenMetrics, NAME_total in Prometheus's text format, where a family is named as its
+  // samples (promtool reads a sample of another name as a family without HELP).
+  const bool openmetrics = format == MetricsFormat::kOpenMetrics;
   std::string out;
   for (const Family& f : families) {
-    out += fmt::format("# TYPE {} {}\n# HELP {} {}\n", f.name, f.type, f.name, f.help);
+    std::string name = f.name;
+    if (!openmetrics && f.type == "counter") name += "_total";
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, f.help, name, f.type);
     for (const std::string& s : f.samples) out += s + "\n";
   }
-  out += "# EOF\n";
+  if (openmetrics) out += "# EOF\n";
   return out;
 }
 

@@ -15,10 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.hpp"
+#include "base/node_identity.hpp"
+#include "base/rate_policy.hpp"
 #include "fleet/agent.hpp"
+#include "fleet/agent_announcer.hpp"
 #include "fleet/broker.hpp"
 #include "fleet/clock_watch.hpp"
 #include "fleet/local_processes.hpp"
+#include "fleet/message_answers.hpp"
+#include "fleet/message_status.hpp"
 #include "fleet/metrics_server.hpp"
 #include "fleet/protocol.hpp"
 #include "fleet/snapshot_shipper.hpp"
@@ -36,28 +42,19 @@ struct ArmSpec {
   uint64_t before_ns = 0;
 };
 
-// When this node passed each step of a fleet freeze (CLOCK_REALTIME ns, 0: not on this
-// node's path), for the manifest's "timing": where a freeze's time goes, hop by hop. The origin
-// fills woke to published, every other node received to requested; each process's own freeze
-// time is its frozen_realtime_ns.
-struct FreezeTiming {
-  uint64_t woke_ns = 0;       // origin: the watcher's futex_waitv returned
-  uint64_t seen_ns = 0;       // origin: the watcher found the fired trigger
-  uint64_t published_ns = 0;  // origin: the announcement handed to the broker's client
-  uint64_t received_ns = 0;   // the announcement's delivery to this agent
-  uint64_t handled_ns = 0;    // this agent acted on it
-  uint64_t requested_ns = 0;  // every local process asked to freeze
-  uint64_t copied_ns = 0;     // the copy began (after options.copy_delay_ns)
-  nlohmann::json to_json() const;
-};
+// When this node passed each step of a fleet freeze: the manifest's "timing".
+using FreezeTiming = RoundTiming;
 
 // The last fleet freeze this node took part in.
 struct Round {
   std::string id;
   std::vector<Freeze> origins;  // the first, then freezes coalesced into it
-  nlohmann::json manifest;      // as written to the spool
+  Manifest manifest;            // as written to the spool
   FreezeTiming timing;
 };
+
+// The fleet's rate policy: at most one fleet freeze per interval, no cool-down beyond it.
+inline RateLimits fleet_rate_limits(uint64_t rate_ns) { return {1, rate_ns, 0}; }
 
 // What the rate policy says of a freeze (Agent::Impl::claim_round).
 enum class Claim {
@@ -71,7 +68,7 @@ struct AgentCounters {
   std::atomic<uint64_t> origins{0};       // of which it fired
   std::atomic<uint64_t> coalesced{0};     // freezes announced within the interval
   std::atomic<uint64_t> rate_limited{0};  // local fires within the interval
-  std::atomic<uint64_t> local_only{0};    // fires announced to nobody (broker down)
+  std::atomic<uint64_t> local_only{0};    // fires no server took (broker down throughout)
   std::atomic<uint64_t> snapshots{0};     // snapshot files written
   std::atomic<uint64_t> snapshot_bytes{0};
   std::atomic<uint64_t> snapshot_errors{0};
@@ -83,8 +80,15 @@ struct AgentCounters {
 };
 
 struct Agent::Impl {
+  ~Impl() {
+    if (announcer) announcer->stop();
+  }
   AgentOptions options;
+  sys::NodeIdentity node_identity;  // what its snapshots name (options.node, by default)
   std::optional<Spool> spool;
+  // options.announce_for_ns != 0. Destroyed after the broker, whose link callback reaches it;
+  // its thread, which publishes through the broker, is stopped before either (~Impl).
+  std::unique_ptr<Announcer> announcer;
   std::unique_ptr<Broker> broker;
   std::unique_ptr<SnapshotShipper> shipper;  // options.ship given (outlives the metrics server)
   std::unique_ptr<MetricsServer> metrics;
@@ -101,7 +105,7 @@ struct Agent::Impl {
   // freezes the node on an announcement itself (a wake-up sooner than the watcher could).
   std::mutex round_mu;
   std::set<std::string> known_rounds;  // guarded by round_mu
-  uint64_t interval_start_ns = 0;      // CLOCK_MONOTONIC; 0: none yet; guarded by round_mu
+  RatePolicy rate;                     // on CLOCK_MONOTONIC; guarded by round_mu
   // Records a round as seen and applies the rate policy to it (`always`: a freeze on request,
   // which the interval does not hold back). Takes round_mu.
   Claim claim_round(const std::string& round, bool always);
@@ -125,38 +129,42 @@ struct Agent::Impl {
   void on_command(BrokerMessage&& m);
   void on_freeze(BrokerMessage&& m);
   void on_fetch(BrokerMessage&& m);
-  void answer(const std::string& reply, const nlohmann::json& body);
-  void answer_raw(const std::string& reply, const std::string& bytes);
+  void answer(const std::string& reply, const std::string& bytes);
   void scan();
   void follow_kernel(const std::vector<uint32_t>& added);
   void check_local_fires();
-  nlohmann::json status_json();
-  nlohmann::json clock_json() const;
-  nlohmann::json arm(const ArmSpec& spec);
-  nlohmann::json disarm();
-  void ship_round(const nlohmann::json& manifest);
-  nlohmann::json ship_json() const;
+  StatusAnswer status();
+  ClockStatus clock_status() const;
+  ProcessesAnswer arm(const ArmSpec& spec);
+  ProcessesAnswer disarm();
+  void ship_round(const Manifest& manifest);
+  ShipStatus ship_status() const;
 
   // rounds.cc
   void on_local_fire(LocalProcess& p, const TriggerInfo& info);
   // Waits options.copy_delay_ns, on the thread that just froze the node.
   void let_other_nodes_freeze() const;
   void on_remote_freeze(const Freeze& f, Claim claim, FreezeTiming timing);
-  nlohmann::json take_round(const Freeze& f, LocalProcess* origin, FreezeTiming timing = {});
+  Manifest take_round(const Freeze& f, LocalProcess* origin, FreezeTiming timing = {});
   // take_round's work once the node is frozen: confirm, copy, resume (on its niced thread).
-  nlohmann::json copy_round(const Freeze& f, LocalProcess* origin, const FreezeTiming& timing);
+  Manifest copy_round(const Freeze& f, LocalProcess* origin, const FreezeTiming& timing);
   // timing: the round's hops for the manifest (none for a deferred copy).
-  nlohmann::json write_snapshots(const std::string& round, const std::vector<Freeze>& origins,
-                                 const std::vector<LocalProcess*>& which,
-                                 const FreezeTiming* timing = nullptr);
+  Manifest write_snapshots(const std::string& round, const std::vector<Freeze>& origins,
+                           const std::vector<LocalProcess*>& which,
+                           const FreezeTiming* timing = nullptr);
   void flush_deferred(bool force);
-  nlohmann::json rounds_json();
+  // Processes gone since the last scan: those held back by the interval are copied now, from
+  // the rings the agent's mapping still holds (they would be missing when it ends).
+  void copy_deferred_of(const std::vector<std::unique_ptr<LocalProcess>>& gone);
+  RoundsAnswer rounds_answer();
 
   // agent_metrics.cc
-  std::string render_metrics();
+  std::string render_metrics(MetricsFormat format);
 };
 
-uint64_t realtime_ns();
-uint64_t monotonic_ns();
+using sys::monotonic_ns;
+using sys::realtime_ns;
+// Repeats the node's freeze announcements (rounds.cc); before the broker connects.
+void start_announcer(Agent::Impl& agent);
 
 }  // namespace nanotrace::fleet

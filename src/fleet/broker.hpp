@@ -1,8 +1,8 @@
 // The fleet's link to its message broker: one NATS connection (Debian's libnats, the C client
-// of nats-server), authenticated with the fleet's credentials, that reconnects on its own for
-// as long as the process lives, so that an agent started while the broker is down, or that
-// loses it, comes back without anyone's help. Messages are opaque bytes here; protocol.hpp
-// says what they hold.
+// of nats-server) to a server or one of a cluster's, authenticated with the fleet's
+// credentials, that reconnects on its own (to any of the servers) for as long as the process
+// lives, so that an agent started while the broker is down, or that loses it, comes back
+// without anyone's help. Messages are opaque bytes here; protocol.hpp says what they hold.
 //
 // Thread safety: publish, request and subscribe may be called from any thread; handlers run
 // on the client library's delivery threads.
@@ -26,6 +26,8 @@ struct BrokerMessage {
 };
 
 struct BrokerOptions {
+  // A NATS server, or several of a cluster, comma-separated ("nats://a:4222,nats://b:4222"):
+  // the client connects to one of them and, losing it, reconnects to another.
   std::string url = "nats://127.0.0.1:4222";
   Credentials credentials;
   std::string name;  // the connection's name, as the server lists it
@@ -47,8 +49,11 @@ class Broker {
   using Handler = std::function<void(BrokerMessage&& message)>;
 
   // Connects. With retry, returns even if the broker cannot be reached now (the link comes
-  // up later: on_link). Errors: kIoError (unreachable, or credentials refused: the message
-  // says which).
+  // up later: on_link). Errors: kInvalidArgument (a bad URL list); kIoError: no server could
+  // be reached (the message says, per URL, what a connection met: refused, no answer within
+  // the timeout, a name not resolved...) or a server refused the credentials (its reason).
+  // Later errors say what happened too: no answer within N ms, the link down, nobody
+  // listening; on_link names the server lost or reached.
   static Result<std::unique_ptr<Broker>> connect(const BrokerOptions& options);
   ~Broker();
 
@@ -63,6 +68,10 @@ class Broker {
   // (0: any number) or timeout_ms passed since the publish.
   Result<std::vector<std::string>> gather(const std::string& subject, const std::string& data,
                                           size_t expect, int timeout_ms);
+  // As gather, handing each answer to on_answer as it arrives, until on_answer returns true
+  // (enough) or timeout_ms passed since the publish.
+  Status gather_each(const std::string& subject, const std::string& data, int timeout_ms,
+                     const std::function<bool(std::string&& answer)>& on_answer);
   // Waits until what was published has reached the server.
   Status flush(int timeout_ms);
 

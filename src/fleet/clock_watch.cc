@@ -1,9 +1,9 @@
 // The agent's periodic clock-sync reading (clock_watch.hpp).
 #include "fleet/clock_watch.hpp"
 
-#include <time.h>
-
 #include <chrono>
+
+#include "base/clock.hpp"
 
 namespace nanotrace::fleet {
 
@@ -29,10 +29,7 @@ void ClockWatch::loop() {
     lock.unlock();
     Reading r;
     r.sync = rec::read_clock_sync();
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r.read_monotonic_ns =
-        static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+    r.read_monotonic_ns = sys::monotonic_ns();
     lock.lock();
     reading_ = std::move(r);
     wake_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [this] { return stop_; });

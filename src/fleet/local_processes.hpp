@@ -20,15 +20,32 @@
 
 namespace nanotrace::fleet {
 
+// Where a process's thread slots and rings lie in its segment: taken when it is attached (the
+// reader checked the header then) and bounded by the mapping, so that what the process writes
+// into its header later cannot move a read of ours outside it.
+struct RingLayout {
+  uint64_t threads_offset = 0;
+  uint64_t rings_offset = 0;
+  uint32_t slots = 0;  // thread slots whose slot and ring lie inside the mapping
+  uint32_t ring_size = 0;
+  uint32_t block_size = 0;
+  abi::Mode mode = abi::Mode::kOverwrite;
+  abi::ClockKind clock = abi::ClockKind::kTsc;
+};
+
 struct LocalProcess {
   uint32_t pid = 0;
   std::string name;
   std::string segment;
   std::unique_ptr<Controller> control;
+  RingLayout layout;
   abi::TriggerState seen = abi::TriggerState::kNone;    // as of the last look
   bool frozen_by_agent = false;                         // our freeze request froze it
   std::atomic<uint64_t> arms{0}, fires{0}, freezes{0};  // read by the metrics thread
 };
+
+// Opens a traced process for control (a segment path, or anything Controller::attach takes).
+Result<std::unique_ptr<LocalProcess>> attach_process(const std::string& segment);
 
 // Health of one process's rings, for status and metrics.
 struct RingHealth {
@@ -37,18 +54,26 @@ struct RingHealth {
   uint64_t overwritten_bytes = 0;  // ring bytes written over (history no longer held)
   uint64_t dropped = 0;            // records dropped by writers
   uint64_t lost_no_slot = 0, lost_reclaimed = 0;
-  // Seconds of history the rings hold: the newest thread's span from the oldest record it
-  // still holds to now (estimated from its fill rate when it has wrapped).
+  // Seconds of history the process's rings hold: how far back from now every thread's ring
+  // still covers. A ring that was never written over holds all its thread wrote, and bounds
+  // nothing; of those written over, the one whose oldest block is newest bounds the process
+  // (from the start of that block, read from the ring). If no ring was written over: since the
+  // oldest thread started.
   double history_seconds = 0;
+  uint32_t wrapped_threads = 0;  // threads whose rings were written over
 };
-RingHealth ring_health(const Controller& control);
+// Any thread may call it: it reads the mapping alone (no table of the reader is re-read).
+// at_ticks: the moment the history is measured back from, on the process's clock (0: now;
+// a frozen process's freeze: what its snapshot holds before it).
+RingHealth ring_health(const LocalProcess& process, uint64_t at_ticks = 0);
 
 class LocalProcesses {
  public:
   LocalProcesses();
-  // Adds processes started since the last scan and drops those that are gone. Returns the
-  // pids added.
-  std::vector<uint32_t> scan();
+  // Adds processes started since the last scan and drops those that are gone (once their
+  // last trigger state is `seen`), handing them to *gone if given (their mappings, kept, still
+  // hold their rings). Returns the pids added.
+  std::vector<uint32_t> scan(std::vector<std::unique_ptr<LocalProcess>>* gone = nullptr);
   // The list; scan() alone changes it, under mu() (which another thread takes to read it).
   std::vector<std::unique_ptr<LocalProcess>>& all() { return processes_; }
   std::mutex& mu() { return mu_; }

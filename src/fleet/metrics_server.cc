@@ -11,7 +11,7 @@ namespace nanotrace::fleet {
 
 struct MetricsServer::Impl {
   MHD_Daemon* daemon = nullptr;
-  std::function<std::string()> render;
+  std::function<std::string(MetricsFormat)> render;
   ~Impl() {
     if (daemon != nullptr) MHD_stop_daemon(daemon);
   }
@@ -24,7 +24,11 @@ MHD_Result answer(void* closure, MHD_Connection* connection, const char* url, co
   auto* impl = static_cast<MetricsServer::Impl*>(closure);
   std::string body;
   unsigned status = MHD_HTTP_OK;
-  const char* type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+  const char* accept = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Accept");
+  const bool openmetrics =
+      accept != nullptr && std::strstr(accept, "application/openmetrics-text") != nullptr;
+  const char* type = openmetrics ? "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                                 : "text/plain; version=0.0.4; charset=utf-8";
   if (std::strcmp(method, "GET") != 0) {
     status = MHD_HTTP_METHOD_NOT_ALLOWED;
     body = "only GET\n";
@@ -34,7 +38,7 @@ MHD_Result answer(void* closure, MHD_Connection* connection, const char* url, co
     body = "not found: try /metrics\n";
     type = "text/plain";
   } else {
-    body = impl->render();
+    body = impl->render(openmetrics ? MetricsFormat::kOpenMetrics : MetricsFormat::kPrometheusText);
   }
   MHD_Response* response =
       MHD_create_response_from_buffer(body.size(), body.data(), MHD_RESPMEM_MUST_COPY);
@@ -49,8 +53,8 @@ MHD_Result answer(void* closure, MHD_Connection* connection, const char* url, co
 MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 MetricsServer::~MetricsServer() = default;
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address,
-                                                            std::function<std::string()> render) {
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(
+    const std::string& address, std::function<std::string(MetricsFormat)> render) {
   size_t colon = address.rfind(':');
   if (colon == std::string::npos) return Status::Invalid("metrics address must be HOST:PORT");
   sockaddr_in sa{};

@@ -1,4 +1,5 @@
-// The fleet's messages (protocol.hpp): JSON through nlohmann-json, checked field by field.
+// The fleet's requests (protocol.hpp): JSON through nlohmann-json, read field by field without
+// exceptions (message_fields.hpp).
 #include "fleet/protocol.hpp"
 
 #include <fmt/format.h>
@@ -7,41 +8,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fleet/message_fields.hpp"
 #include "fleet/spool.hpp"
 
 namespace nanotrace::fleet {
-
-std::string json_text(const nlohmann::json& j, int indent) {
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 namespace {
 
 using nlohmann::json;
 
-Result<json> parse_object(const std::string& text) {
-  if (text.size() > 64 * 1024) return Status::Invalid("message too large");
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Status::Invalid("not a JSON object");
-  return j;
-}
-
-bool get_string(const json& j, const char* key, std::string* out, size_t max = 256) {
-  auto it = j.find(key);
-  if (it == j.end()) return true;
-  if (!it->is_string()) return false;
-  *out = it->get<std::string>();
-  return out->size() <= max;
-}
-
-template <typename T>
-bool get_uint(const json& j, const char* key, T* out) {
-  auto it = j.find(key);
-  if (it == j.end()) return true;
-  if (!it->is_number_unsigned()) return false;
-  *out = static_cast<T>(it->get<uint64_t>());
-  return true;
-}
+// The bounds of a freeze's and a command's fields.
+constexpr size_t kMaxRoundBytes = 128;
+constexpr size_t kMaxExpressionBytes = 255;
 
 }  // namespace
 
@@ -55,33 +33,40 @@ bool valid_name(const std::string& text) {
   return !text.empty() && text.size() <= 64 && spool_safe(text) == text;
 }
 
-std::string Freeze::to_json() const {
-  return json_text(json{{"round", round},
-                        {"node", node},
-                        {"pid", pid},
-                        {"tid", tid},
-                        {"seq", seq},
-                        {"event", event},
-                        {"expression", expression},
-                        {"match_realtime_ns", match_realtime_ns},
-                        {"after_ns", after_ns}});
+json Freeze::json_value() const {
+  return json{{"round", round},
+              {"node", node},
+              {"pid", pid},
+              {"tid", tid},
+              {"seq", seq},
+              {"event", event},
+              {"expression", expression},
+              {"match_realtime_ns", match_realtime_ns},
+              {"after_ns", after_ns}};
+}
+
+std::string Freeze::to_json() const { return json_text(json_value()); }
+
+void Freeze::read(FieldReader& r) {
+  r.text("round", &round, kMaxRoundBytes);
+  if (r.ok() && !valid_spool_name(round)) r.fail("round", "not a spool file name");
+  r.name("node", &node);
+  r.u32("pid", &pid, FieldReader::kOptional);
+  r.u32("tid", &tid, FieldReader::kOptional);
+  r.u64("seq", &seq, FieldReader::kOptional);
+  r.text("event", &event, kMaxNameBytes, FieldReader::kOptional);
+  r.text("expression", &expression, kMaxExpressionBytes, FieldReader::kOptional);
+  r.u64("match_realtime_ns", &match_realtime_ns, FieldReader::kOptional);
+  r.u64("after_ns", &after_ns, FieldReader::kOptional);
 }
 
 Result<Freeze> Freeze::parse(const std::string& text) {
-  auto j = parse_object(text);
-  if (!j.ok()) return j.status();
+  auto j = parse_message_object(text, 64 * 1024);
+  if (!j.ok()) return Status::Invalid("freeze message: " + j.status().message());
   Freeze f;
-  if (!get_string(*j, "round", &f.round, 128) || !get_string(*j, "node", &f.node, 64) ||
-      !get_uint(*j, "pid", &f.pid) || !get_uint(*j, "tid", &f.tid) ||
-      !get_uint(*j, "seq", &f.seq) || !get_string(*j, "event", &f.event) ||
-      !get_string(*j, "expression", &f.expression) ||
-      !get_uint(*j, "match_realtime_ns", &f.match_realtime_ns) ||
-      !get_uint(*j, "after_ns", &f.after_ns)) {
-    return Status::Invalid("malformed freeze message");
-  }
-  if (!valid_spool_name(f.round) || !valid_name(f.node)) {
-    return Status::Invalid("freeze message with a bad round or node name");
-  }
+  FieldReader r(*j);
+  f.read(r);
+  if (!r.ok()) return Status::Invalid("freeze message: " + r.error());
   return f;
 }
 
@@ -102,11 +87,13 @@ std::string Command::to_json() const {
 }
 
 Result<Command> Command::parse(const std::string& text) {
-  auto j = parse_object(text);
-  if (!j.ok()) return j.status();
+  auto j = parse_message_object(text, 64 * 1024);
+  if (!j.ok()) return Status::Invalid("command: " + j.status().message());
   Command c;
+  FieldReader r(*j);
   std::string op;
-  if (!get_string(*j, "op", &op, 16)) return Status::Invalid("malformed command");
+  r.text("op", &op, 16);
+  if (!r.ok()) return Status::Invalid("command: " + r.error());
   bool known = false;
   for (int i = 0; i < 6; ++i) {
     if (op == kOps[i]) {
@@ -114,12 +101,13 @@ Result<Command> Command::parse(const std::string& text) {
       known = true;
     }
   }
-  if (!known) return Status::Invalid("unknown command '" + op.substr(0, 16) + "'");
-  if (!get_string(*j, "expression", &c.expression, 255) || !get_string(*j, "after", &c.after, 32) ||
-      !get_uint(*j, "before_ns", &c.before_ns) || !get_uint(*j, "rate_ns", &c.rate_ns) ||
-      !get_string(*j, "round", &c.round, 128)) {
-    return Status::Invalid("malformed " + op + " command");
-  }
+  if (!known) return Status::Invalid("unknown command '" + op + "'");
+  r.text("expression", &c.expression, kMaxExpressionBytes, FieldReader::kOptional);
+  r.text("after", &c.after, 32, FieldReader::kOptional);
+  r.u64("before_ns", &c.before_ns, FieldReader::kOptional);
+  r.u64("rate_ns", &c.rate_ns, FieldReader::kOptional);
+  r.text("round", &c.round, kMaxRoundBytes, FieldReader::kOptional);
+  if (!r.ok()) return Status::Invalid(op + " command: " + r.error());
   if (c.op == Op::kSnapshot && !valid_spool_name(c.round)) {
     return Status::Invalid("refused: snapshot round '" + c.round + "' is not a spool file name");
   }
@@ -133,17 +121,17 @@ std::string FetchRequest::to_json() const {
 }
 
 Result<FetchRequest> FetchRequest::parse(const std::string& text) {
-  auto j = parse_object(text);
-  if (!j.ok()) return j.status();
-  FetchRequest r;
-  auto zstd = j->find("zstd");
-  if (!get_string(*j, "file", &r.file, 1024) || !get_uint(*j, "offset", &r.offset) ||
-      !get_uint(*j, "length", &r.length) || (zstd != j->end() && !zstd->is_boolean())) {
-    return Status::Invalid("malformed fetch request");
-  }
-  r.zstd = zstd != j->end() && zstd->get<bool>();
-  if (r.length == 0 || r.length > kFetchChunk) r.length = kFetchChunk;
-  return r;
+  auto j = parse_message_object(text, 64 * 1024);
+  if (!j.ok()) return Status::Invalid("fetch request: " + j.status().message());
+  FetchRequest f;
+  FieldReader r(*j);
+  r.text("file", &f.file, 1024);
+  r.u64("offset", &f.offset, FieldReader::kOptional);
+  r.u64("length", &f.length, FieldReader::kOptional);
+  r.boolean("zstd", &f.zstd, FieldReader::kOptional);
+  if (!r.ok()) return Status::Invalid("fetch request: " + r.error());
+  if (f.length == 0 || f.length > kFetchChunk) f.length = kFetchChunk;
+  return f;
 }
 
 std::string fetch_answer(const std::string& bytes, bool zstd) {
@@ -163,7 +151,7 @@ std::string fetch_answer(const std::string& bytes, bool zstd) {
 Result<std::string> fetch_answer_bytes(const std::string& answer) {
   if (answer.empty()) return Status::IoError("empty answer");
   if (answer[0] == 'D') return answer.substr(1);
-  if (answer[0] == 'E') return Status::IoError(answer.substr(1));
+  if (answer[0] == 'E') return Status::IoError(printable(std::string_view(answer).substr(1)));
   if (answer[0] != 'Z') return Status::Corrupt("unknown answer");
   const char* frame = answer.data() + 1;
   const size_t size = answer.size() - 1;

@@ -1,6 +1,9 @@
-// The fleet's messages over the broker: subjects and JSON bodies. Every message is untrusted:
-// parse() checks types and sizes, and a message that fails is answered with an error (or
-// dropped when nobody waits for an answer), never acted on.
+// The fleet's messages over the broker: subjects, the requests (a command, a freeze, a fetch)
+// and a fetch's answer; the answers to commands are in message_answers.hpp, message_status.hpp
+// and message_manifest.hpp. docs/fleet.md, "Messages", is each one's schema. Every message is
+// untrusted: parse() checks types and sizes (message_fields.hpp) and never throws, and a
+// message that fails is answered with an error (or dropped when nobody waits for an answer),
+// never acted on.
 //
 // Subjects, for a fleet named F (one broker may carry several fleets):
 //   nanotrace.F.ctl           a command to every agent (Command), answered by each
@@ -19,9 +22,7 @@
 
 namespace nanotrace::fleet {
 
-// The text of a message or manifest. Names come from segments (untrusted, maybe not UTF-8):
-// bytes that are not valid UTF-8 become U+FFFD instead of an exception in the agent.
-std::string json_text(const nlohmann::json& j, int indent = -1);
+class FieldReader;
 
 std::string ctl_subject(const std::string& fleet);
 std::string freeze_subject(const std::string& fleet);
@@ -45,7 +46,9 @@ struct Freeze {
   uint64_t after_ns = 0;           // the window after it every node keeps (0: freeze on arrival)
 
   std::string to_json() const;
+  nlohmann::json json_value() const;
   static Result<Freeze> parse(const std::string& json);
+  void read(FieldReader& fields);  // as an entry of a manifest's origins
 };
 
 // A command on nanotrace.F.ctl.

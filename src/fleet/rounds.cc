@@ -15,11 +15,7 @@
 
 namespace nanotrace::fleet {
 
-using nlohmann::json;
-
 namespace {
-
-json freeze_json(const Freeze& f) { return json::parse(f.to_json()); }
 
 // Waits (at most limit_ns) for a process's own trigger window to end.
 bool wait_frozen(LocalProcess& p, uint64_t limit_ns) {
@@ -63,7 +59,7 @@ void Agent::Impl::on_local_fire(LocalProcess& p, const TriggerInfo& info) {
   // The announcement first (written to the socket here: the broker's send_asap), then the
   // node's other processes, then the round trip that tells whether the broker has it.
   Status s = counters.connected.load() ? broker->publish(freeze_subject(options.fleet), f.to_json())
-                                       : Status::IoError("broker down");
+                                       : Status::IoError("the broker link is down");
   timing.published_ns = realtime_ns();
   if (f.after_ns == 0) {
     locals.signal_freeze_all(&p);
@@ -71,7 +67,13 @@ void Agent::Impl::on_local_fire(LocalProcess& p, const TriggerInfo& info) {
   }
   let_other_nodes_freeze();  // the broker's round trip below can wait too
   if (s.ok()) s = broker->flush(1000);
-  if (!s.ok()) {
+  if (announcer) {
+    announcer->add(f.round, f.to_json(), s.ok());
+    if (!s.ok()) {
+      log(fmt::format("cannot announce the freeze yet ({}): repeating it for {:.1f} s", s.message(),
+                      static_cast<double>(options.announce_for_ns) / 1e9));
+    }
+  } else if (!s.ok()) {
     ++counters.local_only;
     log("cannot announce the freeze (" + s.message() + "): this node freezes alone");
   }
@@ -80,6 +82,28 @@ void Agent::Impl::on_local_fire(LocalProcess& p, const TriggerInfo& info) {
   log(fmt::format("process {} thread {} fired {} (record #{}): round {}", p.pid, f.tid, f.event,
                   f.seq, f.round));
   take_round(f, &p, timing);
+}
+
+void start_announcer(Agent::Impl& a) {
+  Announcer::Hooks hooks;
+  hooks.connected = [&a] { return a.counters.connected.load(); };
+  hooks.publish = [&a](const std::string& text) {
+    Status s = a.broker->publish(freeze_subject(a.options.fleet), text);
+    return s.ok() ? a.broker->flush(500) : s;
+  };
+  hooks.expired = [&a](const AnnouncementSchedule::Expired& e) {
+    if (e.reached) {
+      a.log(fmt::format("stopped repeating the freeze of round {} ({} copies)", e.round, e.sent));
+      return;
+    }
+    ++a.counters.local_only;
+    a.log(
+        fmt::format("the freeze of round {} reached no server in {:.1f} s ({} copies): this "
+                    "node froze alone",
+                    e.round, static_cast<double>(a.options.announce_for_ns) / 1e9, e.sent));
+  };
+  a.announcer = std::make_unique<Announcer>(a.options.announce_for_ns, a.options.announce_every_ns,
+                                            std::move(hooks));
 }
 
 void Agent::Impl::let_other_nodes_freeze() const {
@@ -98,9 +122,9 @@ void Agent::Impl::on_remote_freeze(const Freeze& f, Claim claim, FreezeTiming ti
     ++counters.coalesced;
     if (!last_round) return;  // not possible: an interval starts with a round
     last_round->origins.push_back(f);
-    last_round->manifest["origins"].push_back(freeze_json(f));
+    last_round->manifest.origins.push_back(f);
     Status s = spool->replace_file(last_round->id + "." + options.node + ".json",
-                                   json_text(last_round->manifest, 2));
+                                   last_round->manifest.to_json(2));
     if (!s.ok()) log("manifest: " + s.message());
     log("freeze " + f.round + " from " + f.node + " within the rate interval: counted in " +
         last_round->id);
@@ -111,26 +135,12 @@ void Agent::Impl::on_remote_freeze(const Freeze& f, Claim claim, FreezeTiming ti
   take_round(f, nullptr, timing);
 }
 
-json FreezeTiming::to_json() const {
-  json j = json::object();
-  auto put = [&](const char* key, uint64_t ns) {
-    if (ns != 0) j[key] = ns;
-  };
-  put("woke_ns", woke_ns);
-  put("seen_ns", seen_ns);
-  put("published_ns", published_ns);
-  put("received_ns", received_ns);
-  put("handled_ns", handled_ns);
-  put("requested_ns", requested_ns);
-  put("copied_ns", copied_ns);
-  return j;
-}
-
-json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin, FreezeTiming timing) {
+Manifest Agent::Impl::take_round(const Freeze& f, LocalProcess* origin, FreezeTiming timing) {
   ++counters.rounds;
   last_round = Round{f.round, {f}, {}, timing};
-  // Another node's match with a time window: every node keeps that window past the match.
-  if (origin == nullptr && f.after_ns != 0) {
+  // A match with a time window: every node keeps that window past the match, this node's
+  // other processes too when the match is here (the origin ends its window itself).
+  if (f.after_ns != 0) {
     uint64_t until = f.match_realtime_ns + f.after_ns, now = realtime_ns();
     if (until > now) {
       std::this_thread::sleep_for(
@@ -142,7 +152,7 @@ json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin, FreezeTiming
   // 10, so that the node's programs, and on a shared host the other agents' broker threads
   // still freezing their nodes, have the CPU first. (A thread of its own: an agent that is
   // not root may lower its priority, but not raise it again.)
-  json manifest;
+  Manifest manifest;
   std::thread worker([&] {
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);
     manifest = copy_round(f, origin, timing);
@@ -151,7 +161,8 @@ json Agent::Impl::take_round(const Freeze& f, LocalProcess* origin, FreezeTiming
   return manifest;
 }
 
-json Agent::Impl::copy_round(const Freeze& f, LocalProcess* origin, const FreezeTiming& timing) {
+Manifest Agent::Impl::copy_round(const Freeze& f, LocalProcess* origin,
+                                 const FreezeTiming& timing) {
   last_round->timing.copied_ns = realtime_ns();
   std::vector<std::string> errors;
   // Already signalled: this confirms it.
@@ -166,7 +177,7 @@ json Agent::Impl::copy_round(const Freeze& f, LocalProcess* origin, const Freeze
   for (const std::string& e : errors) log("freeze: " + e);
   std::vector<LocalProcess*> all;
   for (auto& p : locals.all()) all.push_back(p.get());
-  json manifest = write_snapshots(f.round, {f}, all, &last_round->timing);
+  Manifest manifest = write_snapshots(f.round, {f}, all, &last_round->timing);
   last_round->manifest = manifest;
   std::vector<std::string> resume_errors;
   locals.resume_all(&resume_errors);
@@ -174,10 +185,11 @@ json Agent::Impl::copy_round(const Freeze& f, LocalProcess* origin, const Freeze
   return manifest;
 }
 
-json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Freeze>& origins,
-                                  const std::vector<LocalProcess*>& which,
-                                  const FreezeTiming* timing) {
-  json processes = json::array();
+Manifest Agent::Impl::write_snapshots(const std::string& round, const std::vector<Freeze>& origins,
+                                      const std::vector<LocalProcess*>& which,
+                                      const FreezeTiming* timing) {
+  Manifest manifest;
+  std::vector<ManifestProcess>& processes = manifest.processes;
   uint64_t last_freeze = 0;
   // The kernel's window goes into one snapshot of the round (a merged file keeps one
   // machine's kernel events): the local origin's, else the first process's on its clock.
@@ -198,54 +210,57 @@ json Agent::Impl::write_snapshots(const std::string& round, const std::vector<Fr
   for (LocalProcess* p : which) {
     auto info = p->control->trigger();  // re-reads the header: frozen_ticks
     if (!info.ok() || info->state != abi::TriggerState::kFrozen) {
-      processes.push_back({{"pid", p->pid}, {"error", "not frozen"}});
+      ManifestProcess one;
+      one.pid = p->pid;
+      one.error = "not frozen";
+      processes.push_back(one);
       continue;
     }
     Trace& t = p->control->trace();
     uint64_t frozen = t.ticks_to_realtime_ns(info->frozen_ticks);
     last_freeze = std::max(last_freeze, frozen);
     std::string name = fmt::format("{}.{}.{}.nt", round, options.node, p->pid);
-    json one = {{"pid", p->pid},
-                {"name", p->name},
-                {"file", name},
-                {"frozen_realtime_ns", frozen},
-                {"history_seconds", ring_health(*p->control).history_seconds}};
+    ManifestProcess one;
+    one.pid = p->pid;
+    one.name = p->name;
+    one.file = name;
+    one.frozen_realtime_ns = frozen;
+    one.history_seconds = ring_health(*p, info->frozen_ticks).history_seconds;
     auto path = spool->new_path(name);
     kernel::KernelCapture* window = p == kernel_to ? flight.get() : nullptr;
     Result<RecordSummary> written =
-        path.ok() ? rec::write_snapshot_of({&t}, *path, /*compress=*/false, window, sync)
-                  : Result<RecordSummary>(path.status());
+        path.ok()
+            ? rec::write_snapshot_of({&t}, *path, /*compress=*/false, window, sync, &node_identity)
+            : Result<RecordSummary>(path.status());
     if (!written.ok()) {
       ++counters.snapshot_errors;
-      one["error"] = written.status().message();
+      one.error = written.status().message();
       log("snapshot of " + std::to_string(p->pid) + ": " + written.status().message());
     } else {
       ++counters.snapshots;
       counters.snapshot_bytes += written->file_bytes;
-      one["bytes"] = written->file_bytes;
-      one["records"] = written->records;
+      one.bytes = written->file_bytes;
+      one.records = written->records;
       if (window != nullptr) {
-        one["kernel_pages"] = written->kernel_pages;
-        one["kernel_lost"] = written->kernel_lost;
+        one.has_kernel = true;
+        one.kernel_pages = written->kernel_pages;
+        one.kernel_lost = written->kernel_lost;
       }
     }
     processes.push_back(one);
   }
-  json origin_list = json::array();
-  for (const Freeze& f : origins) origin_list.push_back(freeze_json(f));
   uint64_t match = origins.empty() ? 0 : origins.front().match_realtime_ns;
   uint64_t latency = last_freeze > match ? last_freeze - match : 0;
   counters.last_latency_ns = latency;
-  json manifest = {{"round", round},
-                   {"node", options.node},
-                   {"fleet", options.fleet},
-                   {"origins", origin_list},
-                   {"before_ns", armed ? armed->before_ns : 0},
-                   {"freeze_realtime_ns", last_freeze},
-                   {"latency_ns", latency},
-                   {"processes", processes}};
-  if (timing != nullptr) manifest["timing"] = timing->to_json();
-  Status s = spool->replace_file(round + "." + options.node + ".json", json_text(manifest, 2));
+  manifest.round = round;
+  manifest.node = options.node;
+  manifest.fleet = options.fleet;
+  manifest.origins = origins;
+  manifest.before_ns = armed ? armed->before_ns : 0;
+  manifest.freeze_realtime_ns = last_freeze;
+  manifest.latency_ns = latency;
+  if (timing != nullptr) manifest.timing = *timing;
+  Status s = spool->replace_file(round + "." + options.node + ".json", manifest.to_json(2));
   if (!s.ok()) log("manifest: " + s.message());
   ship_round(manifest);
   log(fmt::format("round {}: {} processes copied, frozen {:.3f} ms after the match", round,
@@ -277,8 +292,23 @@ void Agent::Impl::flush_deferred(bool force) {
   }
 }
 
-json Agent::Impl::rounds_json() {
-  json rounds = json::array();
+void Agent::Impl::copy_deferred_of(const std::vector<std::unique_ptr<LocalProcess>>& gone) {
+  for (const auto& p : gone) {
+    auto it = std::find(deferred.begin(), deferred.end(), p->pid);
+    if (it == deferred.end()) continue;
+    const size_t i = static_cast<size_t>(it - deferred.begin());
+    const Freeze origin = deferred_origins[i];
+    deferred.erase(it);
+    deferred_origins.erase(deferred_origins.begin() + static_cast<std::ptrdiff_t>(i));
+    const std::string round = new_round_id(origin.match_realtime_ns, options.node) + "-local";
+    log(fmt::format("process {} ended within the rate interval: copying its firing now ({})",
+                    p->pid, round));
+    write_snapshots(round, {origin}, {p.get()});
+  }
+}
+
+RoundsAnswer Agent::Impl::rounds_answer() {
+  RoundsAnswer a{options.node, "", {}};
   std::vector<std::string> names = spool->list(".json");
   std::sort(names.begin(), names.end());
   if (names.size() > 64) names.erase(names.begin(), names.end() - 64);
@@ -286,10 +316,15 @@ json Agent::Impl::rounds_json() {
     if (name.rfind("tmp-", 0) == 0) continue;
     auto text = spool->read(name, 0, 1 << 20);
     if (!text.ok()) continue;
-    json j = json::parse(*text, nullptr, false);
-    if (!j.is_discarded()) rounds.push_back(std::move(j));
+    // Only what a collector can read: a manifest this agent's version cannot is left out.
+    auto manifest = Manifest::parse(*text);
+    if (manifest.ok()) {
+      a.rounds.push_back(std::move(*manifest));
+    } else {
+      log(name + ": " + manifest.status().message());
+    }
   }
-  return {{"rounds", rounds}};
+  return a;
 }
 
 }  // namespace nanotrace::fleet

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "base/clock.hpp"
 #include "nanotrace/reader.hpp"
 #include "ship/clickhouse_http.hpp"
 #include "ship/shipper.hpp"
@@ -20,12 +20,6 @@ namespace nanotrace::fleet {
 namespace {
 
 using nlohmann::json;
-
-uint64_t now_realtime_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 constexpr uint64_t kMarkerMaxBytes = 64 * 1024;
 
@@ -121,7 +115,7 @@ void SnapshotShipper::failed(const std::string& why) {
   std::lock_guard lock(mu_);
   ++health_.failures;
   health_.last_error = why;
-  health_.last_error_realtime_ns = now_realtime_ns();
+  health_.last_error_realtime_ns = sys::realtime_ns();
 }
 
 SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
@@ -132,7 +126,7 @@ SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
     std::lock_guard lock(mu_);
     ++health_.rejected;
     health_.last_error = name + ": " + s.message();
-    health_.last_error_realtime_ns = now_realtime_ns();
+    health_.last_error_realtime_ns = sys::realtime_ns();
     return Outcome::kRejected;
   };
   auto size = spool_.size(name);  // a regular file of the spool, not a link
@@ -149,6 +143,18 @@ SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
     auto connected = ship::Shipper::connect(o);
     if (!connected.ok()) {
       if (stop_.load()) return Outcome::kStopped;
+      if (connected.status().code() != StatusCode::kIoError) {
+        const std::string why = connected.status().message();
+        log_("shipping stopped: " + why +
+             " (not retried: no retry can help; the snapshots stay queued, and an agent "
+             "restarted once it is fixed ships them)");
+        std::lock_guard lock(mu_);
+        ++health_.failures;
+        health_.refused = true;
+        health_.last_error = "refused, shipping stopped: " + why;
+        health_.last_error_realtime_ns = sys::realtime_ns();
+        return Outcome::kRefused;
+      }
       log_("shipping " + name + ": " + connected.status().message() + " (retried)");
       failed(connected.status().message());
       return Outcome::kRetry;
@@ -158,14 +164,18 @@ SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
   auto report = (*shipper)->ship(**trace, path);
   if (stop_.load()) return Outcome::kStopped;
   if (!report.ok()) {
-    // The server's or the connection's errors are retried; the trace's own (a file that
-    // cannot be read to its end) are not.
-    if (report.status().code() != StatusCode::kIoError) return reject(report.status());
+    // Transient errors are retried; the trace's own (a file that cannot be read the same
+    // twice) and the server's refusal of its rows are not, and the next snapshot gets a new
+    // connection, whose schema check finds what changed on the server.
+    if (report.status().code() != StatusCode::kIoError) {
+      shipper->reset();
+      return reject(report.status());
+    }
     log_("shipping " + name + ": " + report.status().message() + " (retried)");
     failed(report.status().message());
     return Outcome::kRetry;
   }
-  const uint64_t now = now_realtime_ns();
+  const uint64_t now = sys::realtime_ns();
   json marker = {{"snapshot", name},
                  {"target", json::parse(target_)},
                  {"trace_id", fmt::format("{:016x}", report->trace_id)},
@@ -175,11 +185,19 @@ SnapshotShipper::Outcome SnapshotShipper::ship_one(const std::string& name,
                  {"intervals", report->counts.intervals},
                  {"ios", report->counts.ios},
                  {"losses", report->counts.losses},
+                 {"corrupt_blocks", report->damage.corrupt_blocks},
+                 {"unreadable_records", report->damage.unreadable},
                  {"shipped_realtime_ns", now}};
   if (Status s = spool_.replace_file(marker_name(name), marker.dump(2) + "\n"); !s.ok()) {
     // Shipped all the same: an agent started later ships it again, and ClickHouse finds it
     // stored.
     log_("marker of " + name + ": " + s.message());
+  }
+  if (report->damage.damaged() && !report->already_stored) {
+    log_(fmt::format(
+        "{}: damaged ({} corrupt blocks, {} records unreadable): trace {:016x} "
+        "holds what could be read, its losses counted as lost",
+        name, report->damage.corrupt_blocks, report->damage.unreadable, report->trace_id));
   }
   if (report->already_stored) {
     log_(fmt::format("{}: trace {:016x} is stored already in {}", name, report->trace_id,
@@ -207,7 +225,7 @@ void SnapshotShipper::run() {
   // Each wait is drawn from [backoff / 2, backoff): agents that lost the same server do not
   // all come back to it at the same moment.
   std::minstd_rand jitter(
-      static_cast<uint32_t>(now_realtime_ns() ^ static_cast<uint64_t>(gettid())));
+      static_cast<uint32_t>(sys::realtime_ns() ^ static_cast<uint64_t>(gettid())));
   for (;;) {
     std::string name;
     {
@@ -219,6 +237,12 @@ void SnapshotShipper::run() {
     }
     const Outcome outcome = ship_one(name, &shipper);
     if (outcome == Outcome::kStopped) return;
+    if (outcome == Outcome::kRefused) {
+      // Nothing is tried any more; the queue stays as it is (health() shows it).
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return stop_.load(); });
+      return;
+    }
     if (outcome == Outcome::kRetry) {
       shipper.reset();  // a new connection for the next attempt
       backoff_ns =

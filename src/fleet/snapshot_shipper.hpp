@@ -3,13 +3,18 @@
 // (all of a trace or none of it, stored once by trace id), so that freezing, resuming and
 // answering the broker never wait for ClickHouse. It runs at a lower priority (nice 10) than
 // the agent's freeze path.
-//   - A failed attempt (server down, connection dropped, a server error) keeps the snapshot
-//     queued: it goes to the back of the queue and the thread waits before the next attempt
-//     (0.5 s, doubling up to retry_max_ns, each wait drawn between half and all of that), on
-//     a new connection. A retry is safe: a trace
+//   - A transient failure (server down, connection dropped, a server error of a passing kind:
+//     ship/clickhouse_answer.hpp) keeps the snapshot queued: it goes to the back of the queue
+//     and the thread waits before the next attempt (0.5 s, doubling up to retry_max_ns, each
+//     wait drawn between half and all of that), on a new connection. A retry is safe: a trace
 //     stored already is not sent again, and rows an interrupted attempt left are replaced.
-//   - A file that cannot be read as a trace is dropped from the queue, counted and logged: no
-//     retry could ship it.
+//   - A refusal when connecting (credentials, permissions, a schema that differs, an unknown
+//     cluster: no retry can help) stops shipping: nothing more is tried, the snapshots stay
+//     queued and unmarked (an agent restarted once it is fixed ships them), health() says
+//     `refused` and last_error why, and the log says it once.
+//   - A file that cannot be read as a trace, or a trace the server refuses (a refusal of its
+//     own rows), is dropped from the queue, counted and logged: no retry could ship it. It
+//     stays unmarked; the next connection is a new one (which checks the schema again).
 //   - After a success, `<snapshot>.shipped` (0600, JSON: the trace id, the target, the rows)
 //     says so; the snapshot itself is never changed or removed. At start, every snapshot of
 //     the spool without a marker naming the same target (servers and database) is queued, in
@@ -55,7 +60,8 @@ struct ShipHealth {
   uint64_t already_stored = 0;            // of which ClickHouse held already
   uint64_t events = 0;                    // events rows stored
   uint64_t failures = 0;                  // attempts that failed (the snapshot stays queued)
-  uint64_t rejected = 0;                  // snapshots dropped: not readable as a trace
+  uint64_t rejected = 0;                  // snapshots dropped: unreadable, or refused
+  bool refused = false;                   // a server refused: shipping stopped (last_error)
   uint64_t queued = 0;                    // snapshots waiting, the one in progress included
   uint64_t last_error_realtime_ns = 0;    // 0: none yet
   uint64_t last_success_realtime_ns = 0;  // 0: none yet
@@ -87,7 +93,7 @@ class SnapshotShipper {
   static Result<std::string> target(const SnapshotShipperOptions& options);
 
  private:
-  enum class Outcome { kShipped, kRejected, kRetry, kStopped };
+  enum class Outcome { kShipped, kRejected, kRetry, kRefused, kStopped };
   SnapshotShipper(Spool spool, SnapshotShipperOptions options, std::string target, Log log);
   void run();
   void queue_unshipped();

@@ -10,6 +10,18 @@
 #include <cstring>
 
 namespace nanotrace::fleet {
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "another kind of file";
+}
+
+}  // namespace
 
 bool valid_spool_name(const std::string& name) {
   if (name.empty() || name.size() > 200 || name[0] == '.') return false;
@@ -107,10 +119,19 @@ Status Spool::replace_file(const std::string& name, const std::string& bytes) co
 Result<std::string> Spool::read(const std::string& name, uint64_t offset, uint64_t max) const {
   if (!valid_spool_name(name))
     return Status::Invalid("refused: '" + name + "' is not a spool file name");
-  int fd = openat(fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // Non-blocking: a FIFO (or a device) someone put in the spool must not hold the agent's
+  // fetches until a writer opens it; fstat then refuses anything but a regular file.
+  int fd = openat(fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return Status::NotFound("no " + name + " in the spool");
+    if (errno == ELOOP) return Status::Invalid("refused: " + name + " is a symbolic link");
     return Status::IoError("cannot open " + name + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::Invalid("refused: " + name + " is not a regular file (" + file_kind(st.st_mode) +
+                           ")");
   }
   std::string out(static_cast<size_t>(max), '\0');
   ssize_t n = ::pread(fd, out.data(), out.size(), static_cast<off_t>(offset));

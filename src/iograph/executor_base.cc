@@ -8,8 +8,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <nanotrace/nanotrace.hpp>
+
+#include "base/clock.hpp"
 
 namespace iograph {
 
@@ -60,11 +61,7 @@ Result<std::unique_ptr<Executor>> make_executor(Backend backend, Target& target,
 
 namespace internal {
 
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
+using nanotrace::sys::monotonic_ns;
 
 ExecutorBase::~ExecutorBase() { std::free(pool_); }
 

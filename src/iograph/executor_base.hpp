@@ -83,9 +83,6 @@ class ExecutorBase : public Executor {
   uint64_t enters_at_begin_ = 0;
 };
 
-// Monotonic clock in nanoseconds.
-uint64_t monotonic_ns();
-
 // Backends as trace fields: the enum is recorded as its integer value.
 std::unique_ptr<Executor> make_sync_executor(Target& target, const ExecOptions& options);
 std::unique_ptr<ExecutorBase> make_ready_executor(Target& target, const ExecOptions& options);

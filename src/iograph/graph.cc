@@ -124,6 +124,19 @@ uint32_t group_by_level(const std::vector<uint32_t>& level, std::vector<uint32_t
 
 Status Graph::finalize() {
   const uint32_t n = size();
+  // What an executor sizes from the nodes must be representable: the buffer slot count
+  // (largest slot + 1) and each node's end in the file.
+  for (uint32_t v = 0; v < n; ++v) {
+    const Node& node = nodes_[v];
+    if (node.buffer == UINT32_MAX) {
+      return Status::Invalid(fmt::format("node {}: buffer slot {} is out of range (at most {})", v,
+                                         node.buffer, UINT32_MAX - 1));
+    }
+    if (node.offset > UINT64_MAX - node.length) {
+      return Status::Invalid(fmt::format("node {}: offset {} + length {} is beyond 2^64 bytes", v,
+                                         node.offset, node.length));
+    }
+  }
   // A full duplicate check (add_edge only looks at recent edges).
   std::vector<std::pair<uint32_t, uint32_t>> sorted = edges_;
   std::sort(sorted.begin(), sorted.end());

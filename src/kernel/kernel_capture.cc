@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "base/process.hpp"
+#include "base/clock.hpp"
 #include "kernel/tracefs_cxx.hpp"
 
 namespace nanotrace::kernel {
@@ -149,9 +149,7 @@ Status KernelCapture::open_cpu_readers() {
 
 uint64_t KernelCapture::now_ticks() const {
   if (options_.clock == file::KernelClock::kTsc) return __rdtsc();
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  return sys::monotonic_ns();
 }
 
 KernelCapture::~KernelCapture() {

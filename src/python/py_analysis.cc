@@ -371,7 +371,7 @@ std::string runs_diff_json(const std::vector<std::string>& a, const std::vector<
   if (!(min_change >= 0)) check(Status::Invalid("min_change must be at least 0 (percent)"));
   if (resamples < 100) check(Status::Invalid("resamples must be at least 100"));
   options.alpha = alpha;
-  options.min_change = min_change / 100;
+  options.min_change_percent = min_change;
   options.resamples = resamples;
   options.seed = seed;
   Result<DiffReport> report = [&] {

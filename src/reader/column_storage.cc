@@ -51,7 +51,7 @@ ColumnStorage& ColumnStorage::operator=(ColumnStorage&& other) noexcept {
   return *this;
 }
 
-void ColumnStorage::reserve(size_t bytes) {
+void ColumnStorage::reserve(size_t bytes, bool fill_ahead) {
   if (bytes <= ready_) return;
   if (base_ == nullptr) {
     // Room to align the data to a 2 MiB block minus kSmallBytes, wherever the kernel maps.
@@ -85,7 +85,7 @@ void ColumnStorage::reserve(size_t bytes) {
     ready_ = want;
     return;
   }
-  if (ready_ < kSmallBytes && base_ != data_) {
+  if (fill_ahead && ready_ < kSmallBytes && base_ != data_) {
     // Small pages: fault the next part in with one call (a no-op before Linux 5.14).
     size_t upto = round_up(std::max({bytes, 2 * ready_, kFirstBytes}), 4096);
     upto = std::min(upto, kSmallBytes);

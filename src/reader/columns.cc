@@ -6,6 +6,10 @@
 // The merge keeps taking records from one thread for as long as they come before every other
 // thread's next record, so it compares clock values once per record and rescans the threads
 // only where their records interleave.
+//
+// A reader can be one of two parts of a split read (column_split.hpp, column_parts.cc): the
+// first stops each stream at the cut, the second counts the first's rows up to it, then reads
+// on from there.
 #include "nanotrace/columns.hpp"
 
 #include <fmt/format.h>
@@ -17,16 +21,16 @@
 #include <memory>
 #include <tuple>
 
+#include "reader/column_cursor.hpp"
+#include "reader/column_split.hpp"
 #include "reader/record_walk.hpp"
 
 namespace nanotrace {
 namespace {
 
-uint64_t load_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
+using reader::checked_size;
+using reader::load_u64;
+using reader::SplitBound;
 
 bool selected(const std::vector<std::string>& filters, const EventInfo& e) {
   if (filters.empty()) return true;
@@ -35,67 +39,6 @@ bool selected(const std::vector<std::string>& filters, const EventInfo& e) {
   }
   return false;
 }
-
-// The size of the record at data[off, bytes), checked by the walk's rules (record_walk.hpp);
-// 0 where the span's records end: at its end, at an end marker (a zero first word), or at a
-// malformed record.
-uint32_t checked_size(const reader::RecordSizer& sizer, const uint8_t* data, uint32_t off,
-                      uint32_t bytes) {
-  if (off + 8 > bytes || load_u64(data + off) == 0) return 0;
-  return sizer.size(data, off, bytes);
-}
-
-// One thread stream's position: the record at span.data + offset (size bytes, checked), with
-// its clock value. Blocks of a file come unchecked (UncheckedSpanSource): each record is
-// checked as the merge reaches it, before its clock value counts, and decoded in the same
-// pass. Other streams' spans were walked already and pass the same checks.
-struct Cursor {
-  std::unique_ptr<SpanSource> source;
-  reader::UncheckedSpanSource* unchecked = nullptr;  // null: checked spans from source
-  const reader::RecordSizer* sizer = nullptr;        // checks the spans' records
-  RecordSpan span{};
-  bool have_span = false;
-  bool started = false;  // the span has handed out a record: seq counts from its first_seq
-  uint32_t offset = 0;
-  uint32_t size = 0;  // of the record at offset; 0: none
-  uint64_t seq = 0;
-  uint64_t ticks = 0;
-  uint64_t expected_seq = 0;  // of the current span's first record, without a loss
-
-  void set(std::unique_ptr<SpanSource> s, const reader::RecordSizer& checked) {
-    source = std::move(s);
-    sizer = &checked;
-    if (auto* u = dynamic_cast<reader::UncheckedSpanSource*>(source.get())) {
-      if (const reader::RecordSizer* own = u->unchecked_sizer()) {
-        unchecked = u;
-        sizer = own;
-      }
-    }
-  }
-
-  // Moves onto the next record if the span has none left; false at the stream's end.
-  bool load() {
-    while (size == 0) {
-      if (have_span && unchecked != nullptr) {
-        const bool corrupt = offset + 8 <= span.bytes && load_u64(span.data + offset) != 0;
-        unchecked->finish_unchecked(started ? static_cast<uint32_t>(seq - span.first_seq) : 0,
-                                    corrupt);
-      }
-      have_span = unchecked != nullptr ? unchecked->next_unchecked(&span) : source->next(&span);
-      if (!have_span) return false;
-      offset = 0;
-      started = false;
-      size = checked_size(*sizer, span.data, 0, span.bytes);
-      if (size != 0) {
-        started = true;
-        expected_seq = seq;
-        seq = span.first_seq;
-      }
-    }
-    ticks = abi::expand_ticks(span.base_ticks, load_u64(span.data + offset) >> 16);
-    return true;
-  }
-};
 
 }  // namespace
 
@@ -307,6 +250,7 @@ struct ColumnReader::Impl {
   }
 
   void read(ColumnSet* out, size_t max_rows) {
+    if (part == kSecondPart && !placed) place_second_part();
     sinks.resize(out->tables.size());
     for (size_t k = 0; k < sinks.size(); ++k) {
       sinks[k].rows = 0;
@@ -332,19 +276,39 @@ struct ColumnReader::Impl {
           bound = live[j];
         }
       }
+      if (!end.open) {  // the first part of a split read: its records lie before `end`
+        if (!end.before(best_ticks)) {
+          if (extend_first_part(best_ticks)) continue;
+          live.clear();  // at the cut
+          break;
+        }
+        if (end.ticks - 1 < bound_ticks) {
+          bound_ticks = end.ticks - 1;
+          bound = ~uint32_t{0};
+        }
+      }
       const uint32_t b = live[best];
       if (!run(cursors[b], b, bound_ticks, bound, max_rows, &rows, out)) {
         live.erase(live.begin() + static_cast<ptrdiff_t>(best));
       }
     }
+    if (part == kFirstPart) {
+      split->set_first_bytes(consumed);
+      if (live.empty()) split->first_ended();  // no-op once the cut is chosen
+    }
     finish_columns(out);
     out->rows = rows;
+    report_threads(out);
+  }
+
+  // The thread streams' statistics and the losses so far.
+  void report_threads(ColumnSet* out) {
     out->threads.clear();
     out->thread_pid.clear();
     out->lost = 0;  // every process's no-slot and reclaimed losses, as TraceStats::lost
     for (const ProcessInfo& q : trace.processes()) out->lost += q.lost_no_slot + q.lost_reclaimed;
     out->corrupt_blocks = 0;
-    for (Cursor& cur : cursors) {
+    for (reader::ColumnCursor& cur : cursors) {
       const ThreadStats& s = cur.source->stats();
       out->threads.push_back(s);
       // Its own process's pid (a trace of several processes: `run`, `merge`).
@@ -354,11 +318,85 @@ struct ColumnReader::Impl {
     }
   }
 
+  // The first part of a split read, whose streams all stand at or past its bound (best_ticks
+  // is the earliest): extends the promise by about kPromiseBytes of records. False at the cut.
+  bool extend_first_part(uint64_t best_ticks) {
+    promise_step = adapt_step(promise_step, consumed - consumed_at_promise, kPromiseBytes);
+    consumed_at_promise = consumed;
+    end = split->extend(SplitBound{best_ticks + promise_step, best_ticks > ~promise_step});
+    return end.before(best_ticks);
+  }
+
+  // The second part of a split read: walks the streams to the cut, counting the first part's
+  // rows of each table, in steps of about kCountBytes; chooses the cut (SplitBoundary::choose)
+  // where the first part has as much left to read as this one.
+  void place_second_part() {
+    placed = true;
+    rows_before.assign(tables.size(), 0);
+    uint64_t walked = 0, step = kFirstStep;
+    SplitBound cut{0, true};
+    if (split->chosen(&cut)) {  // given beforehand, or the first part read everything already
+      reader::count_rows_before(cursors, &live, table_of, cut, &rows_before);
+      for (uint64_t n : rows_before) position += n;
+      return;
+    }
+    while (!live.empty()) {
+      uint64_t from = ~uint64_t{0};
+      for (uint32_t i : live) from = std::min(from, cursors[i].ticks);
+      const SplitBound to{from + step, from > ~step};
+      const uint64_t walked_now =
+          reader::count_rows_before(cursors, &live, table_of, to, &rows_before);
+      walked += walked_now;
+      step = adapt_step(step, walked_now, kCountBytes);
+      if (2 * walked >= split->total_bytes() + split->first_bytes()) {
+        cut = to;
+        break;
+      }
+    }
+    // The cut lies at the count, or further: at the first part's promise, or at the end if the
+    // first part read everything already.
+    cut = split->choose(live.empty() ? SplitBound{0, true} : cut);
+    reader::count_rows_before(cursors, &live, table_of, cut, &rows_before);
+    for (uint64_t n : rows_before) position += n;
+  }
+
+  // read_columns() in parts: the strings of a later part's dictionaries (other's) added to
+  // this reader's, and that part's codes (per table, rows [from, upto)) translated.
+  void take_strings_of(const Impl& other, const std::vector<uint64_t>& from,
+                       const std::vector<uint64_t>& upto, ColumnSet* out) {
+    std::vector<std::vector<uint32_t>> code(dictionaries.size());
+    std::vector<bool> same(dictionaries.size(), true);
+    for (size_t d = 0; d < dictionaries.size(); ++d) {
+      const StringDictionary& theirs = *other.dictionaries[d];
+      code[d].resize(theirs.size());
+      for (uint32_t c = 0; c < theirs.size(); ++c) {
+        code[d][c] = dictionaries[d]->code_of(theirs[c]);
+        same[d] = same[d] && code[d][c] == c;
+      }
+    }
+    for (size_t k = 0; k < tables.size(); ++k) {
+      for (size_t j = 0; j < tables[k].dictionary.size(); ++j) {
+        const int d = tables[k].dictionary[j];
+        if (d < 0 || same[static_cast<size_t>(d)]) continue;
+        const uint32_t* to = code[static_cast<size_t>(d)].data();
+        uint32_t* codes = out->tables[k].fields[j].codes.data();
+        for (uint64_t r = from[k]; r < upto[k]; ++r) codes[r] = to[codes[r]];
+      }
+    }
+  }
+
+  // A step of clock values that covered `bytes` of records, scaled towards `target` bytes.
+  static uint64_t adapt_step(uint64_t step, uint64_t bytes, uint64_t target) {
+    if (bytes < target / 2) return std::min(step * 4, kMaxStep);
+    if (bytes > target * 2) return std::max(step / 2, kFirstStep);
+    return step;
+  }
+
   // Takes thread's records for as long as they come before (bound_ticks, bound) and the
   // batch has room; false once the thread has none left. The cursor's state is kept in
   // locals meanwhile: the values stored into columns could otherwise alias it.
-  bool run(Cursor& c, uint32_t thread, uint64_t bound_ticks, uint32_t bound, uint64_t max_rows,
-           uint64_t* rows_io, ColumnSet* out) {
+  bool run(reader::ColumnCursor& c, uint32_t thread, uint64_t bound_ticks, uint32_t bound,
+           uint64_t max_rows, uint64_t* rows_io, ColumnSet* out) {
     uint64_t rows = *rows_io;
     uint64_t pos = position;
     bool more = true;
@@ -377,6 +415,7 @@ struct ColumnReader::Impl {
       if (off == 0 && seq > c.expected_seq) {
         out->gaps.push_back({pos, thread, seq - c.expected_seq});
       }
+      const uint32_t first_off = off;
       bool stop = false;
       for (;;) {
         // Each record's address depends on the previous one's size: fetch ahead (a prefetch
@@ -400,6 +439,7 @@ struct ColumnReader::Impl {
           break;
         }
       }
+      consumed += off - first_off;
       c.offset = off;
       c.size = size;
       c.seq = seq;
@@ -486,16 +526,30 @@ struct ColumnReader::Impl {
   std::vector<std::shared_ptr<StringDictionary>> dictionaries;
   std::map<std::string, int> dictionary_of;
   std::vector<Sink> sinks;  // per table
-  std::vector<Cursor> cursors;
+  std::vector<reader::ColumnCursor> cursors;
   std::vector<uint32_t> live;  // cursors with a record left, in index order
-  uint64_t position = 0;       // rows handed out so far
+  uint64_t position = 0;       // rows handed out so far (of the read, for a part)
+  uint64_t consumed = 0;       // bytes of the records merged
+
+  // A split read (column_split.hpp): this reader's part, and the boundary both parts share.
+  static constexpr int kWhole = 0, kFirstPart = 1, kSecondPart = 2;
+  int part = kWhole;
+  std::shared_ptr<reader::SplitBoundary> split;
+  SplitBound end{0, true};            // where this part's records end (the first part's promise)
+  bool placed = false;                // the second part: counted the first part's rows
+  std::vector<uint64_t> rows_before;  // per table: the rows of the parts before this one
+  uint64_t promise_step = kFirstStep;
+  uint64_t consumed_at_promise = 0;
+  // Clock values the first part's promise and the second part's count advance by, scaled to
+  // cover about kPromiseBytes and kCountBytes of records.
+  static constexpr uint64_t kFirstStep = uint64_t{1} << 16, kMaxStep = uint64_t{1} << 44;
+  static constexpr uint64_t kPromiseBytes = 16u << 20, kCountBytes = 4u << 20;
 };
 
 ColumnReader::ColumnReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ColumnReader::~ColumnReader() = default;
 
-Result<std::unique_ptr<ColumnReader>> ColumnReader::open(Trace& trace,
-                                                         const ColumnOptions& options) {
+Status ColumnReader::check_events(const Trace& trace, const ColumnOptions& options) {
   for (const std::string& f : options.events) {
     bool known = false;
     for (const EventInfo& e : trace.events()) {
@@ -503,16 +557,55 @@ Result<std::unique_ptr<ColumnReader>> ColumnReader::open(Trace& trace,
     }
     if (!known) return Status::NotFound(fmt::format("no event or group '{}' in this trace", f));
   }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<ColumnReader>> ColumnReader::open(Trace& trace,
+                                                         const ColumnOptions& options) {
+  if (Status st = check_events(trace, options); !st.ok()) return st;
   auto impl = std::make_unique<Impl>(trace, options);
   impl->make_tables();
   impl->start();
   return std::unique_ptr<ColumnReader>(new ColumnReader(std::move(impl)));
 }
 
+Result<std::vector<std::unique_ptr<ColumnReader>>> ColumnReader::open_split(
+    Trace& trace, const ColumnOptions& options, std::shared_ptr<reader::SplitBoundary> split) {
+  if (Status st = check_events(trace, options); !st.ok()) return st;
+  std::vector<std::unique_ptr<ColumnReader>> out;
+  for (int part : {Impl::kFirstPart, Impl::kSecondPart}) {
+    auto impl = std::make_unique<Impl>(trace, options);
+    impl->make_tables();
+    impl->start();
+    impl->part = part;
+    impl->split = split;
+    if (part == Impl::kFirstPart) impl->end = SplitBound{0, false};  // nothing promised yet
+    out.push_back(std::unique_ptr<ColumnReader>(new ColumnReader(std::move(impl))));
+  }
+  return out;
+}
+
 bool ColumnReader::next(ColumnSet* batch, size_t max_rows) {
   impl_->reset(batch);
   impl_->read(batch, max_rows == 0 ? 1 : max_rows);
   return batch->rows > 0;
+}
+
+const std::vector<uint64_t>& ColumnReader::rows_before() const {
+  if (impl_->rows_before.empty()) impl_->rows_before.assign(impl_->tables.size(), 0);
+  return impl_->rows_before;
+}
+
+bool ColumnReader::row_order() const { return impl_->options.row_order; }
+
+void ColumnReader::take_strings_of(const ColumnReader& later, const std::vector<uint64_t>& upto,
+                                   ColumnSet* out) {
+  impl_->take_strings_of(*later.impl_, later.rows_before(), upto, out);
+}
+
+void ColumnReader::layout(ColumnSet* set) {
+  impl_->reset(set);
+  impl_->report_threads(set);
 }
 
 FieldValue FieldColumn::value_at(size_t row) const {
@@ -532,14 +625,6 @@ const EventTable* ColumnSet::find(std::string_view name) const {
     if (t.name == name) return &t;
   }
   return nullptr;
-}
-
-Result<ColumnSet> read_columns(Trace& trace, const ColumnOptions& options) {
-  auto reader = ColumnReader::open(trace, options);
-  if (!reader.ok()) return reader.status();
-  ColumnSet out;
-  (*reader)->next(&out, ~size_t{0});
-  return out;
 }
 
 }  // namespace nanotrace

@@ -4,7 +4,6 @@
 #include "nanotrace/controller.hpp"
 
 #include <sys/file.h>
-#include <time.h>
 #include <x86intrin.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/clock.hpp"
 #include "base/process.hpp"
 #include "reader/trace_internals.hpp"
 
@@ -206,9 +206,7 @@ Status Controller::signal_freeze() {
     unsigned aux;
     ticks = __rdtscp(&aux);
   } else {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ticks = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+    ticks = sys::monotonic_ns();
   }
   __atomic_store_n(&h->freeze_request_ticks, ticks, __ATOMIC_RELAXED);
   __atomic_add_fetch(&h->freeze_seq, 1, __ATOMIC_SEQ_CST);

@@ -193,7 +193,16 @@ class ChunkIndexer {
   bool decode_meta(const file::ChunkHeader& c);
   bool decode_thread(const file::ChunkHeader& c);
   bool decode_loss(const file::ChunkHeader& c);
-  void decode_kernel_meta();  // a bad one leaves kernel events out, never stops the walk
+  // A bad one leaves that node's kernel events out, never stops the walk.
+  void decode_kernel_meta(const file::ChunkHeader& c);
+  // The node a kernel chunk's slot names (version 4), and its CPU.
+  uint32_t kernel_node_of(uint32_t slot) const {
+    return f_.header.version >= file::kNodeKernelFileVersion ? slot >> 16 : 0;
+  }
+  uint32_t kernel_cpu_of(uint32_t slot) const {
+    return f_.header.version >= file::kNodeKernelFileVersion ? slot & 0xffff : slot;
+  }
+  KernelNode* kernel_node(uint32_t node);
   bool decode_end();
   // Sets the warning for a walk that stops at the chunk at off_.
   void stop(StopReason why);
@@ -273,7 +282,7 @@ Result<StopReason> ChunkIndexer::index_chunk(const file::ChunkHeader& c, uint64_
       ok = decode_loss(c);
       break;
     case file::ChunkType::kKernelMeta:
-      decode_kernel_meta();
+      decode_kernel_meta(c);
       ok = true;
       break;
     case file::ChunkType::kNode:
@@ -312,20 +321,22 @@ void ChunkIndexer::index_kernel_data(const file::ChunkHeader& c, uint64_t payloa
       f_.kernel_warning = "kernel data chunk at offset " + std::to_string(off_) + " " + why;
     }
   };
-  if (f_.kernel_page_size == 0) {
-    leave_out("before any valid kernel meta chunk: ignored");
+  const uint32_t node = kernel_node_of(c.slot), cpu = kernel_cpu_of(c.slot);
+  const KernelNode* kn = kernel_node(node);
+  if (kn == nullptr) {
+    leave_out("before any valid kernel meta chunk of its node: ignored");
     return;
   }
-  if (c.slot >= f_.kernel_cpus || c.raw_size == 0 || c.raw_size % f_.kernel_page_size != 0) {
+  if (cpu >= kn->cpus || c.raw_size == 0 || c.raw_size % kn->page_size != 0) {
     leave_out("has a bad CPU or size: ignored");
     return;
   }
   KernelCpuExtents* k = nullptr;
   for (KernelCpuExtents& x : f_.kernel_data) {
-    if (x.cpu == c.slot) k = &x;
+    if (x.node == node && x.cpu == cpu) k = &x;
   }
   if (!k) {
-    f_.kernel_data.push_back({c.slot, {}, 0});
+    f_.kernel_data.push_back({node, cpu, {}, 0});
     k = &f_.kernel_data.back();
   }
   if (c.position < k->end || c.position >= (uint64_t{1} << 62)) {
@@ -407,24 +418,37 @@ bool ChunkIndexer::decode_loss(const file::ChunkHeader& c) {
   return true;
 }
 
-void ChunkIndexer::decode_kernel_meta() {
-  auto km = file::decode_kernel_meta(raw_.data(), raw_.size());
-  if (!km.ok()) {
-    f_.kernel_warning =
-        km.status().message() + " (chunk " + std::to_string(f_.chunks) + "): kernel events ignored";
-    f_.kernel_page_size = 0;
-    f_.kernel_data.clear();
-    f_.kernel_meta.clear();
-    return;  // the user-space data stays usable
+KernelNode* ChunkIndexer::kernel_node(uint32_t node) {
+  for (KernelNode& k : f_.kernel_nodes) {
+    if (k.node == node) return &k;
   }
-  if (f_.kernel_page_size != 0 &&
-      (km->page_size != f_.kernel_page_size || km->cpus != f_.kernel_cpus)) {
+  return nullptr;
+}
+
+void ChunkIndexer::decode_kernel_meta(const file::ChunkHeader& c) {
+  const uint32_t node = kernel_node_of(c.slot);
+  auto km = file::decode_kernel_meta(raw_.data(), raw_.size());
+  KernelNode* k = kernel_node(node);
+  if (!km.ok()) {
+    f_.kernel_warning = km.status().message() + " (chunk " + std::to_string(f_.chunks) +
+                        "): kernel events ignored" +
+                        (node == 0 ? "" : " (node " + std::to_string(node) + ")");
+    // That node's kernel events go; the user-space data and other nodes' stay usable.
+    std::erase_if(f_.kernel_data, [&](const KernelCpuExtents& x) { return x.node == node; });
+    std::erase_if(f_.kernel_nodes, [&](const KernelNode& x) { return x.node == node; });
+    return;
+  }
+  if (k != nullptr && (km->page_size != k->page_size || km->cpus != k->cpus)) {
     f_.kernel_warning = "kernel meta chunks disagree on the sub-buffer size or CPUs";
     return;
   }
-  f_.kernel_page_size = km->page_size;
-  f_.kernel_cpus = km->cpus;
-  f_.kernel_meta = raw_;
+  if (k == nullptr) {
+    f_.kernel_nodes.push_back({node, {}, 0, 0});
+    k = &f_.kernel_nodes.back();
+  }
+  k->page_size = km->page_size;
+  k->cpus = km->cpus;
+  k->meta = raw_;
 }
 
 bool ChunkIndexer::decode_end() {

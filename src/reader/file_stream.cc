@@ -201,6 +201,11 @@ void FileThreadStream::finish_unchecked(uint32_t records, bool corrupt) {
 }
 
 void FileThreadStream::end() {
+  // A stream cut short by a corrupt chunk: what the writer published after it is lost.
+  if (!done_ && stats_.corrupt_blocks > 0 && stream_.has_loss &&
+      stream_.loss.written > expected_seq_) {
+    stats_.unreadable = stream_.loss.written - expected_seq_;
+  }
   done_ = true;
   ahead_.reset();    // gives its share of the read-ahead budget back
   chunk_.release();  // streams end one by one: free memory as they do

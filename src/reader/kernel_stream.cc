@@ -5,7 +5,10 @@ extern "C" {
 #include <kbuffer.h>
 }
 
+#include <algorithm>
 #include <cstring>
+
+#include "reader/trace_internals.hpp"
 
 namespace nanotrace::reader {
 namespace {
@@ -32,18 +35,29 @@ KernelCpuStream::KernelCpuStream(const Trace& trace, std::shared_ptr<const Trace
       file_(std::move(file)),
       tables_(std::move(tables)),
       cpu_(file_->kernel_data[cpu_index]),
+      k_(static_cast<size_t>(std::max(tables_->index_of(cpu_.node), 0))),
       thread_(thread) {
+  // A node's CPUs belong to it: their entry names its first process (ThreadInfo::process),
+  // and their clock values are mapped onto the trace's as its records' are.
+  if (cpu_.node < file_->nodes.size()) {
+    const uint32_t first = file_->nodes[cpu_.node].first_process;
+    stats_.info.process = first;
+    alignment_ = TraceInternals::clock_alignment(trace, first);
+  }
+  // Slots number the trace's CPUs, every node's after the previous nodes' (streams and
+  // outputs per CPU keep them apart); Record::cpu is the node's own CPU number.
   stats_.info.slot = cpu_.cpu;
+  for (size_t k = 0; k < k_; ++k) stats_.info.slot += tables_->meta(k).cpus;
   stats_.info.name = "cpu" + std::to_string(cpu_.cpu);
   stats_.info.kernel = true;
   stats_.info.state = abi::SlotState::kExited;
-  for (const file::KernelCpuLoss& l : tables_->meta().losses) {
+  for (const file::KernelCpuLoss& l : tables_->meta(k_).losses) {
     if (l.cpu != cpu_.cpu) continue;
     stats_.overwritten = l.overrun;
     stats_.dropped = l.dropped;
   }
-  page_.assign(tables_->meta().page_size + kSlack, 0);
-  kbuf_ = kbuffer_alloc(tables_->meta().long_size == 8 ? KBUFFER_LSIZE_8 : KBUFFER_LSIZE_4,
+  page_.assign(tables_->meta(k_).page_size + kSlack, 0);
+  kbuf_ = kbuffer_alloc(tables_->meta(k_).long_size == 8 ? KBUFFER_LSIZE_8 : KBUFFER_LSIZE_4,
                         KBUFFER_ENDIAN_LITTLE);
 }
 
@@ -52,14 +66,14 @@ KernelCpuStream::~KernelCpuStream() {
 }
 
 bool KernelCpuStream::page_checks_out() const {
-  const uint32_t header = tables_->page_header_bytes();
-  const uint32_t room = tables_->meta().page_size - header;
+  const uint32_t header = tables_->page_header_bytes(k_);
+  const uint32_t room = tables_->meta(k_).page_size - header;
   uint64_t flags = 0;
-  std::memcpy(&flags, page_.data() + 8, tables_->meta().long_size);
+  std::memcpy(&flags, page_.data() + 8, tables_->meta(k_).long_size);
   const uint32_t commit = static_cast<uint32_t>(flags) & kCommitMask;
   if (commit > room) return false;
   if ((flags & kMissingEvents) && (flags & kMissingStored) &&
-      commit + tables_->meta().long_size > room) {
+      commit + tables_->meta(k_).long_size > room) {
     return false;
   }
   // The walk kbuffer will make (its translate_data), refusing any step that does not move
@@ -95,7 +109,7 @@ bool KernelCpuStream::page_checks_out() const {
 }
 
 bool KernelCpuStream::load_page() {
-  const uint32_t page_size = tables_->meta().page_size;
+  const uint32_t page_size = tables_->meta(k_).page_size;
   for (;;) {
     if (page_in_chunk_ >= pages_in_chunk_) {
       if (next_extent_ >= cpu_.extents.size()) return false;
@@ -144,16 +158,16 @@ bool KernelCpuStream::next(Record* r) {
     }
     const auto* p = static_cast<const uint8_t*>(ev);
     const int size = kbuffer_event_size(kbuf_);
-    const uint32_t limit = tables_->meta().page_size;
+    const uint32_t limit = tables_->meta(k_).page_size;
     if (size <= 0 || p < page_.data() ||
         static_cast<size_t>(p - page_.data()) + static_cast<size_t>(size) > limit) {
       ++stats_.corrupt_blocks;
       page_open_ = false;
       continue;
     }
-    if (!tables_->decode(p, static_cast<uint32_t>(size), r, &text_)) continue;  // not stored
-    r->ticks = ts;
-    r->time_ns = trace_.ticks_to_ns(ts);
+    if (!tables_->decode(k_, p, static_cast<uint32_t>(size), r, &text_)) continue;  // not stored
+    r->ticks = alignment_ != nullptr ? file::align_ticks(*alignment_, ts) : ts;
+    r->time_ns = trace_.ticks_to_ns(r->ticks);
     r->seq = seq_++;
     r->thread = thread_;
     r->cpu = cpu_.cpu;

@@ -36,6 +36,8 @@ class KernelCpuStream {
   std::shared_ptr<const TraceFile> file_;
   std::shared_ptr<const KernelTables> tables_;
   const KernelCpuExtents& cpu_;
+  size_t k_;                                      // its node's tables (KernelTables::index_of)
+  const file::NodePayload* alignment_ = nullptr;  // null: the node's clock is the trace's
   uint32_t thread_;
   ThreadStats stats_;
   kbuffer* kbuf_ = nullptr;

@@ -55,37 +55,44 @@ std::string_view bounded_text(const uint8_t* p, uint32_t n) {
 
 }  // namespace
 
-KernelTables::~KernelTables() {
-  if (tep_) tep_free(tep_);
+KernelTables::~KernelTables() = default;
+
+KernelTables::Node::~Node() {
+  if (tep) tep_free(tep);
 }
 
-Result<std::shared_ptr<KernelTables>> KernelTables::build(file::KernelMeta meta) {
-  std::shared_ptr<KernelTables> t(new KernelTables());
-  t->meta_ = std::move(meta);
-  t->tep_ = tep_alloc();
-  if (!t->tep_) return Status::IoError("libtraceevent: out of memory");
-  tep_set_file_bigendian(t->tep_, TEP_LITTLE_ENDIAN);
-  tep_set_local_bigendian(t->tep_, TEP_LITTLE_ENDIAN);
-  tep_set_long_size(t->tep_, static_cast<int>(t->meta_.long_size));
-  tep_set_page_size(t->tep_, static_cast<int>(t->meta_.page_size));
+int KernelTables::index_of(uint32_t node) const {
+  for (size_t k = 0; k < nodes_.size(); ++k) {
+    if (nodes_[k]->node == node) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+// One node's header_page and formats parsed: the events it can decode, in format order.
+Status KernelTables::parse_node(Node* n, std::vector<std::pair<EventInfo, Event>>* parsed) {
+  n->tep = tep_alloc();
+  if (!n->tep) return Status::IoError("libtraceevent: out of memory");
+  tep_set_file_bigendian(n->tep, TEP_LITTLE_ENDIAN);
+  tep_set_local_bigendian(n->tep, TEP_LITTLE_ENDIAN);
+  tep_set_long_size(n->tep, static_cast<int>(n->meta.long_size));
+  tep_set_page_size(n->tep, static_cast<int>(n->meta.page_size));
   // libtraceevent parses in place: it wants writable, NUL-terminated text.
-  std::string header = t->meta_.header_page;
-  if (tep_parse_header_page(t->tep_, header.data(), header.size(),
-                            static_cast<int>(t->meta_.long_size)) != 0) {
+  std::string header = n->meta.header_page;
+  if (tep_parse_header_page(n->tep, header.data(), header.size(),
+                            static_cast<int>(n->meta.long_size)) != 0) {
     return Status::Corrupt("kernel meta: the stored header_page does not parse");
   }
-  if (tep_get_header_page_size(t->tep_) != static_cast<int>(t->meta_.long_size)) {
+  if (tep_get_header_page_size(n->tep) != static_cast<int>(n->meta.long_size)) {
     return Status::Corrupt("kernel meta: header_page commit size differs from the long size");
   }
-  for (const file::KernelEventFormat& f : t->meta_.events) {
+  for (const file::KernelEventFormat& f : n->meta.events) {
     std::string text = f.format;
     tep_event* e = nullptr;
-    if (tep_parse_format(t->tep_, &e, text.data(), text.size(), f.system.c_str()) != 0 || !e ||
-        !e->name || e->id < 0 || t->by_type_.count(static_cast<uint32_t>(e->id))) {
+    if (tep_parse_format(n->tep, &e, text.data(), text.size(), f.system.c_str()) != 0 || !e ||
+        !e->name || e->id < 0 || n->by_type.count(static_cast<uint32_t>(e->id))) {
       continue;  // left out: its records are counted as unknown
     }
     EventInfo info;
-    info.id = static_cast<uint16_t>(t->events_.size());
     info.group = f.system;
     info.name = e->name;
     info.is_kernel = true;
@@ -116,32 +123,77 @@ Result<std::shared_ptr<KernelTables>> KernelTables::build(file::KernelMeta meta)
       info.fields.push_back(std::move(fi));
       dec.fields.push_back(std::move(fd));
     }
-    if (t->pid_offset_ < 0) {
+    if (n->pid_offset < 0) {
       tep_format_field* pid = tep_find_common_field(e, "common_pid");
-      if (pid && pid->size == 4 && pid->offset >= 0) t->pid_offset_ = pid->offset;
+      if (pid && pid->size == 4 && pid->offset >= 0) n->pid_offset = pid->offset;
     }
-    t->by_type_[static_cast<uint32_t>(e->id)] = static_cast<uint32_t>(t->events_.size());
-    t->events_.push_back(std::move(info));
-    t->decoders_.push_back(std::move(dec));
+    n->by_type[static_cast<uint32_t>(e->id)] = static_cast<uint32_t>(parsed->size());
+    parsed->emplace_back(std::move(info), std::move(dec));
   }
-  if (t->events_.empty()) return Status::Corrupt("kernel meta: no stored event format parses");
+  if (parsed->empty()) return Status::Corrupt("kernel meta: no stored event format parses");
+  return Status::Ok();
+}
+
+uint32_t KernelTables::entry_for(EventInfo info) {
+  for (const EventInfo& e : events_) {
+    if (e.group != info.group || e.name != info.name || e.format != info.format ||
+        e.fields.size() != info.fields.size()) {
+      continue;
+    }
+    bool same = true;
+    for (size_t i = 0; i < e.fields.size() && same; ++i) {
+      same = e.fields[i].name == info.fields[i].name && e.fields[i].type == info.fields[i].type;
+    }
+    if (same) return e.id;
+  }
+  info.id = static_cast<uint16_t>(events_.size());
+  events_.push_back(std::move(info));
+  return events_.back().id;
+}
+
+Result<std::shared_ptr<KernelTables>> KernelTables::build(std::vector<NodeMeta> nodes,
+                                                          std::string* left_out) {
+  std::shared_ptr<KernelTables> t(new KernelTables());
+  for (NodeMeta& m : nodes) {
+    auto n = std::make_unique<Node>();
+    n->node = m.node;
+    n->meta = std::move(m.meta);
+    std::vector<std::pair<EventInfo, Event>> parsed;
+    Status s = parse_node(n.get(), &parsed);
+    // Event ids are 16 bits: a node that would pass them is left out.
+    if (s.ok() && t->events_.size() + parsed.size() > 0xffff) {
+      s = Status::Corrupt("kernel meta: more kernel event formats than ids");
+    }
+    if (!s.ok()) {
+      *left_out += (left_out->empty() ? "" : "; ") + s.message() + ": kernel events ignored" +
+                   (m.node == 0 ? "" : " (node " + std::to_string(m.node) + ")");
+      continue;
+    }
+    for (auto& [info, dec] : parsed) {
+      dec.entry = t->entry_for(std::move(info));
+      n->decoders.push_back(std::move(dec));
+    }
+    t->nodes_.push_back(std::move(n));
+  }
+  if (t->nodes_.empty()) return Status::Corrupt("kernel meta: no node's event formats parse");
   return t;
 }
 
-bool KernelTables::decode(const uint8_t* data, uint32_t size, Record* r,
+bool KernelTables::decode(size_t k, const uint8_t* data, uint32_t size, Record* r,
                           std::array<std::string, abi::kMaxFields>* scratch) const {
   if (size < 8) return false;
+  const Node& n = *nodes_[k];
   uint16_t type;
   std::memcpy(&type, data, 2);  // common_type: the first field of every event
-  auto it = by_type_.find(type);
-  if (it == by_type_.end()) return false;
-  const EventInfo& info = events_[it->second];
-  const Event& dec = decoders_[it->second];
+  auto it = n.by_type.find(type);
+  if (it == n.by_type.end()) return false;
+  const Event& dec = n.decoders[it->second];
+  const EventInfo& info = events_[dec.entry];
   r->event = &info;
   r->task = 0;
-  if (pid_offset_ >= 0 && static_cast<uint32_t>(pid_offset_) + 4 <= size) {
+  if (n.pid_offset >= 0 && static_cast<uint32_t>(n.pid_offset) + 4 <= size) {
     int32_t pid;
-    std::memcpy(&pid, data + pid_offset_, 4);
+    std::memcpy(&pid, data + n.pid_offset, 4);
     r->task = pid > 0 ? static_cast<uint32_t>(pid) : 0;
   }
   r->field_count = static_cast<uint32_t>(dec.fields.size());

@@ -1,6 +1,8 @@
-// The kernel events of a trace file (KERNEL_META): the stored header_page and event formats
-// parsed with libtraceevent into EventInfo entries, and the decoding of one raw ftrace event
-// into a Record's fields. Internal header.
+// The kernel events of a trace file (KERNEL_META, one per node that recorded them): each
+// node's stored header_page and event formats parsed with libtraceevent, one table of
+// EventInfo entries over all nodes (an event of the same system, name and fields on two
+// nodes is one entry, as identical call sites of two processes share an event id), and the
+// decoding of one raw ftrace event into a Record's fields. Internal header.
 //
 // Every stored byte is untrusted: a format libtraceevent refuses leaves its event out; a
 // field whose offset or size falls outside the event's bytes is shown empty.
@@ -24,21 +26,33 @@ namespace nanotrace::reader {
 
 class KernelTables {
  public:
-  // Errors: kCorrupt (the header_page text does not parse, no event format parses).
-  static Result<std::shared_ptr<KernelTables>> build(file::KernelMeta meta);
+  struct NodeMeta {
+    uint32_t node = 0;  // the file's node index (0 in a file of one node)
+    file::KernelMeta meta;
+  };
+  // Builds every node's tables; a node whose header_page or formats do not parse is left out,
+  // with why appended to *left_out. Errors: kCorrupt when no node's tables build.
+  static Result<std::shared_ptr<KernelTables>> build(std::vector<NodeMeta> nodes,
+                                                     std::string* left_out);
   ~KernelTables();
   KernelTables(const KernelTables&) = delete;
   KernelTables& operator=(const KernelTables&) = delete;
 
-  const file::KernelMeta& meta() const { return meta_; }
+  // The nodes whose tables built, by index k (0 <= k < node_count()).
+  size_t node_count() const { return nodes_.size(); }
+  // k of the file's node `node`, or -1 if it has no tables.
+  int index_of(uint32_t node) const;
+  uint32_t node(size_t k) const { return nodes_[k]->node; }
+  const file::KernelMeta& meta(size_t k) const { return nodes_[k]->meta; }
+  // Every node's events (EventInfo::id indexes it).
   const std::vector<EventInfo>& events() const { return events_; }
   // Size of the sub-buffer header (timestamp and commit words) before the events.
-  uint32_t page_header_bytes() const { return meta_.long_size == 8 ? 16 : 12; }
+  uint32_t page_header_bytes(size_t k) const { return meta(k).long_size == 8 ? 16 : 12; }
 
-  // Fills r's event, task and fields from one event's bytes (size checked by the caller);
-  // false if its type is not one of the stored formats. Texts the record shows that are not
-  // in the event's bytes (arrays shown in hex) go to scratch.
-  bool decode(const uint8_t* data, uint32_t size, Record* r,
+  // Fills r's event, task and fields from one event's bytes of node k (size checked by the
+  // caller); false if its type is not one of that node's stored formats. Texts the record
+  // shows that are not in the event's bytes (arrays shown in hex) go to scratch.
+  bool decode(size_t k, const uint8_t* data, uint32_t size, Record* r,
               std::array<std::string, abi::kMaxFields>* scratch) const;
 
  private:
@@ -52,13 +66,23 @@ class KernelTables {
   };
   struct Event {
     std::vector<Field> fields;  // the shown ones, at most abi::kMaxFields
+    uint32_t entry = 0;         // index into events_
   };
-  file::KernelMeta meta_;
-  tep_handle* tep_ = nullptr;
+  struct Node {
+    ~Node();
+    uint32_t node = 0;
+    file::KernelMeta meta;
+    tep_handle* tep = nullptr;
+    std::vector<Event> decoders;
+    std::unordered_map<uint32_t, uint32_t> by_type;  // ftrace event id -> index in decoders
+    int pid_offset = -1;                             // common_pid
+  };
+  static Status parse_node(Node* n, std::vector<std::pair<EventInfo, Event>>* parsed);
+  // The index into events_ of an entry equal to info (added if there is none).
+  uint32_t entry_for(EventInfo info);
+
+  std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<EventInfo> events_;
-  std::vector<Event> decoders_;                     // parallel to events_
-  std::unordered_map<uint32_t, uint32_t> by_type_;  // ftrace event id -> index
-  int pid_offset_ = -1;                             // common_pid
 };
 
 }  // namespace nanotrace::reader

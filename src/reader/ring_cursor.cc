@@ -46,23 +46,13 @@ uint64_t oldest_safe_block(abi::Mode mode, bool writer_gone, uint64_t head, uint
 LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool consume,
                                    uint32_t index, uint32_t chunk_bytes)
     : trace_(trace), sizer_(trace), index_(index), chunk_bytes_(chunk_bytes) {
+  attach(info);
   auto* h = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(trace));
-  const ProcessInfo& p = trace.process();
-  records_.pid = p.pid;
-  slot_ = reinterpret_cast<const abi::ThreadSlot*>(reader::TraceInternals::base(trace) +
-                                                   h->threads_offset) +
-          info.slot;
   writable_slot_ = consume && reader::TraceInternals::writable_base(trace)
                        ? reinterpret_cast<abi::ThreadSlot*>(
                              reader::TraceInternals::writable_base(trace) + h->threads_offset) +
                              info.slot
                        : nullptr;
-  ring_offset_ = h->rings_offset + uint64_t{info.slot} * p.ring_size;
-  ring_size_ = p.ring_size;
-  mask_ = ring_size_ - 1;
-  block_size_ = p.block_size;
-  stats_.info = info;
-  end_ = info.head;
   // An earlier consumer's counts are about this thread only if they name its generation.
   const bool counts_are_this_threads =
       __atomic_load_n(&slot_->consumed_generation, __ATOMIC_ACQUIRE) == info.generation;
@@ -79,10 +69,43 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
     expected_seq_ = 0;
     stats_.dropped = info.dropped;
   }
+  start_at_safe_block(counts_are_this_threads ? __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE)
+                                              : 0);
+}
+
+LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, const RingPosition& from,
+                                   uint32_t index, uint32_t chunk_bytes)
+    : trace_(trace), sizer_(trace), index_(index), chunk_bytes_(chunk_bytes) {
+  attach(info);
+  writable_slot_ = nullptr;
+  pos_ = from.position;
+  expected_seq_ = from.seq;
+  stats_.dropped = info.dropped;
+  // A consumer's position bounds what the writer may reuse (modes other than overwrite).
+  const bool counts_are_this_threads =
+      __atomic_load_n(&slot_->consumed_generation, __ATOMIC_ACQUIRE) == info.generation;
+  start_at_safe_block(counts_are_this_threads ? __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE)
+                                              : 0);
+}
+
+void LiveThreadStream::attach(const ThreadInfo& info) {
+  auto* h = reinterpret_cast<const abi::SegmentHeader*>(reader::TraceInternals::base(trace_));
+  const ProcessInfo& p = trace_.process();
+  records_.pid = p.pid;
+  slot_ = reinterpret_cast<const abi::ThreadSlot*>(reader::TraceInternals::base(trace_) +
+                                                   h->threads_offset) +
+          info.slot;
+  ring_offset_ = h->rings_offset + uint64_t{info.slot} * p.ring_size;
+  ring_size_ = p.ring_size;
+  mask_ = ring_size_ - 1;
+  block_size_ = p.block_size;
+  stats_.info = info;
+  end_ = info.head;
   mode_ = p.mode;
   writer_gone_ = !p.alive;
-  uint64_t consumed =
-      counts_are_this_threads ? __atomic_load_n(&slot_->consumed, __ATOMIC_ACQUIRE) : 0;
+}
+
+void LiveThreadStream::start_at_safe_block(uint64_t consumed) {
   if (end_ >= kMaxPosition || consumed >= kMaxPosition) {
     ++stats_.corrupt_blocks;
     done_ = true;

@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -15,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "base/clock.hpp"
 #include "base/kernel_meta.hpp"
 #include "base/process.hpp"
 #include "nanotrace/reader.hpp"
@@ -297,30 +297,57 @@ void Trace::choose_time_origin() {
 
 void Trace::load_kernel_tables() {
   std::string why = file_->kernel_warning;
-  if (!file_->kernel_meta.empty()) {
-    auto meta = file::decode_kernel_meta(file_->kernel_meta.data(), file_->kernel_meta.size());
-    const bool tsc = process_.clock == abi::ClockKind::kTsc;
+  auto note = [&](const std::string& w) { why += (why.empty() ? "" : "; ") + w; };
+  std::vector<reader::KernelTables::NodeMeta> metas;
+  for (const reader::KernelNode& k : file_->kernel_nodes) {
+    const std::string which = k.node == 0 ? "" : " (node " + std::to_string(k.node) + ")";
+    // A node index must name one of the file's nodes (a file without NODE chunks is one).
+    if (k.node >= std::max<size_t>(nodes_.size(), 1)) {
+      note("kernel events of an unknown node " + std::to_string(k.node) + ": ignored");
+      continue;
+    }
+    auto meta = file::decode_kernel_meta(k.meta.data(), k.meta.size());
+    const abi::ClockKind clock = k.node < nodes_.size() ? nodes_[k.node].clock : process_.clock;
     if (!meta.ok()) {
-      why = meta.status().message();
-    } else if ((meta->clock == file::KernelClock::kTsc) != tsc) {
-      why = "kernel events use another clock than the process's records: ignored";
+      note(meta.status().message() + which);
+    } else if ((meta->clock == file::KernelClock::kTsc) != (clock == abi::ClockKind::kTsc)) {
+      note("kernel events use another clock than the process's records: ignored" + which);
     } else {
-      auto tables = reader::KernelTables::build(std::move(*meta));
-      if (tables.ok()) {
-        kernel_ = std::move(*tables);
-      } else {
-        why = tables.status().message() + ": kernel events ignored";
-      }
+      metas.push_back({k.node, std::move(*meta)});
     }
   }
+  if (!metas.empty()) {
+    std::string left_out;
+    auto tables = reader::KernelTables::build(std::move(metas), &left_out);
+    if (!left_out.empty()) note(left_out);
+    if (tables.ok()) kernel_ = std::move(*tables);
+  }
+  // The CPUs of nodes without tables are not read.
+  std::erase_if(file_->kernel_data, [&](const reader::KernelCpuExtents& c) {
+    return kernel_ == nullptr || kernel_->index_of(c.node) < 0;
+  });
   if (!why.empty()) warning_ += (warning_.empty() ? "" : "; ") + path_ + ": " + why;
 }
 
-uint64_t Trace::kernel_start_ticks() const { return kernel_ ? kernel_->meta().start_ticks : 0; }
+uint64_t Trace::kernel_start_ticks() const {
+  // The latest node's: before it, some node's kernel events are missing.
+  uint64_t latest = 0;
+  for (size_t k = 0; kernel_ && k < kernel_->node_count(); ++k) {
+    uint64_t start = kernel_->meta(k).start_ticks;
+    const uint32_t node = kernel_->node(k);
+    if (node < file_->nodes.size()) {
+      const file::NodePayload* a =
+          reader::TraceInternals::clock_alignment(*this, file_->nodes[node].first_process);
+      if (a != nullptr) start = file::align_ticks(*a, start);
+    }
+    latest = std::max(latest, start);
+  }
+  return latest;
+}
 
 Trace::KernelSystem Trace::kernel_system() const {
   if (!kernel_) return {};
-  const file::KernelUname& u = kernel_->meta().uname;
+  const file::KernelUname& u = kernel_->meta(0).uname;
   return {u.sysname, u.release, u.version, u.machine};
 }
 
@@ -500,11 +527,8 @@ void Trace::compute_clock_scale() {
     for (int taken = 0; taken < 8;) {
       unsigned aux;
       uint64_t t0 = __rdtscp(&aux);
-      timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
+      const uint64_t mono = sys::monotonic_ns();
       uint64_t t1 = __rdtscp(&aux);
-      const uint64_t mono =
-          static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
       if (mono < a.monotonic_ns + 1000000) continue;  // too close to the start pair yet
       ++taken;
       if (t1 - t0 >= best_span) continue;

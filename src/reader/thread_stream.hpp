@@ -33,6 +33,13 @@ class SpanSourceOf : public SpanSource {
   std::unique_ptr<Stream> stream_;
 };
 
+// Where a reader that does not consume stopped in a thread's ring (the next record's ring
+// position and sequence number), so that its next pass reads only what came after.
+struct RingPosition {
+  uint64_t position = 0;
+  uint64_t seq = 0;
+};
+
 class LiveThreadStream {
  public:
   // REQUIRES: slot < trace.process().max_threads. consume: advance the slot's consumer
@@ -41,6 +48,15 @@ class LiveThreadStream {
   // while the writer lives).
   LiveThreadStream(Trace& trace, const ThreadInfo& info, bool consume, uint32_t index,
                    uint32_t chunk_bytes);
+  // A reader that follows the ring without consuming it: starts at `from` (an earlier pass's
+  // end(), or {0, 0} for everything the ring still holds). Records the writer overwrote
+  // since are counted as overwritten, as for any reader that fell behind. The writer's drops
+  // are all counted (ThreadInfo::dropped), not those since `from`.
+  LiveThreadStream(Trace& trace, const ThreadInfo& info, const RingPosition& from, uint32_t index,
+                   uint32_t chunk_bytes);
+  // Where the next pass starts: after the last record read (complete once next() or
+  // next_span() returned false).
+  RingPosition end() const { return {pos_, expected_seq_}; }
 
   // Next record, or false at the position the writer had reached when the stream began.
   bool next(Record* record);
@@ -51,6 +67,10 @@ class LiveThreadStream {
  private:
   bool load_block();
   void publish_consumed();
+  // The slot, ring and mode facts both constructors share; start at pos_ (moved to the
+  // oldest block the writer is not overwriting if it lies before it).
+  void attach(const ThreadInfo& info);
+  void start_at_safe_block(uint64_t consumed);
   // The block [start, start + len), copied (and, with the writer gone, the blocks after it)
   // unless the last copy holds it. Null if the file is short.
   const uint8_t* copy_block(uint64_t start, uint32_t len);

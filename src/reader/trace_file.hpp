@@ -38,8 +38,18 @@ struct FileStream {
   bool has_loss = false;
 };
 
+// One node's kernel events: its last valid KERNEL_META payload (decoded when the trace opens)
+// and what it says of the KERNEL_DATA chunks.
+struct KernelNode {
+  uint32_t node = 0;  // the node its chunks name (version 4: slot >> 16; before: 0)
+  std::vector<uint8_t> meta;
+  uint32_t page_size = 0;
+  uint32_t cpus = 0;
+};
+
 // One CPU's KERNEL_DATA chunks: raw ftrace sub-buffers, in the order they were read.
 struct KernelCpuExtents {
+  uint32_t node = 0;  // KernelNode::node
   uint32_t cpu = 0;
   std::vector<Extent> extents;  // each a whole number of sub-buffers
   uint64_t end = 0;             // the CPU's byte count after the last extent
@@ -102,12 +112,11 @@ struct TraceFile {
   std::vector<file::NodePayload> nodes;
   std::vector<uint32_t> process_node;
   std::vector<FileStream> streams;
-  // Kernel events (KERNEL_META, KERNEL_DATA): the last valid KERNEL_META payload, decoded
-  // when the trace opens, and the data extents of each CPU. A kernel chunk whose payload
-  // does not check out is left out with kernel_warning set; the user-space data is unaffected.
-  std::vector<uint8_t> kernel_meta;
-  uint32_t kernel_page_size = 0;
-  uint32_t kernel_cpus = 0;
+  // Kernel events (KERNEL_META, KERNEL_DATA) of each node that has them (one before version
+  // 4), in the order their first KERNEL_META came, and the data extents of each node's CPUs.
+  // A kernel chunk whose payload does not check out is left out with kernel_warning set (a
+  // KERNEL_META: that node's kernel events); the user-space data is unaffected.
+  std::vector<KernelNode> kernel_nodes;
   std::vector<KernelCpuExtents> kernel_data;
   std::string kernel_warning;
   uint64_t lost_no_slot = 0;  // of the first process

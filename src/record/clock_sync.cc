@@ -8,7 +8,6 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -16,18 +15,14 @@
 #include <sstream>
 #include <vector>
 
+#include "base/clock.hpp"
+
 extern char** environ;
 
 namespace nanotrace::rec {
 namespace {
 
 constexpr size_t kMaxOutput = 64 << 10;
-
-double now_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
 
 // The standard output of argv (searched in PATH) if it exits with status 0 within timeout_ms.
 std::optional<std::string> run_client(const std::vector<std::string>& args, int timeout_ms) {
@@ -50,10 +45,10 @@ std::optional<std::string> run_client(const std::vector<std::string>& args, int 
     return std::nullopt;
   }
   std::string text;
-  const double deadline = now_ms() + timeout_ms;
+  const double deadline = sys::monotonic_seconds() * 1e3 + timeout_ms;
   bool timed_out = false;
   for (;;) {
-    const double left = deadline - now_ms();
+    const double left = deadline - sys::monotonic_seconds() * 1e3;
     if (left <= 0) {
       timed_out = true;
       break;

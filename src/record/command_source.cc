@@ -28,6 +28,7 @@
 #include <cstring>
 #include <memory>
 
+#include "base/clock.hpp"
 #include "base/process.hpp"
 #include "nanotrace/record.hpp"
 #include "reader/trace_internals.hpp"

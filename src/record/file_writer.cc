@@ -7,12 +7,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include <cstring>
 
+#include "base/clock.hpp"
 #include "base/output_file.hpp"
 
 namespace nanotrace::rec {
@@ -49,7 +49,7 @@ Status FileWriter::fail(int err) {
 }
 
 Status FileWriter::open(const std::string& path, uint32_t pid, file::FileKind kind, bool compress,
-                        int source_fd) {
+                        int source_fd, uint32_t version) {
   path_ = path;
   compress_ = compress;
   auto fd = create_output_file(path, source_fd);
@@ -62,13 +62,11 @@ Status FileWriter::open(const std::string& path, uint32_t pid, file::FileKind ki
   }
   file::FileHeader h{};
   std::memcpy(h.magic, file::kFileMagic, sizeof(h.magic));
-  h.version = file::kFileVersion;
+  h.version = version;
   h.header_size = sizeof(h);
   h.pid = pid;
   h.kind = static_cast<uint32_t>(kind);
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  h.created_ns = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+  h.created_ns = sys::realtime_ns();
   h.header_crc = file::crc32c(0, &h, offsetof(file::FileHeader, header_crc));
   ssize_t n = ::write(fd_, &h, sizeof(h));
   if (n != static_cast<ssize_t>(sizeof(h))) return fail(n < 0 ? errno : ENOSPC);

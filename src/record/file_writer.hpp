@@ -29,8 +29,9 @@ class FileWriter {
 
   // Creates path (create_output_file: a new file, mode 0600, never source_fd's file) and
   // writes the file header. compress: zstd-compress DATA and META payloads (level 1).
+  // version: the header's (file_format.hpp: 4 only for what version 3 cannot say).
   Status open(const std::string& path, uint32_t pid, file::FileKind kind, bool compress,
-              int source_fd = -1);
+              int source_fd = -1, uint32_t version = file::kWrittenFileVersion);
 
   // Appends one chunk whose payload is the concatenation of pieces. source_offsets (or
   // null): where each piece also lies in the copy source, the same bytes.

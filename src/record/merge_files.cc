@@ -1,5 +1,6 @@
 // `nanotrace merge` (nanotrace/merge.hpp): one node's file after another into one file, each
-// node's processes renumbered after the previous node's. Every input is checked whole before it
+// node's processes renumbered after the previous node's, and each node's kernel events kept
+// under its node. Every input is checked whole before it
 // is used (its index when it opens, each DATA payload's checksum as it is copied); payloads are
 // copied in their stored form, so the ring bytes and their order are the inputs' own.
 #include <fcntl.h>
@@ -11,8 +12,8 @@
 #include <map>
 #include <memory>
 
+#include "base/clock.hpp"
 #include "base/output_file.hpp"
-#include "base/process.hpp"
 #include "base/read_at.hpp"
 #include "nanotrace/merge.hpp"
 #include "nanotrace/reader.hpp"
@@ -30,7 +31,7 @@ struct Input {
   std::shared_ptr<TraceFile> file;
   file::NodePayload node{};
   std::map<uint32_t, uint32_t> process_index;  // its process index -> the merged file's
-  bool keep_kernel = false;
+  uint32_t index = 0;                          // its node index in the merged file
 };
 
 Result<Input> open_input(const std::string& path) {
@@ -98,13 +99,14 @@ Status copy_chunks(const Input& in, rec::FileWriter& out, MergedNode* node) {
     off = payload_off + c.stored_size;
     const auto type = static_cast<file::ChunkType>(c.type);
     if (type == file::ChunkType::kNode || type == file::ChunkType::kEnd) continue;
-    const bool kernel =
-        type == file::ChunkType::kKernelMeta || type == file::ChunkType::kKernelData;
-    if (kernel && !in.keep_kernel) continue;
     if (Status s = read_payload(in, c, payload_off, &payload); !s.ok()) return s;
     Status s;
-    if (kernel) {
-      s = out.write_stored_chunk(c, c.slot, payload.data());
+    if (type == file::ChunkType::kKernelMeta) {
+      // Every node's kernel events, each under its node (version 4 slots): read on its own
+      // node's clock, mapped onto the file's as its records are.
+      s = out.write_stored_chunk(c, in.index << 16, payload.data());
+    } else if (type == file::ChunkType::kKernelData) {
+      s = out.write_stored_chunk(c, in.index << 16 | (c.slot & 0xffff), payload.data());
     } else if (type == file::ChunkType::kThread || type == file::ChunkType::kLoss) {
       // Their payloads name slots too: rewritten, stored uncompressed (they are small).
       if (s = decompress(in, c, &payload); !s.ok()) return s;
@@ -182,24 +184,13 @@ void name_origin_event(const std::vector<std::string>& paths, MergeSummary* summ
   }
 }
 
-// A file holds one machine's kernel events, on the file's clock: those of the first input that
-// has them, if it is the reference node or shares its clock. The others are left out, said so.
-void keep_one_kernel(std::vector<Input>& inputs, MergeSummary* summary) {
-  bool kept = false;
-  for (uint32_t n = 0; n < inputs.size(); ++n) {
-    Input& in = inputs[n];
-    if (in.file->kernel_meta.empty()) continue;
-    auto a = rec::align_node(inputs[0].node, in.node, n == 0);
-    const bool on_file_clock =
-        n == 0 || (a.ok() && a->kind == static_cast<uint32_t>(file::NodeAlignment::kSharedClock));
-    in.keep_kernel = !kept && on_file_clock;
-    kept = kept || in.keep_kernel;
-    if (!in.keep_kernel) {
-      summary->notes.push_back(in.path +
-                               ": its kernel events are left out (a merged file keeps "
-                               "one machine's, on the first node's clock)");
-    }
+// The file's version: 4 if a node other than the first has kernel events (its kernel chunks
+// name their node, which a version 3 reader would take for the first node's).
+uint32_t merged_version(const std::vector<Input>& inputs) {
+  for (size_t n = 1; n < inputs.size(); ++n) {
+    if (!inputs[n].file->kernel_nodes.empty()) return file::kNodeKernelFileVersion;
   }
+  return file::kWrittenFileVersion;
 }
 
 Status merge_into(std::vector<Input>& inputs, rec::FileWriter& out, MergeSummary* summary) {
@@ -210,6 +201,7 @@ Status merge_into(std::vector<Input>& inputs, rec::FileWriter& out, MergeSummary
     if (!a->note.empty()) summary->notes.push_back(a->note);
     rec::apply_alignment(*a, &in.node);
     in.node.node = n;
+    in.index = n;
     in.node.first_process = in.process_index.begin()->second;
     if (in.node.origin_present) {
       auto it = in.process_index.find(in.node.origin_process);
@@ -263,10 +255,10 @@ Result<MergeSummary> merge_traces(const std::vector<std::string>& inputs,
     }
     opened.push_back(std::move(*in));
   }
-  keep_one_kernel(opened, &summary);
   rec::FileWriter out;
   const auto kind = static_cast<file::FileKind>(opened[0].file->header.kind);
-  Status s = out.open(output, opened[0].file->header.pid, kind, /*compress=*/false);
+  Status s = out.open(output, opened[0].file->header.pid, kind, /*compress=*/false, -1,
+                      merged_version(opened));
   if (!s.ok()) return s;
   s = merge_into(opened, out, &summary);
   if (!s.ok()) {

@@ -1,48 +1,29 @@
 // Building and writing the NODE chunk of a snapshot or recording (record/node_clock.hpp).
 #include "record/node_clock.hpp"
 
-#include <time.h>
-#include <unistd.h>
 #include <x86intrin.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
-#include "base/process.hpp"
+#include "base/clock.hpp"
 #include "reader/trace_internals.hpp"
 #include "record/clock_sync.hpp"
 
 namespace nanotrace::rec {
 namespace {
 
-std::string trimmed(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
-std::string from_env_or(const char* name, std::string fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != 0 ? std::string(v) : fallback;
-}
-
-uint64_t ns_of(clockid_t id) {
-  timespec ts;
-  clock_gettime(id, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 uint64_t read_ticks(abi::ClockKind kind) {
   unsigned aux;
-  return kind == abi::ClockKind::kTsc ? __rdtscp(&aux) : ns_of(CLOCK_MONOTONIC);
+  return kind == abi::ClockKind::kTsc ? __rdtscp(&aux) : sys::monotonic_ns();
 }
 
 // The records' clock read on either side of CLOCK_REALTIME (and CLOCK_MONOTONIC).
 file::NodeClockPair take_pair(abi::ClockKind kind) {
   file::NodeClockPair p;
   p.ticks_before = read_ticks(kind);
-  p.realtime_ns = ns_of(CLOCK_REALTIME);
-  p.monotonic_ns = ns_of(CLOCK_MONOTONIC);
+  p.realtime_ns = sys::realtime_ns();
+  p.monotonic_ns = sys::monotonic_ns();
   p.ticks_after = read_ticks(kind);
   return p;
 }
@@ -70,20 +51,8 @@ TriggerInfo current_trigger(const Trace& trace) {
 
 }  // namespace
 
-NodeIdentity node_identity() {
-  NodeIdentity id;
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = 0;
-  id.hostname = from_env_or("NANOTRACE_NODE_NAME", host);
-  id.machine_id =
-      from_env_or("NANOTRACE_NODE_MACHINE_ID", trimmed(sys::read_proc_file("/etc/machine-id")));
-  id.boot_id = from_env_or("NANOTRACE_NODE_BOOT_ID",
-                           trimmed(sys::read_proc_file("/proc/sys/kernel/random/boot_id")));
-  return id;
-}
-
 file::NodePayload node_payload(const std::vector<const Trace*>& processes,
-                               const ClockSync* known_sync) {
+                               const ClockSync* known_sync, const sys::NodeIdentity* node) {
   file::NodePayload n;
   std::memset(&n, 0, sizeof(n));
   n.magic = file::kNodeMagic;
@@ -99,7 +68,7 @@ file::NodePayload node_payload(const std::vector<const Trace*>& processes,
     now_monotonic = std::max(now_monotonic, pair.monotonic_ns);
   n.ticks_per_second = ticks_per_second(p, now, now_monotonic);
 
-  const NodeIdentity id = node_identity();
+  const sys::NodeIdentity id = node != nullptr ? *node : sys::node_identity();
   file::set_node_text(n.hostname, sizeof(n.hostname), id.hostname);
   file::set_node_text(n.machine_id, sizeof(n.machine_id), id.machine_id);
   file::set_node_text(n.boot_id, sizeof(n.boot_id), id.boot_id);
@@ -136,8 +105,8 @@ file::NodePayload node_payload(const std::vector<const Trace*>& processes,
 }
 
 Status write_node_chunk(FileWriter& out, const std::vector<const Trace*>& processes,
-                        const ClockSync* sync) {
-  const file::NodePayload n = node_payload(processes, sync);
+                        const ClockSync* sync, const sys::NodeIdentity* node) {
+  const file::NodePayload n = node_payload(processes, sync, node);
   return out.write_chunk(file::ChunkType::kNode, &n, sizeof(n));
 }
 

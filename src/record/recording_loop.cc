@@ -9,8 +9,8 @@
 
 #include <memory>
 
+#include "base/clock.hpp"
 #include "base/group_spec.hpp"
-#include "base/process.hpp"
 #include "kernel/kernel_capture.hpp"
 #include "nanotrace/trigger.hpp"
 #include "record/drain_pacing.hpp"

@@ -28,7 +28,8 @@ Status write_flight_window(kernel::KernelCapture& flight, uint64_t oldest_ticks,
 
 Result<RecordSummary> write_snapshot_of(const std::vector<Trace*>& traces,
                                         const std::string& output, bool compress,
-                                        kernel::KernelCapture* flight, const ClockSync* sync) {
+                                        kernel::KernelCapture* flight, const ClockSync* sync,
+                                        const sys::NodeIdentity* node) {
   if (traces.empty()) return Status::Invalid("no process to snapshot");
   FileWriter out;
   const ProcessInfo& first = traces[0]->process();
@@ -73,7 +74,7 @@ Result<RecordSummary> write_snapshot_of(const std::vector<Trace*>& traces,
     s = write_flight_window(*flight, oldest == UINT64_MAX ? 0 : oldest, out, &summary);
   }
   if (s.ok()) {
-    s = write_node_chunk(out, std::vector<const Trace*>(traces.begin(), traces.end()), sync);
+    s = write_node_chunk(out, std::vector<const Trace*>(traces.begin(), traces.end()), sync, node);
   }
   if (s.ok()) s = write_end_chunk(out, summary.records, file::EndReason::kComplete);
   if (s.ok()) s = out.close();

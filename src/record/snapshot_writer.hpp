@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/node_identity.hpp"
 #include "kernel/kernel_capture.hpp"
 #include "nanotrace/record.hpp"
 #include "record/clock_sync.hpp"
@@ -18,11 +19,12 @@ namespace nanotrace::rec {
 // with flight, then the kernel's last events from the oldest user record in the file on
 // (summary.kernel_pages and kernel_lost say what the window held). The FileHeader's pid and
 // kind are the first trace's (a snapshot of a live process, a recovery of a dead one).
-// sync: the clock-sync view for the NODE chunk, if the caller holds one (node_payload).
-// Errors: kIoError.
+// sync and node: the clock-sync view and this machine's identity for the NODE chunk, if the
+// caller holds them (node_payload). Errors: kIoError.
 Result<RecordSummary> write_snapshot_of(const std::vector<Trace*>& traces,
                                         const std::string& output, bool compress,
                                         kernel::KernelCapture* flight,
-                                        const ClockSync* sync = nullptr);
+                                        const ClockSync* sync = nullptr,
+                                        const sys::NodeIdentity* node = nullptr);
 
 }  // namespace nanotrace::rec

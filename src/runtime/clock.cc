@@ -3,7 +3,8 @@
 // keeps (ticks, realtime, monotonic) pairs so a reader converts ticks to wall-clock time; the
 // control thread refreshes the latest pair so the rate is measured over a long baseline, and
 // exit takes a last one. Nothing calibrates at start-up: the rate comes from these pairs.
-#include <time.h>
+#include "base/clock.hpp"
+
 #include <x86intrin.h>
 
 #include <cstdint>
@@ -15,22 +16,12 @@ namespace nanotrace::detail {
 
 constinit bool g_clock_is_tsc = true;
 
-uint64_t monotonic_ticks() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t monotonic_ticks() noexcept { return sys::monotonic_ns(); }
 
 }  // namespace nanotrace::detail
 
 namespace nanotrace::runtime {
 namespace {
-
-uint64_t ns_of(clockid_t id) {
-  timespec ts;
-  clock_gettime(id, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 uint64_t read_ticks(abi::ClockKind kind) {
   return kind == abi::ClockKind::kTsc ? __rdtsc() : detail::monotonic_ticks();
@@ -45,8 +36,8 @@ abi::ClockPair sample_clock_pair(abi::ClockKind kind) {
   uint64_t best_span = ~uint64_t{0};
   for (int i = 0; i < 5; ++i) {
     uint64_t t0 = read_ticks(kind);
-    uint64_t real = ns_of(CLOCK_REALTIME);
-    uint64_t mono = ns_of(CLOCK_MONOTONIC);
+    uint64_t real = sys::realtime_ns();
+    uint64_t mono = sys::monotonic_ns();
     uint64_t t1 = read_ticks(kind);
     if (t1 - t0 < best_span) {
       best_span = t1 - t0;

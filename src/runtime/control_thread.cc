@@ -2,10 +2,12 @@
 // a controller in another process (nanotrace enable/disable/arm) changes the group table or
 // writes a trigger request, bumps control_seq and wakes it, and the thread applies the
 // change to the call sites, whose enable flags live in process memory so the disabled check
-// stays a single load. It also refreshes the clock pair the tick rate is measured from, and
-// keeps the first blocks of free slots allocated ahead of need, then a few whole rings, so
-// that a new thread's first event finds its memory ready (a claimer wakes it when few are
-// left). It runs as SCHED_BATCH, so waking it never preempts the waker. It records no events.
+// stays a single load. It ends a trigger's time window at its deadline (a process that writes
+// nothing after the match still freezes on time). It also refreshes the clock pair the tick
+// rate is measured from, and keeps the first blocks of free slots allocated ahead of need,
+// then a few whole rings, so that a new thread's first event finds its memory ready (a
+// claimer wakes it when few are left). It runs as SCHED_BATCH, so waking it never preempts
+// the waker. It records no events.
 //
 // It must not keep the process alive: when every other thread has gone (the program's last
 // thread left through pthread_exit), it ends the process with status 0, as the exit of that
@@ -17,6 +19,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -149,6 +152,7 @@ void* control_loop(void*) {
   for (;;) {
     uint32_t* word;
     uint32_t seen;
+    uint64_t window_left_ns;  // until a running time window's deadline (0: none)
     {
       std::lock_guard lock(rt.mu);
       if (rt.control_stop.load(std::memory_order_acquire) ||
@@ -161,7 +165,10 @@ void* control_loop(void*) {
       rt.process_trigger_request_locked();
       // A freeze signalled without a request (a fleet agent's, from any of its threads).
       rt.process_freeze_request_locked();
-      duration_wait_ns = duration_control_pass(rt);  // ages a duration trigger's operations
+      // Ages a duration trigger's operations; may fire on a stuck one, which may open a time
+      // window: before the window's deadline is looked at.
+      duration_wait_ns = duration_control_pass(rt);
+      window_left_ns = rt.end_time_window_locked();
       rt.apply_groups_locked();
       // Not in the first 10 ms: a short-lived program should not pay for rings it never uses
       // (nor wait at exit for their allocation).
@@ -177,12 +184,17 @@ void* control_loop(void*) {
         return nullptr;
       }
       more = prepare_free_slots(rt);
+      // A window's deadline may pass while rings are being prepared.
+      window_left_ns = rt.end_time_window_locked();
     }
     if (only_control_thread_left()) std::exit(0);  // the program's last thread is gone
-    // Frequent clock pairs early (the rate estimate converges), then ten times a second.
+    // Frequent clock pairs early (the rate estimate converges), then ten times a second; at a
+    // time window's deadline or a duration trigger's next aging if one comes first.
     long wait_ns = more ? 0 : wakeups < 20 ? 10 * 1000 * 1000 : 100 * 1000 * 1000;
-    if (wait_ns != 0 && duration_wait_ns < static_cast<uint64_t>(wait_ns)) {
-      wait_ns = static_cast<long>(duration_wait_ns);
+    const uint64_t due_ns =
+        std::min(window_left_ns != 0 ? window_left_ns : kNoDurationWork, duration_wait_ns);
+    if (wait_ns != 0 && due_ns < static_cast<uint64_t>(wait_ns)) {
+      wait_ns = static_cast<long>(due_ns);
     }
     if (wait_ns != 0) sys::futex_wait(word, seen, wait_ns);
     ++wakeups;
@@ -190,6 +202,12 @@ void* control_loop(void*) {
 }
 
 }  // namespace
+
+void Runtime::wake_control_thread() {
+  abi::SegmentHeader* h = segment.header();
+  __atomic_fetch_add(&h->control_seq, 1, __ATOMIC_RELEASE);
+  sys::futex_wake_all(&h->control_seq);
+}
 
 void Runtime::took_ready_slot() {
   if (ready_free_slots.fetch_sub(1, std::memory_order_relaxed) - 1 < kReadyLowWater) {

@@ -130,7 +130,8 @@ void mark_stuck_reported(DurationState& st, uint64_t now, uint64_t threshold) {
 // trigger changed): the next pass tries again.
 bool fire_stuck(const Runtime::ArmedTrigger& armed, DurationState& st, const Scan& s, uint64_t now,
                 uint64_t threshold) {
-  if (!take_fire_token(trigger_round())) return false;
+  const uint64_t armed_state = trigger_state_seen();
+  if (!take_fire_token(armed_state)) return false;
   if (!st.limiter.admit(monotonic_ns())) {
     st.held_back.store(st.limiter.held_back(), std::memory_order_relaxed);
     give_back_fire_token();
@@ -146,14 +147,14 @@ bool fire_stuck(const Runtime::ArmedTrigger& armed, DurationState& st, const Sca
   match.tid = static_cast<uint32_t>(op.tid);
   match.slot = op.slot();
   match.seq = op.seq();
-  fire_on_earlier_record(armed, match);
+  fire_on_earlier_record(armed, match, armed_state);
   return true;
 }
 
 }  // namespace
 
 void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState& st,
-                               uint32_t round, uint64_t now) {
+                               uint64_t armed_state, uint64_t now) {
   uint64_t deadline = st.watch_deadline.load(std::memory_order_acquire);
   // One writer takes the watched operation; the others go on.
   if (now < deadline || !st.watch_deadline.compare_exchange_strong(deadline, ~uint64_t{0},
@@ -168,7 +169,7 @@ void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState
   }
   const uint64_t threshold = st.threshold_ticks.load(std::memory_order_relaxed);
   if (threshold == pairing::SlidingPercentile::kWarmingUp || now <= op.begin_ticks() ||
-      now - op.begin_ticks() <= threshold || !take_fire_token(round)) {
+      now - op.begin_ticks() <= threshold || !take_fire_token(armed_state)) {
     return;
   }
   const bool admitted = st.limiter.admit(monotonic_ns());
@@ -188,7 +189,7 @@ void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState
   match.tid = static_cast<uint32_t>(op.tid);
   match.slot = op.slot();
   match.seq = op.seq();
-  fire_on_earlier_record(armed, match);
+  fire_on_earlier_record(armed, match, armed_state);
 }
 
 namespace {

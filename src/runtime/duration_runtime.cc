@@ -59,9 +59,9 @@ uint64_t monotonic_ns() {
 // A slow pair: fires on its end record unless another firing holds the token, the trigger
 // changed, or the fire limits hold it back.
 void fire_slow(const Runtime::ArmedTrigger& armed, DurationState& st, const detail::Site& site,
-               uint64_t* record, uint32_t round, const pairing::OpenOp& begun, uint64_t ticks,
+               uint64_t* record, uint64_t armed_state, const pairing::OpenOp& begun, uint64_t ticks,
                uint64_t threshold, bool hashed) {
-  if (!take_fire_token(round)) return;
+  if (!take_fire_token(armed_state)) return;
   if (!st.limiter.admit(monotonic_ns())) {
     st.held_back.store(st.limiter.held_back(), std::memory_order_relaxed);
     give_back_fire_token();
@@ -69,13 +69,13 @@ void fire_slow(const Runtime::ArmedTrigger& armed, DurationState& st, const deta
   }
   st.fires.store(st.limiter.fired(), std::memory_order_relaxed);
   publish_match(st, DurationMatch{1, begun, ticks, threshold, hashed, 0});
-  fire_on_record(armed, site, record);
+  fire_on_record(armed, site, record, armed_state);
 }
 
 }  // namespace
 
 void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& site, uint64_t* record,
-                     uint32_t round) noexcept {
+                     uint64_t armed_state) noexcept {
   const DurationPairing& d = *armed.duration;
   const DurationPairing::Role* role = nullptr;
   for (const DurationPairing::Role& r : d.roles) {
@@ -93,7 +93,7 @@ void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& sit
   SlotCounts& counts = st.counts[index];
   // A stuck trigger's watched operation is due: this writer names it, if it is still open.
   if (d.rule.open && (record[0] >> 16) >= st.watch_deadline.load(std::memory_order_relaxed)) {
-    fire_stuck_seen_by_writer(armed, st, round, record[0] >> 16);
+    fire_stuck_seen_by_writer(armed, st, armed_state, record[0] >> 16);
   }
   pairing::OpenOp op;
   if (role->begin) {
@@ -136,7 +136,7 @@ void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& sit
   if (d.rule.open) return;  // a stuck trigger: the end only closes the operation
   const uint64_t threshold = st.threshold_ticks.load(std::memory_order_relaxed);
   if (ticks <= threshold) return;
-  fire_slow(armed, st, site, record, round, op, ticks, threshold, role->key_hashed);
+  fire_slow(armed, st, site, record, armed_state, op, ticks, threshold, role->key_hashed);
 }
 
 Result<const Runtime::ArmedTrigger*> bind_duration_trigger_locked(Runtime& rt, Trigger trigger,

@@ -41,15 +41,18 @@ struct DurationPairing {
   DurationState* state = nullptr;
 };
 
-// What trigger_runtime.cc offers the pairing to fire with (the token, the round, the freeze).
-uint32_t trigger_round() noexcept;
-// Takes the right to fire for a match seen in `round`; false if a firing holds it or the
-// trigger changed since. REQUIRES after true: a fire_on_* call, or give_back_fire_token().
-bool take_fire_token(uint32_t round) noexcept;
+// What trigger_runtime.cc offers the pairing to fire with: the trigger's state word (its round
+// and phase) as a match saw it, the token, the firing. A match acts only on the state it saw:
+// a writer descheduled past a re-arm, resume or disarm never fires the next round.
+uint64_t trigger_state_seen() noexcept;
+// Takes the right to fire for a match seen in `armed_state` (an armed phase); false if it is
+// not armed, a firing holds the token, or the state changed since. REQUIRES after true: a
+// fire_on_* call with the same state, or give_back_fire_token().
+bool take_fire_token(uint64_t armed_state) noexcept;
 void give_back_fire_token() noexcept;
 // REQUIRES: the token. Fires on the calling thread's unpublished `record` of `site`.
-void fire_on_record(const Runtime::ArmedTrigger& armed, const detail::Site& site,
-                    uint64_t* record) noexcept;
+void fire_on_record(const Runtime::ArmedTrigger& armed, const detail::Site& site, uint64_t* record,
+                    uint64_t armed_state) noexcept;
 // A record published earlier by any thread: the match of a stuck trigger.
 struct EarlierRecord {
   uint16_t event = 0;
@@ -58,8 +61,8 @@ struct EarlierRecord {
   uint64_t seq = 0;
 };
 // REQUIRES: the token. Fires with `match` as the matching record, stamped now.
-void fire_on_earlier_record(const Runtime::ArmedTrigger& armed,
-                            const EarlierRecord& match) noexcept;
+void fire_on_earlier_record(const Runtime::ArmedTrigger& armed, const EarlierRecord& match,
+                            uint64_t armed_state) noexcept;
 
 // REQUIRES: rt.mu held. The duration trigger bound to the registered sites of its begin and
 // end events (an error naming an unknown event or a key field an event lacks), not armed.
@@ -79,12 +82,12 @@ void retire_duration_locked(const Runtime::ArmedTrigger& armed, const Runtime::A
 void restart_duration_locked(Runtime& rt, const Runtime::ArmedTrigger& armed);
 
 // The hot path's part (from special_event): pairs `record` of `site`, a begin or end site of
-// the armed duration trigger, and fires if it completes a slow pair. `round`: the trigger's
-// round when the record was tested. Hidden: special_event calls it directly, not through the
-// PLT.
+// the armed duration trigger, and fires if it completes a slow pair. `armed_state`: the
+// trigger's state (round and phase) when the record was tested. Hidden: special_event calls it
+// directly, not through the PLT.
 [[gnu::visibility("hidden")]] void duration_record(const Runtime::ArmedTrigger& armed,
                                                    const detail::Site& site, uint64_t* record,
-                                                   uint32_t round) noexcept;
+                                                   uint64_t armed_state) noexcept;
 
 // REQUIRES: rt.mu held (the control thread). Ages the open operations (fires on a stuck one),
 // moves a relative threshold's window on and publishes the counts. Returns how soon (ns) it

@@ -91,6 +91,6 @@ void publish_match(DurationState& state, const DurationMatch& match);
 // A writer's record of a stuck trigger's event stamped `now`, past watch_deadline: if the
 // watched operation is still open past the threshold, the writer fires on it (duration_control.cc).
 void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState& state,
-                               uint32_t round, uint64_t now);
+                               uint64_t armed_state, uint64_t now);
 
 }  // namespace nanotrace::runtime

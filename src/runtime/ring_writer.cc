@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/prctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "base/clock.hpp"
 #include "base/process.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/runtime.hpp"
@@ -52,11 +52,7 @@ struct SlowState {
 };
 thread_local SlowState t_slow;
 
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+using sys::monotonic_ns;
 
 // Whether a consumer is attached and alive: it holds the consumer lock of the segment, which
 // the kernel drops when it dies (even unreaped) or execs. Checked only when a ring is full or
@@ -421,11 +417,7 @@ void Runtime::note_slot_used(uint32_t i) {
   }
 }
 
-void Runtime::request_ring_preparation() {
-  abi::SegmentHeader* h = segment.header();
-  __atomic_fetch_add(&h->control_seq, 1, __ATOMIC_RELEASE);
-  sys::futex_wake_all(&h->control_seq);
-}
+void Runtime::request_ring_preparation() { wake_control_thread(); }
 
 void release_ring(void* slot_ptr) {
   auto* slot = static_cast<abi::ThreadSlot*>(slot_ptr);

@@ -169,6 +169,8 @@ class Runtime {
   void stop_control_thread(bool wait);
   // Wakes it to prepare more rings.
   void request_ring_preparation();
+  // Wakes it to look at the segment and the trigger again (a time window began).
+  void wake_control_thread();
   pthread_t control_thread{};
   bool control_thread_running = false;
   std::atomic<bool> control_stop{false};
@@ -192,6 +194,11 @@ class Runtime {
   Status freeze_locked();
   // Takes the segment's freeze_seq as answered (a new segment).
   void forget_freeze_requests();
+  // A time window that fired: freezes the rings once its deadline has passed, whether or not
+  // any thread writes again (the writers' slow path would only freeze them at their next
+  // record). Returns the nanoseconds left until the deadline, or 0 if no time window is
+  // running (any more). Called by the control thread, which sleeps at most that long.
+  uint64_t end_time_window_locked();
   // Handles a request a controller wrote into the segment (arm/disarm/resume).
   void process_trigger_request_locked();
   // Freezes the rings if a controller bumped freeze_seq since the last freeze or resume (a
@@ -270,5 +277,20 @@ TriggerGate trigger_gate() noexcept;
 // True while a trigger has fired or frozen the rings: a writer that just set its slot's
 // check must set it back to 0 (see ring_writer.cc).
 bool trigger_active() noexcept;
+
+// Points of the firing protocol (trigger_runtime.cc) where a test pauses a thread, to force
+// the interleavings a descheduled thread makes (tests/runtime/trigger_race_test.cc, and
+// trigger_lag --inject).
+enum class TriggerHookPoint : int {
+  kNone,
+  kFiringAnnounced,  // a matching writer announced its firing, before completing it
+  kGateSawFiring,    // a writer's slow path saw a firing, before helping complete it
+  kGateEndsWindow,   // a writer's slow path found the window over, before freezing
+  kMatchStamped,     // a completion stamped the matching record, before opening the window
+  kCount
+};
+// Called at each of those points when set: null in a traced program, where it costs one load
+// on those paths alone, none of them an ordinary record's.
+extern std::atomic<void (*)(TriggerHookPoint)> g_trigger_test_hook;
 
 }  // namespace nanotrace::runtime

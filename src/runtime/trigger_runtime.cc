@@ -16,10 +16,16 @@
 //
 // The right to fire is one token (g_firing). A matching writer takes it; so does the control
 // side (arm, disarm, resume, a freeze on request) before it changes the trigger, after
-// letting a firing that holds it complete. Each change starts a new round (g_round): a writer
-// that matched in an earlier round and wins the token afterwards gives it back unused. The
-// segment's trigger_state shows the phase: whoever changes the phase publishes it, again if
-// it changed meanwhile, so the last change is what readers see.
+// letting a firing that holds it complete. Each change starts a new round. The phase and the
+// round are one word (g_state), and every change a writer makes to it is a compare-and-swap
+// of both: a writer acts only on the round it saw, however long it was descheduled. (One that
+// saw a firing and completed it after the round was over made a firing of no match, with the
+// window's start stamped early: 4,071 records after the "match" against a bound of 1,032, once
+// in about 1,000 descheduled runs. One that saw a window end could freeze the next round's
+// window at its match.) A writer that matched in an earlier round and wins the token
+// afterwards gives it back unused. The segment's trigger_state shows the phase: whoever
+// changes the phase publishes it, again if it changed meanwhile, so the last change is what
+// readers see.
 #include <sched.h>
 #include <unistd.h>
 
@@ -41,15 +47,29 @@ namespace {
 
 using abi::TriggerState;
 
-// TriggerState values, plus kFiring between the match and the switch of every writer.
+// TriggerState values, plus kFiring from the match until a thread takes the firing's
+// completion (the switch of every writer), and kCompleting until it is done.
 constexpr uint32_t kFiring = 4;
-std::atomic<uint32_t> g_phase{static_cast<uint32_t>(TriggerState::kNone)};
+constexpr uint32_t kCompleting = 5;
+constexpr uint32_t kNonePhase = static_cast<uint32_t>(TriggerState::kNone);
+constexpr uint32_t kArmedPhase = static_cast<uint32_t>(TriggerState::kArmed);
+constexpr uint32_t kFiredPhase = static_cast<uint32_t>(TriggerState::kFired);
+constexpr uint32_t kFrozenPhase = static_cast<uint32_t>(TriggerState::kFrozen);
+// The round (bumped by each arm, disarm and resume) in the high half, the phase in the low
+// half: the low half is also a futex word (little-endian), waited on during a completion.
+std::atomic<uint64_t> g_state{0};
+constexpr uint32_t phase_of(uint64_t state) { return static_cast<uint32_t>(state); }
+constexpr uint64_t with_phase(uint64_t state, uint32_t phase) {
+  return (state & ~uint64_t{0xffffffff}) | phase;
+}
+uint32_t* phase_word() { return reinterpret_cast<uint32_t*>(&g_state); }
+uint32_t current_phase(std::memory_order order = std::memory_order_acquire) {
+  return phase_of(g_state.load(order));
+}
 std::atomic<int64_t> g_remaining{0};
 std::atomic<uint64_t> g_deadline{0};  // clock value; 0 = count events
 std::atomic<const Runtime::ArmedTrigger*> g_armed{nullptr};
-std::atomic<bool> g_firing{false};      // the token: the first matching thread takes it
-std::atomic<bool> g_completing{false};  // whoever completes the firing takes it
-std::atomic<uint32_t> g_round{0};       // bumped by each arm, disarm and resume
+std::atomic<bool> g_firing{false};  // the token: the first matching thread takes it
 // The match being fired (valid in kFiring): its unpublished record and its thread's slot.
 std::atomic<uint64_t*> g_fire_record{nullptr};
 std::atomic<abi::ThreadSlot*> g_fire_slot{nullptr};
@@ -76,15 +96,15 @@ uint64_t request_ticks(const abi::SegmentHeader* h, uint64_t now) {
 // again until what it stored is the phase. A fired or frozen state also wakes whoever
 // waits on the word (a fleet agent): once per firing, never on the path of an ordinary record.
 void publish_state(abi::SegmentHeader* h) {
-  uint32_t phase = g_phase.load(std::memory_order_seq_cst);
+  uint32_t phase = current_phase(std::memory_order_seq_cst);
   for (;;) {
-    const uint32_t shown = phase == kFiring ? static_cast<uint32_t>(TriggerState::kArmed) : phase;
+    const uint32_t shown = phase == kFiring || phase == kCompleting ? kArmedPhase : phase;
     __atomic_store_n(&h->trigger_state, shown, __ATOMIC_SEQ_CST);
     if (shown == static_cast<uint32_t>(TriggerState::kFired) ||
         shown == static_cast<uint32_t>(TriggerState::kFrozen)) {
       sys::futex_wake_all(&h->trigger_state);
     }
-    const uint32_t now = g_phase.load(std::memory_order_seq_cst);
+    const uint32_t now = current_phase(std::memory_order_seq_cst);
     if (now == phase) return;
     phase = now;
   }
@@ -99,28 +119,38 @@ void store_fact(T* fact, V value) {
   __atomic_store_n(fact, static_cast<T>(value), __ATOMIC_RELAXED);
 }
 
-bool is_idle_phase(uint32_t phase) {
-  return phase == static_cast<uint32_t>(TriggerState::kArmed) ||
-         phase == static_cast<uint32_t>(TriggerState::kNone);
+bool is_idle_phase(uint32_t phase) { return phase == kArmedPhase || phase == kNonePhase; }
+bool is_firing_phase(uint32_t phase) { return phase == kFiring || phase == kCompleting; }
+
+void test_hook(TriggerHookPoint point) {
+  if (auto* hook = g_trigger_test_hook.load(std::memory_order_relaxed)) hook(point);
 }
 
 // REQUIRES: mu held. Every site's enable byte from its group and the trigger phase.
 void reapply(Runtime& rt) { rt.apply_groups_locked(); }
 
-// The window is over: the rings stop here (or at `at`, a request's time, if not 0). Lock-free;
-// the first caller wins.
-void freeze(Runtime& rt, uint64_t at = 0) {
-  uint32_t expected = static_cast<uint32_t>(TriggerState::kFired);
-  if (!g_phase.compare_exchange_strong(expected, static_cast<uint32_t>(TriggerState::kFrozen))) {
-    return;
+// The window of the firing seen in `fired` (a fired state) is over: the rings stop here (or at
+// `at`, a request's time, if not 0). Lock-free; the first caller wins. False if the state is no
+// longer `fired`: frozen by another, or a new round (whose window this must not end).
+bool freeze(Runtime& rt, uint64_t fired, uint64_t at = 0) {
+  if (phase_of(fired) != kFiredPhase ||
+      !g_state.compare_exchange_strong(fired, with_phase(fired, kFrozenPhase),
+                                       std::memory_order_seq_cst)) {
+    return false;
   }
   abi::SegmentHeader* h = rt.segment.header();
   // A request made before the match ends the window at the match.
-  const uint64_t stamp = at != 0
-                             ? std::max(at, __atomic_load_n(&h->trigger_ticks, __ATOMIC_RELAXED))
-                             : detail::now_ticks();
+  uint64_t stamp = at != 0 ? std::max(at, __atomic_load_n(&h->trigger_ticks, __ATOMIC_RELAXED))
+                           : detail::now_ticks();
+  // A time window's rings hold nothing begun after its deadline (trigger_gate): they froze
+  // then, whoever noticed later (the control thread woken at the deadline, a writer, a
+  // request), as a signalled freeze is stamped with the signal's time. (This round's deadline:
+  // stored before its fired phase, which the compare-and-swap read.)
+  const uint64_t deadline = g_deadline.load(std::memory_order_relaxed);
+  if (deadline != 0) stamp = std::min(stamp, deadline);
   store_fact(&h->frozen_ticks, stamp);
   publish_state(h);
+  return true;
 }
 
 // Sends every writer through the slow path for its next record.
@@ -138,20 +168,32 @@ void zero_every_check(Runtime& rt) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
-// Completes a firing (any thread may): switches every writer, stamps the matching record and
-// opens the window. A thread that finds another completing it waits for that, a few hundred
-// stores (or its rescheduling, bounded).
-void complete_fire(Runtime& rt) {
-  if (g_completing.exchange(true, std::memory_order_acq_rel)) {
-    for (int i = 0; g_phase.load(std::memory_order_acquire) == kFiring && i < 20000; ++i) {
-      if (i < 64) {
-        __builtin_ia32_pause();
-      } else {
-        sys::futex_wait(reinterpret_cast<uint32_t*>(&g_phase), kFiring, 100000);
-      }
+// Waits, a few hundred stores (or its rescheduling, bounded at about 2 s), while another
+// thread completes a firing. True if no firing is in progress any more.
+bool await_completion() {
+  for (int i = 0; i < 20000; ++i) {
+    if (current_phase() != kCompleting) return true;
+    if (i < 64) {
+      __builtin_ia32_pause();
+    } else {
+      sys::futex_wait(phase_word(), kCompleting, 100000);
     }
-    return;
   }
+  return current_phase() != kCompleting;
+}
+
+// Completes a firing (any thread may): switches every writer, stamps the matching record and
+// opens the window. The thread that turns kFiring into kCompleting does it, in the round it
+// saw firing; one that finds another completing it waits for that. False if that one did
+// not finish within about 2 s (the firing is still in progress).
+bool complete_fire(Runtime& rt) {
+  uint64_t state = g_state.load(std::memory_order_acquire);
+  if (phase_of(state) != kFiring ||
+      !g_state.compare_exchange_strong(state, with_phase(state, kCompleting),
+                                       std::memory_order_acq_rel)) {
+    return await_completion();
+  }
+  // The firing's facts, stored before its kFiring (a release this compare-and-swap read).
   abi::SegmentHeader* h = rt.segment.header();
   const Runtime::ArmedTrigger& armed = *g_fire_armed.load(std::memory_order_acquire);
   abi::ThreadSlot* slot = g_fire_slot.load(std::memory_order_acquire);
@@ -161,6 +203,7 @@ void complete_fire(Runtime& rt) {
   // window (or are the one each thread had in flight).
   uint64_t ticks = detail::now_ticks();
   if (record != nullptr) record[0] = (ticks << 16) | g_fire_id.load(std::memory_order_relaxed);
+  test_hook(TriggerHookPoint::kMatchStamped);
   bool freeze_now = armed.after_events == 0 && armed.after_ns == 0;
   g_remaining.store(static_cast<int64_t>(armed.after_events), std::memory_order_relaxed);
   uint64_t deadline = 0;
@@ -184,11 +227,17 @@ void complete_fire(Runtime& rt) {
     // The matching record's number (published next).
     store_fact(&h->trigger_seq, __atomic_load_n(&slot->written, __ATOMIC_RELAXED));
   }
-  auto next = freeze_now ? TriggerState::kFrozen : TriggerState::kFired;
   if (freeze_now) store_fact(&h->frozen_ticks, ticks);
-  g_phase.store(static_cast<uint32_t>(next), std::memory_order_seq_cst);
+  // Nothing else changes the state meanwhile: writers only wait, and the control side takes
+  // the token (which the firing holds) or waits for the completion.
+  g_state.store(with_phase(state, freeze_now ? kFrozenPhase : kFiredPhase),
+                std::memory_order_seq_cst);
   publish_state(h);
-  sys::futex_wake_all(reinterpret_cast<uint32_t*>(&g_phase));
+  sys::futex_wake_all(phase_word());
+  // A time window ends at its deadline even if no writer comes back: the control thread
+  // sleeps until then (Runtime::end_time_window_locked).
+  if (deadline != 0 && !freeze_now) rt.wake_control_thread();
+  return true;
 }
 
 // Freezes as of now (or `at`, if not 0) with no matching record (a controller's request).
@@ -204,7 +253,8 @@ void freeze_unmatched(Runtime& rt, uint64_t at = 0) {
   store_fact(&h->trigger_slot, 0);
   store_fact(&h->trigger_seq, 0);
   store_fact(&h->frozen_ticks, ticks);
-  g_phase.store(static_cast<uint32_t>(TriggerState::kFrozen), std::memory_order_seq_cst);
+  g_state.store(with_phase(g_state.load(std::memory_order_relaxed), kFrozenPhase),
+                std::memory_order_seq_cst);
   zero_every_check(rt);
   publish_state(h);
 }
@@ -216,13 +266,13 @@ enum class Token { kOurs, kFiringDone, kStuck };
 // or waited for: a writer holds the token for a few stores, unless it is descheduled, or
 // gives it back if its round is over). kFiringDone: a firing holds it and is complete (the
 // phase is fired or frozen); the caller may change the phase. kStuck: a writer holding it
-// did not go on within about a second; nothing may change.
+// did not go on within about 2 s; nothing may change.
 Token take_token(Runtime& rt) {
   for (int i = 0; i < 20000; ++i) {
     if (!g_firing.exchange(true, std::memory_order_acq_rel)) return Token::kOurs;
-    const uint32_t phase = g_phase.load(std::memory_order_acquire);
-    if (phase == kFiring) {
-      complete_fire(rt);
+    const uint32_t phase = current_phase();
+    if (is_firing_phase(phase)) {
+      if (!complete_fire(rt)) return Token::kStuck;
       continue;
     }
     if (!is_idle_phase(phase)) return Token::kFiringDone;
@@ -240,10 +290,11 @@ Status stuck_firing() { return Status::IoError("a firing in progress did not com
 // REQUIRES: the token taken. A new round in `phase`; the token is given back last, so a
 // writer that wins it next sees the new round.
 void start_round(abi::SegmentHeader* h, TriggerState phase) {
-  g_completing.store(false, std::memory_order_release);
-  g_round.fetch_add(1, std::memory_order_acq_rel);
   g_requests_after.store(detail::now_ticks(), std::memory_order_relaxed);
-  g_phase.store(static_cast<uint32_t>(phase), std::memory_order_seq_cst);
+  // A writer may end the last round's window meanwhile (a compare-and-swap from fired, which
+  // this store makes fail or overwrites): nothing else changes the state without the token.
+  const uint64_t round = (g_state.load(std::memory_order_relaxed) >> 32) + 1;
+  g_state.store(round << 32 | static_cast<uint32_t>(phase), std::memory_order_seq_cst);
   publish_state(h);
   g_firing.store(false, std::memory_order_release);
 }
@@ -264,24 +315,39 @@ void freeze_on_request(Runtime& rt, uint32_t wanted) {
   (void)rt.freeze_locked();
 }
 
+// REQUIRES: the token taken by the caller in `armed_state`, the match's facts (g_fire_*)
+// stored. Enters the firing phase of that round (the facts published with it) and completes it.
+void announce_firing(Runtime& rt, uint64_t armed_state) {
+  g_state.store(with_phase(armed_state, kFiring), std::memory_order_seq_cst);
+  test_hook(TriggerHookPoint::kFiringAnnounced);
+  (void)complete_fire(rt);
+}
+
 // Fires the trigger for `record` (written, not yet published) of the calling thread.
+// REQUIRES: the token taken by the caller in `armed_state` (so the state stays that).
 void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& site,
-          uint64_t* record) {
+          uint64_t* record, uint64_t armed_state) {
   g_fire_record.store(record, std::memory_order_relaxed);
   g_fire_slot.store(detail::t_writer.owned, std::memory_order_relaxed);
   g_fire_armed.store(&armed, std::memory_order_relaxed);
   g_fire_id.store(site.id, std::memory_order_relaxed);
-  g_phase.store(kFiring, std::memory_order_seq_cst);
-  complete_fire(rt);
+  announce_firing(rt, armed_state);
 }
 
 }  // namespace
 
-uint32_t trigger_round() noexcept { return g_round.load(std::memory_order_acquire); }
+std::atomic<void (*)(TriggerHookPoint)> g_trigger_test_hook{nullptr};
 
-bool take_fire_token(uint32_t round) noexcept {
+uint64_t trigger_state_seen() noexcept { return g_state.load(std::memory_order_acquire); }
+
+bool take_fire_token(uint64_t armed_state) noexcept {
+  if (phase_of(armed_state) != kArmedPhase) return false;
+  // One thread wins the race to fire; a record of another that matched at the same time
+  // was reserved before the switch and is published like any in flight.
   if (g_firing.exchange(true, std::memory_order_acq_rel)) return false;
-  if (g_round.load(std::memory_order_acquire) != round) {
+  // The trigger changed since the match was seen (re-armed, disarmed, resumed, or fired and
+  // resumed): the token goes back unused.
+  if (g_state.load(std::memory_order_acquire) != armed_state) {
     g_firing.store(false, std::memory_order_release);
     return false;
   }
@@ -290,20 +356,19 @@ bool take_fire_token(uint32_t round) noexcept {
 
 void give_back_fire_token() noexcept { g_firing.store(false, std::memory_order_release); }
 
-void fire_on_record(const Runtime::ArmedTrigger& armed, const detail::Site& site,
-                    uint64_t* record) noexcept {
-  fire(Runtime::instance(), armed, site, record);
+void fire_on_record(const Runtime::ArmedTrigger& armed, const detail::Site& site, uint64_t* record,
+                    uint64_t armed_state) noexcept {
+  fire(Runtime::instance(), armed, site, record, armed_state);
 }
 
-void fire_on_earlier_record(const Runtime::ArmedTrigger& armed,
-                            const EarlierRecord& match) noexcept {
-  g_fire_earlier = match;
+void fire_on_earlier_record(const Runtime::ArmedTrigger& armed, const EarlierRecord& match,
+                            uint64_t armed_state) noexcept {
+  g_fire_earlier = match;  // published by announce_firing's store of the state
   g_fire_record.store(nullptr, std::memory_order_relaxed);
   g_fire_slot.store(nullptr, std::memory_order_relaxed);
   g_fire_armed.store(&armed, std::memory_order_relaxed);
   g_fire_id.store(match.event, std::memory_order_relaxed);
-  g_phase.store(kFiring, std::memory_order_seq_cst);
-  complete_fire(Runtime::instance());
+  announce_firing(Runtime::instance(), armed_state);
 }
 
 TriggerGate trigger_gate() noexcept {
@@ -313,30 +378,44 @@ TriggerGate trigger_gate() noexcept {
     freeze_on_request(rt, wanted);
     if (wanted != g_freeze_seen.load(std::memory_order_relaxed)) return TriggerGate::kDeny;
   }
-  uint32_t phase = g_phase.load(std::memory_order_acquire);
-  if (phase == kFiring) {
-    complete_fire(Runtime::instance());  // help a firing thread that may be descheduled
-    phase = g_phase.load(std::memory_order_acquire);
+  // Looked at again after helping a firing, or when the round changed under this thread
+  // (bounded: a round is a resume or an arm, done under the runtime's lock).
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const uint64_t state = g_state.load(std::memory_order_acquire);
+    if (is_firing_phase(phase_of(state))) {
+      test_hook(TriggerHookPoint::kGateSawFiring);
+      // Helps a firing thread that may be descheduled, then looks at the state it left.
+      if (complete_fire(rt)) continue;
+      // Its completer did not go on within about 2 s: the record goes, counted.
+      if (abi::ThreadSlot* own = detail::t_writer.owned) {
+        asm volatile("addq $1, %0" : "+m"(own->dropped));
+      }
+      return TriggerGate::kDeny;
+    }
+    const uint32_t phase = phase_of(state);
+    if (is_idle_phase(phase)) return TriggerGate::kAllow;
+    if (phase != kFiredPhase) return TriggerGate::kDeny;
+    // The window's figures may be a later round's (this thread descheduled since it read the
+    // state): a record admitted by them is inside the window running now, and one they reject
+    // tries to freeze the round it saw, which fails if that is over.
+    const uint64_t deadline = g_deadline.load(std::memory_order_acquire);
+    const bool inside = deadline != 0 ? detail::now_ticks() <= deadline
+                                      : g_remaining.fetch_sub(1, std::memory_order_acq_rel) > 0;
+    if (inside) return TriggerGate::kWindow;
+    test_hook(TriggerHookPoint::kGateEndsWindow);
+    if (freeze(rt, state)) return TriggerGate::kDeny;
+    if (current_phase() == kFrozenPhase) return TriggerGate::kDeny;  // another froze it
   }
-  if (phase == static_cast<uint32_t>(TriggerState::kArmed) ||
-      phase == static_cast<uint32_t>(TriggerState::kNone)) {
-    return TriggerGate::kAllow;
+  // No verdict in four looks (the state changed under this thread each time): the record
+  // goes, counted.
+  if (abi::ThreadSlot* own = detail::t_writer.owned) {
+    asm volatile("addq $1, %0" : "+m"(own->dropped));
   }
-  if (phase != static_cast<uint32_t>(TriggerState::kFired)) return TriggerGate::kDeny;
-  uint64_t deadline = g_deadline.load(std::memory_order_acquire);
-  bool inside = deadline != 0 ? detail::now_ticks() <= deadline
-                              : g_remaining.fetch_sub(1, std::memory_order_acq_rel) > 0;
-  if (inside) return TriggerGate::kWindow;
-  freeze(Runtime::instance());
   return TriggerGate::kDeny;
 }
 
 bool trigger_active() noexcept {
-  uint32_t phase = g_phase.load(std::memory_order_seq_cst);
-  if (phase != static_cast<uint32_t>(TriggerState::kArmed) &&
-      phase != static_cast<uint32_t>(TriggerState::kNone)) {
-    return true;
-  }
+  if (!is_idle_phase(current_phase(std::memory_order_seq_cst))) return true;
   // A freeze asked for meanwhile (the controller bumps freeze_seq, then zeroes every check).
   const uint32_t wanted =
       __atomic_load_n(&Runtime::instance().segment.header()->freeze_seq, __ATOMIC_SEQ_CST);
@@ -348,15 +427,14 @@ void Runtime::reset_trigger_after_fork() {
   armed = nullptr;
   trigger_requests_seen = 0;
   g_armed.store(nullptr, std::memory_order_relaxed);
-  g_phase.store(static_cast<uint32_t>(TriggerState::kNone), std::memory_order_relaxed);
+  g_state.store(0, std::memory_order_relaxed);  // round 0, no trigger
   g_firing.store(false, std::memory_order_relaxed);
-  g_completing.store(false, std::memory_order_relaxed);
   g_freeze_seen.store(0, std::memory_order_relaxed);  // the child's new segment starts at 0
   g_requests_after.store(0, std::memory_order_relaxed);
 }
 
 uint8_t Runtime::site_state_locked(const detail::Site* site, bool group_enabled) const {
-  auto phase = static_cast<TriggerState>(g_phase.load(std::memory_order_acquire));
+  auto phase = static_cast<TriggerState>(current_phase());
   if (!group_enabled || site->id == 0) return 0;
   if (phase != TriggerState::kNone && armed && armed->fields.count(site)) return 2;
   return 1;
@@ -447,7 +525,8 @@ void Runtime::arm_from_environment_locked() {
 Status Runtime::disarm_locked() {
   if (!started) {
     replace_armed_locked(nullptr);
-    g_phase.store(static_cast<uint32_t>(TriggerState::kNone), std::memory_order_release);
+    g_state.store(with_phase(g_state.load(std::memory_order_relaxed), kNonePhase),
+                  std::memory_order_release);
     return Status::Ok();
   }
   if (take_token(*this) == Token::kStuck) return stuck_firing();
@@ -460,7 +539,7 @@ Status Runtime::disarm_locked() {
 }
 
 Status Runtime::resume_locked() {
-  auto phase = static_cast<TriggerState>(g_phase.load(std::memory_order_acquire));
+  auto phase = static_cast<TriggerState>(current_phase());
   if (phase != TriggerState::kFrozen && phase != TriggerState::kFired) {
     return Status::Invalid("the trigger has not fired");
   }
@@ -492,9 +571,7 @@ Status Runtime::freeze_locked() {
                           ? request_ticks(h, detail::now_ticks())
                           : 0;
   g_freeze_seen.store(wanted, std::memory_order_relaxed);
-  if (g_phase.load(std::memory_order_acquire) == static_cast<uint32_t>(TriggerState::kFrozen)) {
-    return Status::Ok();
-  }
+  if (current_phase() == kFrozenPhase) return Status::Ok();
   switch (take_token(*this)) {
     case Token::kStuck:
       return stuck_firing();
@@ -503,7 +580,7 @@ Status Runtime::freeze_locked() {
       return Status::Ok();
     case Token::kFiringDone:
       // A match that fired (its window running) wins: its facts stay, its window ends here.
-      freeze(*this, at);
+      (void)freeze(*this, g_state.load(std::memory_order_acquire), at);
       return Status::Ok();
   }
   return Status::Ok();
@@ -513,6 +590,26 @@ void Runtime::process_freeze_request_locked() {
   if (!started) return;
   const uint32_t wanted = __atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE);
   if (wanted != g_freeze_seen.load(std::memory_order_relaxed)) (void)freeze_locked();
+}
+
+uint64_t Runtime::end_time_window_locked() {
+  const uint64_t state = g_state.load(std::memory_order_acquire);
+  if (!started || phase_of(state) != kFiredPhase) return 0;
+  // The deadline of this firing: it was stored before the phase (a release), and no other
+  // firing can start while mu is held (a new round needs it).
+  const uint64_t deadline = g_deadline.load(std::memory_order_acquire);
+  if (deadline == 0) return 0;  // a count window: the writers end it
+  const uint64_t now = detail::now_ticks();
+  if (now > deadline) {
+    // Nothing stamped after the deadline was admitted (trigger_gate): the rings hold exactly
+    // the window already, and stop now.
+    (void)freeze(*this, state);
+    return 0;
+  }
+  const double hz = static_cast<double>(ticks_per_second_now(segment.header()));
+  // Rounded up, plus a microsecond: woken before the deadline, the thread would only sleep
+  // again.
+  return static_cast<uint64_t>(static_cast<double>(deadline - now) * 1e9 / hz) + 1000;
 }
 
 void Runtime::process_trigger_request_locked() {
@@ -552,14 +649,13 @@ bool special_event(const Site& site, uint64_t* record) noexcept {
   if (const runtime::RuntimeApi* owner = runtime::g_forward) {
     return owner->special_event(site, record);
   }
-  const uint32_t round = runtime::g_round.load(std::memory_order_acquire);
-  auto phase = static_cast<abi::TriggerState>(runtime::g_phase.load(std::memory_order_acquire));
+  const uint64_t state = runtime::g_state.load(std::memory_order_acquire);
   // After the trigger fired, the slow path accounts for every record; this one was
   // reserved (inside the window, or just before the switch) and is published.
-  if (phase != abi::TriggerState::kArmed) return true;
+  if (runtime::phase_of(state) != runtime::kArmedPhase) return true;
   if (const Runtime::ArmedTrigger* armed = runtime::g_armed.load(std::memory_order_acquire);
       armed != nullptr && armed->duration != nullptr) {
-    runtime::duration_record(*armed, site, record, round);  // pairs it; may fire
+    runtime::duration_record(*armed, site, record, state);  // pairs it; may fire
     return true;
   }
   // Decode the record just written (it is not published yet) and test the expression. It is
@@ -581,16 +677,8 @@ bool special_event(const Site& site, uint64_t* record) noexcept {
   if (armed == nullptr) return true;
   auto it = armed->fields.find(&site);
   if (it == armed->fields.end() || !armed->expression.matches(it->second, values)) return true;
-  // One thread wins the race to fire; a record of another that matched at the same time
-  // was reserved before the switch and is published like any in flight.
-  if (runtime::g_firing.exchange(true, std::memory_order_acq_rel)) return true;
-  // The trigger changed since this record was tested (re-armed, disarmed, resumed): the
-  // token goes back unused.
-  if (runtime::g_round.load(std::memory_order_acquire) != round) {
-    runtime::g_firing.store(false, std::memory_order_release);
-    return true;
-  }
-  runtime::fire(Runtime::instance(), *armed, site, record);
+  if (!runtime::take_fire_token(state)) return true;  // another fired, or the trigger changed
+  runtime::fire(Runtime::instance(), *armed, site, record, state);
   return true;  // the matching record itself is kept
 }
 
@@ -616,9 +704,6 @@ Status resume() {
   return rt.resume_locked();
 }
 
-bool frozen() {
-  return runtime::g_phase.load(std::memory_order_acquire) ==
-         static_cast<uint32_t>(abi::TriggerState::kFrozen);
-}
+bool frozen() { return runtime::current_phase() == runtime::kFrozenPhase; }
 
 }  // namespace nanotrace

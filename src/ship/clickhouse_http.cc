@@ -7,9 +7,11 @@
 #include <zstd.h>
 
 #include <algorithm>
-#include <charconv>
+#include <cctype>
 #include <cstring>
 #include <mutex>
+
+#include "ship/clickhouse_answer.hpp"
 
 namespace nanotrace::ship {
 namespace {
@@ -23,11 +25,38 @@ size_t collect(char* data, size_t size, size_t n, void* out) {
   return size * n;
 }
 
-// ClickHouse's message in an error answer: its first line, without the stack trace.
-std::string first_line(const std::string& body) {
-  std::string s = body.substr(0, body.find('\n'));
-  if (s.size() > 600) s.resize(600);
-  return s;
+// Keeps the X-ClickHouse-Exception-Code header's value (newer servers send it).
+size_t header_line(char* data, size_t size, size_t n, void* out) {
+  constexpr std::string_view kName = "x-clickhouse-exception-code:";
+  const std::string_view line(data, size * n);
+  if (line.size() > kName.size() && line.size() < 64) {
+    std::string lower(line.substr(0, kName.size()));
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == kName) {
+      std::string_view v = line.substr(kName.size());
+      while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+      static_cast<std::string*>(out)->assign(v.substr(0, v.find_first_of("\r\n")));
+    }
+  }
+  return size * n;
+}
+
+// A connection that failed: transient (kIoError) unless the URL or TLS set-up is wrong, which
+// no retry mends (kInvalidArgument).
+bool refused_by_setup(CURLcode rc) {
+  switch (rc) {
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_NOT_BUILT_IN:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_LOGIN_DENIED:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::string escape(CURL* curl, std::string_view s) {
@@ -108,6 +137,9 @@ Result<std::string> ClickHouseHttp::post(const std::string& params, std::string_
   curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
+  std::string exception_code;
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, header_line);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &exception_code);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, 10L);
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 60L);
@@ -128,16 +160,25 @@ Result<std::string> ClickHouseHttp::post(const std::string& params, std::string_
     return Status::IoError(fmt::format("ClickHouse at {}: cancelled", shown_url_));
   }
   if (rc != CURLE_OK) {
-    return Status::IoError(
-        fmt::format("ClickHouse at {}: {}", shown_url_, error[0] ? error : curl_easy_strerror(rc)));
+    std::string why =
+        fmt::format("ClickHouse at {}: {}", shown_url_, error[0] ? error : curl_easy_strerror(rc));
+    return refused_by_setup(rc) ? Status::Invalid(std::move(why)) : Status::IoError(std::move(why));
   }
   long code = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-  if (code != 200) {
-    return Status::IoError(
-        fmt::format("ClickHouse at {}: HTTP {}: {}", shown_url_, code, first_line(answer)));
-  }
+  if (code != 200) return server_error(parse_error_answer(code, answer, exception_code));
   return answer;
+}
+
+Status ClickHouseHttp::server_error(const ServerError& e) const {
+  const std::string code =
+      e.code < 0 ? fmt::format("HTTP {}", e.http_status)
+                 : fmt::format("code {}{}{}", e.code, e.name.empty() ? "" : " ", e.name);
+  if (e.transient) {
+    return Status::IoError(fmt::format("ClickHouse at {}: {}: {}", shown_url_, code, e.message));
+  }
+  return Status::Invalid(
+      fmt::format("ClickHouse at {} refused: {}: {}", shown_url_, code, e.message));
 }
 
 Result<std::string> ClickHouseHttp::query(std::string_view sql) { return post("", sql); }
@@ -145,14 +186,24 @@ Result<std::string> ClickHouseHttp::query(std::string_view sql) { return post(""
 Result<uint64_t> ClickHouseHttp::query_count(std::string_view sql) {
   auto answer = query(sql);
   if (!answer.ok()) return answer.status();
-  uint64_t n = 0;
-  const std::string& s = *answer;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || (end != s.data() + s.size() && *end != '\n')) {
-    return Status::IoError(fmt::format("ClickHouse at {}: expected a number from '{}', got '{}'",
-                                       shown_url_, sql, first_line(s)));
+  auto n = parse_count(*answer);
+  if (!n.ok()) {
+    return Status::IoError(fmt::format("ClickHouse at {}: {} from '{}'", shown_url_,
+                                       n.status().message(), printable(sql, 120)));
   }
-  return n;
+  return *n;
+}
+
+Result<std::vector<std::vector<std::string>>> ClickHouseHttp::query_rows(std::string_view sql,
+                                                                         size_t columns) {
+  auto answer = query(sql);
+  if (!answer.ok()) return answer.status();
+  auto rows = parse_tab_separated(*answer, columns);
+  if (!rows.ok()) {
+    return Status::IoError(fmt::format("ClickHouse at {}: {} from '{}'", shown_url_,
+                                       rows.status().message(), printable(sql, 120)));
+  }
+  return std::move(*rows);
 }
 
 Status ClickHouseHttp::insert_native(std::string_view table, std::string_view native,

@@ -11,11 +11,16 @@
 // and each zstd frame carries its own XXH64 content checksum, which the server's zstd does
 // check: a damaged block is refused either way.
 //
-// Errors: a server error (HTTP status other than 200) gives kIoError with ClickHouse's message
-// ("Code: 60, e.displayText() = DB::Exception: Table ... doesn't exist"); a refused or dropped
-// connection gives kIoError with curl's reason. A connection that sends nothing for 60 s is
-// dropped. A request in flight ends (kIoError, "cancelled") within about a second of *cancel
-// becoming true, whatever the server does (libcurl's progress callback sees it).
+// Errors, each a one-line message naming the server, in two kinds (clickhouse_answer.hpp):
+//   - kIoError: transient, the same request may succeed later: a refused, dropped or timed-out
+//     connection (curl's reason), or a server error of a transient kind ("ClickHouse at URL:
+//     code 241 MEMORY_LIMIT_EXCEEDED: ...").
+//   - kInvalidArgument: refused, no retry can help: the server's answer says the request, the
+//     schema or the credentials are wrong ("ClickHouse at URL refused: code 60 UNKNOWN_TABLE:
+//     Table ... doesn't exist"), or the URL or TLS set-up is.
+// A connection that sends nothing for 60 s is dropped. A request in flight ends (kIoError,
+// "cancelled") within about a second of *cancel becoming true, whatever the server does
+// (libcurl's progress callback sees it).
 //
 // Thread safety: a client belongs to one thread at a time.
 #pragma once
@@ -25,10 +30,13 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "nanotrace/status.hpp"
 
 namespace nanotrace::ship {
+
+struct ServerError;
 
 class ClickHouseHttp {
  public:
@@ -46,6 +54,8 @@ class ClickHouseHttp {
   Result<std::string> query(std::string_view sql);
   // One number from a query that returns one (SELECT count() ...).
   Result<uint64_t> query_count(std::string_view sql);
+  // The rows of a query whose answer is TabSeparated (the default), each of `columns` values.
+  Result<std::vector<std::vector<std::string>>> query_rows(std::string_view sql, size_t columns);
   // INSERT INTO `table` FORMAT Native with body: Native blocks (NativeBlock::write).
   // compress: send them as zstd-compressed ClickHouse blocks.
   Status insert_native(std::string_view table, std::string_view native, bool compress);
@@ -56,6 +66,7 @@ class ClickHouseHttp {
  private:
   ClickHouseHttp() = default;
   Result<std::string> post(const std::string& params, std::string_view body);
+  Status server_error(const ServerError& e) const;
 
   std::string url_;
   std::string shown_url_;

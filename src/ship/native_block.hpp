@@ -6,31 +6,75 @@
 // a String is a varint length and its bytes; an Array(T) is one UInt64 per row (the running
 // count of elements) followed by all the elements as a column of T.
 //
+// Typed: each column knows its type (the schema's type name, parsed), and a value of another
+// type is refused, as is a block whose columns do not all hold one value (or one array) per
+// row: write() then returns the first such mistake instead of bytes that the server would
+// misread or refuse. ClickHouseTables (schema_check.hpp) checks the same types against the
+// server's tables.
+//
 // Text from a trace is untrusted: put_text() stores it as valid UTF-8 (base/utf8.hpp).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
+
+#include "nanotrace/status.hpp"
 
 namespace nanotrace::ship {
 
+// The value types of the shipped schema (those ClickHouse 18.16 and later share).
+enum class ValueType : uint8_t {
+  kUInt8,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kInt64,
+  kFloat64,
+  kDate,
+  kString
+};
+
+struct ColumnType {
+  ValueType value = ValueType::kUInt8;
+  bool array = false;  // Array(value)
+  bool operator==(const ColumnType&) const = default;
+};
+
+// "UInt64", "Date", "Array(String)", ...: the type, or nothing for a type outside the list
+// above (Nullable, LowCardinality, nested arrays, ...).
+std::optional<ColumnType> parse_column_type(std::string_view name);
+// The type's name as ClickHouse writes it.
+std::string column_type_name(ColumnType type);
+
 class NativeBlock {
  public:
-  // Declares the next column (in table order); returns its index.
-  size_t add_column(std::string name, std::string type);
+  // Declares the next column (in table order); returns its index. An unknown type name makes
+  // the block unwritable (write() says which).
+  size_t add_column(std::string name, std::string_view type);
 
-  // A fixed-size value (UInt8..UInt64, Int64, Float64, Date as uint16_t): its bytes.
+  // A fixed-size value of the column's type: uint8_t (UInt8), uint16_t (UInt16), uint32_t,
+  // uint64_t, int64_t (Int64), double (Float64). For an Array column, one element.
   template <class T>
   void put(size_t column, T value) {
+    static_assert(std::is_arithmetic_v<T>, "a fixed-size value");
     Column& c = columns_[column];
-    ++c.elements;
-    std::string& d = c.data;
-    const size_t at = d.size();
-    d.resize(at + sizeof(T));
-    std::memcpy(d.data() + at, &value, sizeof(T));
+    if (c.type.value != value_type<T>()) [[unlikely]] {
+      return mistyped(column, value_type<T>());
+    }
+    append(c, value);
+  }
+  // A Date: days since 1970-01-01.
+  void put_date(size_t column, uint16_t day) {
+    Column& c = columns_[column];
+    if (c.type.value != ValueType::kDate) [[unlikely]] {
+      return mistyped(column, ValueType::kDate);
+    }
+    append(c, day);
   }
   // A String value, as it is (REQUIRES: valid UTF-8, e.g. from text() or a literal).
   void put_string(size_t column, std::string_view s);
@@ -42,26 +86,57 @@ class NativeBlock {
   // A row is complete: every column got its value.
   void end_row() { ++rows_; }
   size_t rows() const { return rows_; }
+  size_t columns() const { return columns_.size(); }
+  const std::string& column_name(size_t column) const { return columns_[column].name; }
+  ColumnType column_type(size_t column) const { return columns_[column].type; }
   // Bytes the values hold so far (what write() will produce, near enough).
   size_t bytes() const;
 
-  // Appends the block in Native format to out.
-  void write(std::string* out) const;
-  // Empties every column (declarations kept, memory kept).
+  // Appends the block in Native format to out. Errors: kInvalidArgument for a value of the
+  // wrong type, a column without one value per row or an unknown type (nothing appended).
+  Status write(std::string* out) const;
+  // Empties every column (declarations kept, memory kept) and forgets a mistake.
   void clear();
 
  private:
   struct Column {
     std::string name;
-    std::string type;
+    std::string type_name;
+    ColumnType type;
     std::string data;       // the values, or an array's elements
     std::string offsets;    // Array(T): one UInt64 per row
     uint64_t elements = 0;  // values put (an array's running count)
-    bool array = false;
   };
+
+  template <class T>
+  static constexpr ValueType value_type() {
+    if constexpr (std::is_same_v<T, uint8_t>) return ValueType::kUInt8;
+    if constexpr (std::is_same_v<T, uint16_t>) return ValueType::kUInt16;
+    if constexpr (std::is_same_v<T, uint32_t>) return ValueType::kUInt32;
+    if constexpr (std::is_same_v<T, uint64_t>) return ValueType::kUInt64;
+    if constexpr (std::is_same_v<T, int64_t>) return ValueType::kInt64;
+    if constexpr (std::is_same_v<T, double>) return ValueType::kFloat64;
+    static_assert(std::is_same_v<T, uint8_t> || std::is_same_v<T, uint16_t> ||
+                      std::is_same_v<T, uint32_t> || std::is_same_v<T, uint64_t> ||
+                      std::is_same_v<T, int64_t> || std::is_same_v<T, double>,
+                  "not a type of the schema");
+    return ValueType::kUInt8;
+  }
+  template <class T>
+  static void append(Column& c, T value) {
+    ++c.elements;
+    std::string& d = c.data;
+    const size_t at = d.size();
+    d.resize(at + sizeof(T));
+    std::memcpy(d.data() + at, &value, sizeof(T));
+  }
+  void mistyped(size_t column, ValueType given);
+
   std::vector<Column> columns_;
   size_t rows_ = 0;
   std::string scratch_;
+  std::string mistake_;   // the first wrong put since clear()
+  std::string bad_type_;  // a column declared with a type outside the list
 };
 
 // Appends v as an unsigned LEB128 varint (ClickHouse's VarUInt).

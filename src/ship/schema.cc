@@ -97,7 +97,8 @@ const TableDef& losses_table() {
                            {"generation", "UInt32"},
                            {"kernel", "UInt8"},
                            {"cause", "String"},
-                           {"records", "UInt64"}},
+                           {"records", "UInt64"},
+                           {"corrupt_blocks", "UInt64"}},
                           "node, trace_id, pid, tid, slot, generation, cause"};
   return t;
 }
@@ -123,13 +124,15 @@ const TableDef& traces_table() {
                            {"intervals", "UInt64"},
                            {"ios", "UInt64"},
                            {"lost", "UInt64"},
+                           {"corrupt_blocks", "UInt64"},
                            {"trigger_state", "String"},
                            {"trigger_expression", "String"},
                            {"trigger_event", "String"},
                            {"trigger_pid", "UInt32"},
                            {"trigger_tid", "UInt32"},
                            {"trigger_seq", "UInt64"},
-                           {"trigger_realtime_ns", "UInt64"}},
+                           {"trigger_realtime_ns", "UInt64"},
+                           {"pairs", "Array(String)"}},
                           "node, start_realtime_ns, trace_id"};
   return t;
 }

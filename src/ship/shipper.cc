@@ -3,12 +3,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <thread>
 
+#include "ship/clickhouse_answer.hpp"
 #include "ship/clickhouse_http.hpp"
 #include "ship/schema.hpp"
+#include "ship/schema_check.hpp"
 
 namespace nanotrace::ship {
 namespace {
@@ -63,8 +66,12 @@ Result<std::unique_ptr<Shipper>> Shipper::connect(const ShipOptions& options) {
     for (const std::string& sql : schema_sql(options.database, options.cluster)) {
       auto done = (*server)->query(sql);
       if (!done.ok()) {
-        return Status::IoError(fmt::format("creating the schema: {}", done.status().message()));
+        return Status(done.status().code(),
+                      fmt::format("creating the schema: {}", done.status().message()));
       }
+    }
+    if (Status checked = check_tables(**server, options.database, nullptr); !checked.ok()) {
+      return Status(checked.code(), fmt::format("checking the schema: {}", checked.message()));
     }
     s->servers_.push_back(std::move(*server));
   }
@@ -97,10 +104,12 @@ Status Shipper::stage(ClickHouseHttp& server, TraceRows& rows, Attempt& a) {
     size_t i = 0;
     while (tables[i].name != table.name) ++i;
     std::string& bytes = buffers[next];
+    if (Status s = wait(); !s.ok()) return s;
     next ^= 1;
     bytes.clear();
-    block.write(&bytes);
-    if (Status s = wait(); !s.ok()) return s;
+    if (Status s = block.write(&bytes); !s.ok()) {
+      return Status::Invalid(fmt::format("a block of {}: {}", table.name, s.message()));
+    }
     sending = std::async(std::launch::async,
                          [&server, &bytes, table = a.staging[i], compress = options_.compress] {
                            return server.insert_native(table, bytes, compress);
@@ -161,19 +170,15 @@ Status Shipper::commit(ClickHouseHttp& server, TraceRows& rows, const std::strin
                        Attempt& a) {
   const std::vector<TableDef>& tables = schema_tables();
   for (size_t i = 0; i < a.staging.size(); ++i) {
-    auto parts = server.query(
+    auto parts = server.query_rows(
         fmt::format("SELECT DISTINCT partition_id FROM system.parts WHERE database = {} AND "
                     "table = {} AND active",
                     quote_string(options_.database),
-                    quote_string(fmt::format("_stage_{:016x}_{}", a.trace_id, tables[i].name))));
+                    quote_string(fmt::format("_stage_{:016x}_{}", a.trace_id, tables[i].name))),
+        1);
     if (!parts.ok()) return parts.status();
-    size_t at = 0;
-    while (at < parts->size()) {
-      size_t eol = parts->find('\n', at);
-      if (eol == std::string::npos) eol = parts->size();
-      const std::string id = parts->substr(at, eol - at);
-      at = eol + 1;
-      if (id.empty()) continue;
+    for (const auto& part : *parts) {
+      const std::string& id = part[0];
       auto done = server.query(fmt::format("ALTER TABLE {} ATTACH PARTITION ID {} FROM {}",
                                            a.local(tables[i]), quote_string(id), a.staging[i]));
       if (!done.ok()) return done.status();
@@ -189,7 +194,9 @@ Status Shipper::commit(ClickHouseHttp& server, TraceRows& rows, const std::strin
   NativeBlock row = block_for(traces_table());
   rows.traces_rows(source, &row);
   block_bytes_.clear();
-  row.write(&block_bytes_);
+  if (Status s = row.write(&block_bytes_); !s.ok()) {
+    return Status::Invalid(fmt::format("the traces row: {}", s.message()));
+  }
   if (Status s = server.insert_native(a.local(traces_table()), block_bytes_, options_.compress);
       !s.ok()) {
     return s;
@@ -204,48 +211,134 @@ Status Shipper::commit(ClickHouseHttp& server, TraceRows& rows, const std::strin
   return Status::Ok();
 }
 
+namespace {
+
+std::vector<std::string> column_of(std::vector<std::vector<std::string>> rows) {
+  std::vector<std::string> out;
+  for (auto& r : rows) out.push_back(std::move(r[0]));
+  return out;
+}
+
+std::vector<std::string> missing_from(const std::vector<std::string>& wanted,
+                                      const std::vector<std::string>& stored) {
+  std::vector<std::string> out;
+  for (const std::string& w : wanted) {
+    if (std::find(stored.begin(), stored.end(), w) == stored.end()) out.push_back(w);
+  }
+  return out;
+}
+
+}  // namespace
+
+// What the store holds of a trace stored already, against what this ship would have stored.
+Status Shipper::compare_stored(ClickHouseHttp& server, const Attempt& a, ShipReport* report) {
+  const std::string where = fmt::format("WHERE trace_id = {}", a.trace_id);
+  auto nodes = server.query_rows(
+      fmt::format("SELECT DISTINCT node FROM {} {} ORDER BY node", a.local(traces_table()), where),
+      1);
+  if (!nodes.ok()) return nodes.status();
+  auto pairs = server.query_rows(fmt::format("SELECT DISTINCT arrayJoin(pairs) AS p FROM {} {} "
+                                             "ORDER BY p",
+                                             a.local(traces_table()), where),
+                                 1);
+  if (!pairs.ok()) return pairs.status();
+  if (pairs->empty()) {
+    // Stored before traces rows named their pairs: its intervals do.
+    pairs = server.query_rows(fmt::format("SELECT DISTINCT pair FROM {} {} ORDER BY pair",
+                                          a.local(intervals_table()), where),
+                              1);
+    if (!pairs.ok()) return pairs.status();
+  }
+  report->stored_nodes = column_of(std::move(*nodes));
+  report->stored_pairs = column_of(std::move(*pairs));
+  report->nodes_not_stored = missing_from(report->nodes, report->stored_nodes);
+  report->pairs_not_stored = missing_from(report->pairs, report->stored_pairs);
+  return Status::Ok();
+}
+
 Result<ShipReport> Shipper::ship(Trace& trace, const std::string& source) {
-  auto opened = TraceRows::open(trace, options_.node, options_.pairs);
-  if (!opened.ok()) return opened.status();
-  TraceRows& rows = **opened;
-  ShipReport report;
-  report.trace_id = rows.trace_id();
-  report.nodes = rows.node_names();
-  report.skipped_pairs = rows.skipped_pairs();
-  ClickHouseHttp& server = *servers_[rows.trace_id() % servers_.size()];
-  report.server = server.url();
-  Attempt a;
-  a.trace_id = rows.trace_id();
-  a.db = quote_identifier(options_.database);
-  auto stored = server.query_count(fmt::format("SELECT count() FROM {} WHERE trace_id = {}",
-                                               a.local(traces_table()), a.trace_id));
-  if (!stored.ok()) return stored.status();
-  if (*stored > 0) {
-    report.already_stored = true;
+  // The trace is taken as intact until a read shows otherwise; a file whose tail was ignored
+  // is known damaged at once, and read whole first for its id.
+  Damage assumed;
+  bool verified = false;
+  if (!trace.warning().empty()) {
+    assumed = read_damage(trace);
+    verified = true;
+  }
+  for (int pass = 0;; ++pass) {
+    auto opened = TraceRows::open(trace, options_.node, options_.pairs, assumed.digest);
+    if (!opened.ok()) return opened.status();
+    TraceRows& rows = **opened;
+    ShipReport report;
+    report.trace_id = rows.trace_id();
+    report.nodes = rows.node_names();
+    report.skipped_pairs = rows.skipped_pairs();
+    report.pairs = rows.pair_labels();
+    report.damage = assumed;
+    ClickHouseHttp& server = *servers_[rows.trace_id() % servers_.size()];
+    report.server = server.url();
+    Attempt a;
+    a.trace_id = rows.trace_id();
+    a.db = quote_identifier(options_.database);
+    const std::string id = fmt::format("{:016x}", a.trace_id);
+    auto stored = server.query_count(fmt::format("SELECT count() FROM {} WHERE trace_id = {}",
+                                                 a.local(traces_table()), a.trace_id));
+    if (!stored.ok()) return stored.status();
+    if (*stored > 0) {
+      if (!verified) {
+        // Stored as an intact trace: is this file one?
+        verified = true;
+        Damage found = read_damage(trace);
+        if (found.damaged()) {
+          assumed = std::move(found);
+          continue;
+        }
+      }
+      report.already_stored = true;
+      if (Status s = compare_stored(server, a, &report); !s.ok()) {
+        return Status(s.code(), fmt::format("trace {} from {} is stored already, but: {}", id,
+                                            source, s.message()));
+      }
+      return report;
+    }
+    if (Status s = stage(server, rows, a); !s.ok()) {
+      drop_staging(server, a);
+      return Status(s.code(), fmt::format("trace {} from {}: {}; nothing of it is stored", id,
+                                          source, s.message()));
+    }
+    if (rows.damage().digest != assumed.digest) {
+      // It read otherwise than its id says: staged again under the id of what was read.
+      drop_staging(server, a);
+      if (pass > 0) {
+        return Status::Corrupt(fmt::format(
+            "trace {} from {} read differently twice (a live source that changed?); nothing "
+            "of it is stored",
+            id, source));
+      }
+      assumed = rows.damage();
+      verified = true;
+      continue;
+    }
+    report.counts = rows.counts();
+    report.damage = rows.damage();
+    a.where =
+        fmt::format("date >= {} AND date <= {} AND trace_id = {}", date_literal(rows.first_day()),
+                    date_literal(rows.last_day()), a.trace_id);
+    if (Status s = delete_leftovers(server, a, &report.replaced_rows); !s.ok()) {
+      drop_staging(server, a);
+      return Status(s.code(), fmt::format("trace {} from {}: {}; nothing of it is stored", id,
+                                          source, s.message()));
+    }
+    if (Status s = commit(server, rows, source, a); !s.ok()) {
+      drop_staging(server, a);
+      return Status(s.code(),
+                    fmt::format("trace {} from {}: {}; it is not stored (rows attached so "
+                                "far are replaced when it is shipped again)",
+                                id, source, s.message()));
+    }
+    drop_staging(server, a);
     return report;
   }
-  const std::string id = fmt::format("{:016x}", a.trace_id);
-  if (Status s = stage(server, rows, a); !s.ok()) {
-    drop_staging(server, a);
-    return Status(s.code(), fmt::format("trace {} from {}: {}; nothing of it is stored", id, source,
-                                        s.message()));
-  }
-  report.counts = rows.counts();
-  a.where = fmt::format("date >= {} AND date <= {} AND trace_id = {}",
-                        date_literal(rows.first_day()), date_literal(rows.last_day()), a.trace_id);
-  if (Status s = delete_leftovers(server, a, &report.replaced_rows); !s.ok()) {
-    drop_staging(server, a);
-    return Status(s.code(), fmt::format("trace {} from {}: {}; nothing of it is stored", id, source,
-                                        s.message()));
-  }
-  if (Status s = commit(server, rows, source, a); !s.ok()) {
-    drop_staging(server, a);
-    return Status(s.code(), fmt::format("trace {} from {}: {}; it is not stored (rows attached so "
-                                        "far are replaced when it is shipped again)",
-                                        id, source, s.message()));
-  }
-  drop_staging(server, a);
-  return report;
 }
 
 }  // namespace nanotrace::ship

@@ -6,7 +6,12 @@
 // one trace's rows live on one server and its insert is decided there.
 //
 // One trace, on its shard:
-//   1. Stored already? Its row in traces_local (written last) says so: nothing is sent.
+//   0. The trace id covers what can be read: a trace that proves damaged while its rows are
+//      built (corrupt blocks) is staged again under the id of its damage (trace_rows.hpp);
+//      one found stored already is read whole first, so that a damaged copy of a stored
+//      trace is never taken for it.
+//   1. Stored already? Its row in traces_local (written last) says so: nothing is sent, and
+//      the report says under which node names and with which pairs it is stored.
 //   2. Rows an interrupted earlier attempt attached are deleted (ALTER ... DELETE, waited for).
 //   3. Every row goes into staging tables of its own (CREATE TABLE ... AS <table>_local), in
 //      Native blocks compressed with zstd, and the staged counts are checked.
@@ -15,7 +20,12 @@
 //      and the trace's row is inserted: the trace is stored.
 // A server error or a dropped connection before step 4 leaves nothing in the real tables
 // (the staging tables are dropped, now or by the next attempt); one during step 4 leaves
-// rows that the next attempt deletes first. Either way the error says which.
+// rows that the next attempt deletes first, and which queries filtering on `traces` (every
+// query of docs/clickhouse.md does) do not see. Either way the error says which.
+//
+// Errors: kIoError transient (the server or the connection: try again later), kInvalidArgument
+// refused (the server refuses the requests, the schema differs, a bad option: trying again
+// cannot help), kCorrupt (the trace reads differently each time: a live source that changed).
 //
 // Thread safety: a Shipper belongs to one thread.
 #pragma once
@@ -59,6 +69,12 @@ struct ShipReport {
   uint64_t replaced_rows = 0;      // rows an interrupted earlier attempt had left, deleted
   RowCounts counts;
   std::vector<std::string> skipped_pairs;  // rules that did not resolve against the trace
+  std::vector<std::string> pairs;          // the pairs whose intervals this ship made
+  Damage damage;                           // what could not be read (stored as lost)
+  // Already stored: what the store holds of it, and what of this ship it does not (a trace
+  // is stored once: a reship under another name or with other pairs changes nothing).
+  std::vector<std::string> stored_nodes, stored_pairs;
+  std::vector<std::string> nodes_not_stored, pairs_not_stored;
 };
 
 class Shipper {
@@ -78,6 +94,7 @@ class Shipper {
   Status stage(ClickHouseHttp& server, TraceRows& rows, Attempt& a);
   Status commit(ClickHouseHttp& server, TraceRows& rows, const std::string& source, Attempt& a);
   Status delete_leftovers(ClickHouseHttp& server, Attempt& a, uint64_t* deleted);
+  Status compare_stored(ClickHouseHttp& server, const Attempt& a, ShipReport* report);
   void drop_staging(ClickHouseHttp& server, const Attempt& a);
 
   ShipOptions options_;

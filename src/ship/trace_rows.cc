@@ -2,11 +2,11 @@
 #include "ship/trace_rows.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <unordered_map>
 
+#include "base/node_identity.hpp"
 #include "base/utf8.hpp"
 #include "nanotrace/intervals.hpp"
 
@@ -82,12 +82,6 @@ NativeBlock block_for(const TableDef& table) {
   return b;
 }
 
-std::string local_hostname() {
-  char host[256] = {};
-  if (gethostname(host, sizeof(host) - 1) != 0) return "unknown";
-  return host;
-}
-
 // What a row needs of a thread, resolved once per thread stream.
 struct TraceRows::ThreadRow {
   bool known = false;
@@ -112,9 +106,9 @@ struct TraceRows::Impl {
   NativeBlock intervals = block_for(intervals_table());
   std::vector<ThreadRow> threads;
   std::vector<EventNames> user_events, kernel_events;
-  std::unordered_map<uint32_t, uint32_t> pid_process;  // pid -> index into processes()
-  std::unordered_map<uint32_t, uint32_t> tid_thread;   // tid -> thread stream (user threads)
-  std::vector<std::string> pair_labels;                // per rule, valid text
+  // (node, tid) -> thread stream (user threads): tids of two machines are not one thread.
+  std::unordered_map<uint64_t, uint32_t> tid_thread;
+  std::vector<std::string> pair_labels;  // per rule, valid text
   std::string text;
 
   const ThreadRow& thread(uint32_t index) {
@@ -128,18 +122,18 @@ struct TraceRows::Impl {
       t.tid = info.tid;
       t.thread = utf8::valid(info.name);
       t.node = self.node_of_process(info.process);
-      if (auto it = pid_process.find(info.pid); it != pid_process.end()) {
-        t.process = utf8::valid(self.trace_.processes()[it->second].process_name);
+      if (!info.kernel && info.process < self.trace_.processes().size()) {
+        t.process = utf8::valid(self.trace_.processes()[info.process].process_name);
       }
-      if (!info.kernel) tid_thread.emplace(info.tid, index);
+      if (!info.kernel) tid_thread.emplace(uint64_t{t.node} << 32 | info.tid, index);
     }
     t.known = true;
     return t;
   }
 
-  // The traced thread a kernel record ran in (its task), or null.
-  const ThreadRow* task_thread(uint32_t task) {
-    auto it = tid_thread.find(task);
+  // The traced thread of `node` a kernel record ran in (its task), or null.
+  const ThreadRow* task_thread(uint32_t node, uint32_t task) {
+    auto it = tid_thread.find(uint64_t{node} << 32 | task);
     return task == 0 || it == tid_thread.end() ? nullptr : &threads[it->second];
   }
 
@@ -171,8 +165,44 @@ TraceRows::TraceRows(Trace& trace, std::vector<PairRule> pairs) : trace_(trace) 
   }
 }
 
+Damage damage_of(const Trace& trace, const std::vector<ThreadStats>& streams) {
+  Damage d;
+  d.warning = trace.warning();
+  for (const ThreadStats& s : streams) {
+    d.corrupt_blocks += s.corrupt_blocks;
+    d.unreadable += s.unreadable;
+  }
+  if (d.corrupt_blocks == 0 && d.warning.empty()) return d;
+  // What each stream delivered: a copy damaged elsewhere, or cut elsewhere, reads otherwise.
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const ThreadStats& s = streams[i];
+    d.digest += fmt::format("|d{} {} {} {} {}", i, s.records, s.overwritten, s.corrupt_blocks,
+                            s.unreadable);
+  }
+  return d;
+}
+
+Damage read_damage(Trace& trace) {
+  std::vector<ThreadStats> streams;
+  for (const auto& spans : trace.read_spans()) {
+    RecordSpan span;
+    while (spans->next(&span)) {
+    }
+    streams.push_back(spans->stats());
+  }
+  for (uint32_t c = 0; c < trace.kernel_cpu_count(); ++c) {
+    auto cpu = trace.read_kernel_cpu(c);
+    Record r;
+    while (cpu->next(&r)) {
+    }
+    if (!cpu->threads().empty()) streams.push_back(cpu->threads()[0]);
+  }
+  return damage_of(trace, streams);
+}
+
 Result<std::unique_ptr<TraceRows>> TraceRows::open(Trace& trace, const std::string& node,
-                                                   std::vector<PairRule> pairs) {
+                                                   std::vector<PairRule> pairs,
+                                                   const std::string& damage_digest) {
   if (!node.empty() && trace.nodes().size() > 1) {
     return Status::Invalid(fmt::format("--node: the trace records {} nodes, each with its own name",
                                        trace.nodes().size()));
@@ -180,10 +210,15 @@ Result<std::unique_ptr<TraceRows>> TraceRows::open(Trace& trace, const std::stri
   std::unique_ptr<TraceRows> rows(new TraceRows(trace, std::move(pairs)));
   for (const NodeInfo& n : trace.nodes()) rows->nodes_.push_back({utf8::valid(n.hostname)});
   if (rows->nodes_.empty()) rows->nodes_.push_back({});
-  if (!node.empty()) rows->nodes_[0].name = utf8::valid(node);
-  if (rows->nodes_[0].name.empty()) rows->nodes_[0].name = utf8::valid(local_hostname());
+  // The identity holds the names the file records, not the name given (--node): one file is
+  // one trace, whatever it is called.
   std::string identity;
-  for (const NodeRow& n : rows->nodes_) identity += "|n" + n.name;
+  for (const NodeRow& n : rows->nodes_) {
+    if (!n.name.empty()) identity += "|n" + n.name;
+  }
+  if (!node.empty()) rows->nodes_[0].name = utf8::valid(node);
+  if (rows->nodes_[0].name.empty()) rows->nodes_[0].name = utf8::valid(sys::hostname());
+  if (rows->nodes_[0].name.empty()) rows->nodes_[0].name = "unknown";
   for (const ProcessInfo& p : trace.processes()) {
     identity += fmt::format("|p{} {} {} {} {}", p.pid, p.ticks_per_second, p.clock_start.ticks,
                             p.clock_start.realtime_ns, p.clock_start.monotonic_ns);
@@ -191,8 +226,14 @@ Result<std::unique_ptr<TraceRows>> TraceRows::open(Trace& trace, const std::stri
   for (const ThreadInfo& t : trace.threads()) {
     identity += fmt::format("|t{} {} {} {} {}", t.pid, t.slot, t.generation, t.tid, t.written);
   }
-  rows->trace_id_ = fnv1a(identity);
+  rows->trace_id_ = fnv1a(identity + damage_digest);
   return rows;
+}
+
+std::vector<std::string> TraceRows::pair_labels() const {
+  std::vector<std::string> out;
+  for (const ResolvedPair& r : rules_) out.push_back(utf8::valid(r.rule.label()));
+  return out;
 }
 
 std::vector<std::string> TraceRows::node_names() const {
@@ -259,13 +300,13 @@ void TraceRows::Impl::fields(const Record& r, const EventNames& n) {
 void TraceRows::Impl::event_row(const Record& r) {
   const uint64_t realtime = self.trace_.time_origin().realtime_ns + r.time_ns;
   const ThreadRow& t = thread(r.thread);
-  const ThreadRow* owner = r.event->is_kernel ? task_thread(r.task) : &t;
+  const ThreadRow* owner = r.event->is_kernel ? task_thread(t.node, r.task) : &t;
   NodeRow& node = self.nodes_[owner ? owner->node : t.node];
   if (!node.any) node.first_ns = realtime;
   node.any = true;
   node.last_ns = realtime;
   ++node.events;
-  events.put<uint16_t>(kDate, day_of(realtime));
+  events.put_date(kDate, day_of(realtime));
   events.put<uint64_t>(kTraceId, self.trace_id_);
   events.put_string(kNode, node.name);
   events.put<uint32_t>(kPid, owner ? owner->pid : 0);
@@ -286,9 +327,10 @@ void TraceRows::Impl::event_row(const Record& r) {
 void TraceRows::Impl::interval_row(const ResolvedPair& rule, uint32_t index, const Interval& i,
                                    const Record& end) {
   const uint64_t origin = self.trace_.time_origin().realtime_ns;
-  // A kernel begin record's task rides in the interval's tag (set when it opened).
+  // A kernel begin record's node and task ride in the interval's tag (set when it opened).
   const auto task = static_cast<uint32_t>(i.tag);
-  const ThreadRow* begin = task != 0 ? task_thread(task) : &thread(i.begin_thread);
+  const ThreadRow* begin =
+      task != 0 ? task_thread(static_cast<uint32_t>(i.tag >> 32), task) : &thread(i.begin_thread);
   const ThreadRow& closer = thread(i.end_thread);
   // The key as `nanotrace latency` shows it: the end record's key field(s), '+' between.
   const bool kernel = end.event->is_kernel;
@@ -300,7 +342,7 @@ void TraceRows::Impl::interval_row(const ResolvedPair& rule, uint32_t index, con
   }
   NodeRow& node = self.nodes_[begin ? begin->node : closer.node];
   ++node.intervals;
-  intervals.put<uint16_t>(kIDate, day_of(origin + i.begin_ns));
+  intervals.put_date(kIDate, day_of(origin + i.begin_ns));
   intervals.put<uint64_t>(kITraceId, self.trace_id_);
   intervals.put_string(kINode, node.name);
   intervals.put_string(kIPair, pair_labels[index]);
@@ -323,9 +365,6 @@ Status TraceRows::write(size_t batch_rows, const BlockSink& sink) {
   counts_ = {};
   auto records = trace_.read_all_with_kernel();
   Impl d{*this, *records};
-  for (size_t p = 0; p < trace_.processes().size(); ++p) {
-    d.pid_process.emplace(trace_.processes()[p].pid, static_cast<uint32_t>(p));
-  }
   for (const ResolvedPair& r : rules_) d.pair_labels.push_back(utf8::valid(r.rule.label()));
   // The threads known now, so that a kernel record finds its task's thread before that
   // thread's first record.
@@ -346,7 +385,7 @@ Status TraceRows::write(size_t batch_rows, const BlockSink& sink) {
     if (stages_) stages_->add(r);
     for (const IntervalMatch& m : matcher.add(r)) {
       if (m.kind == IntervalMatch::Kind::kBegin) {
-        *m.tag = r.event->is_kernel ? r.task : 0;
+        *m.tag = r.event->is_kernel ? uint64_t{d.thread(r.thread).node} << 32 | r.task : 0;
       } else if (m.kind == IntervalMatch::Kind::kEnd) {
         d.interval_row(rules_[m.rule], m.rule, m.interval, r);
       }
@@ -373,6 +412,7 @@ Status TraceRows::write(size_t batch_rows, const BlockSink& sink) {
   if (d.intervals.rows() > 0) {
     if (Status s = sink(intervals_table(), d.intervals); !s.ok()) return s;
   }
+  damage_ = damage_of(trace_, records->threads());
   if (Status s = write_io_stages(d, batch_rows, sink); !s.ok()) return s;
   return write_losses(d, sink);
 }
@@ -394,7 +434,7 @@ Status TraceRows::write_io_stages(Impl& d, size_t batch_rows, const BlockSink& s
     NodeRow& node = nodes_[t.node];
     ++node.ios;
     size_t c = 0;
-    block.put<uint16_t>(c++, day_of(origin + io.ns[0]));
+    block.put_date(c++, day_of(origin + io.ns[0]));
     block.put<uint64_t>(c++, trace_id_);
     block.put_string(c++, node.name);
     block.put<uint32_t>(c++, t.pid);
@@ -425,10 +465,10 @@ Status TraceRows::write_losses(Impl& d, const BlockSink& sink) {
   const uint16_t date = day_of(first_ns_);
   auto row = [&](uint32_t node, uint32_t pid, const std::string& process, uint32_t tid,
                  const std::string& thread, uint32_t slot, uint32_t generation, bool kernel,
-                 const char* cause, uint64_t records) {
-    if (records == 0) return;
+                 const char* cause, uint64_t records, uint64_t corrupt_blocks = 0) {
+    if (records == 0 && corrupt_blocks == 0) return;
     size_t c = 0;
-    block.put<uint16_t>(c++, date);
+    block.put_date(c++, date);
     block.put<uint64_t>(c++, trace_id_);
     block.put_string(c++, nodes_[node].name);
     block.put<uint32_t>(c++, pid);
@@ -440,9 +480,11 @@ Status TraceRows::write_losses(Impl& d, const BlockSink& sink) {
     block.put<uint8_t>(c++, kernel ? 1 : 0);
     block.put_string(c++, cause);
     block.put<uint64_t>(c++, records);
+    block.put<uint64_t>(c++, corrupt_blocks);
     block.end_row();
     counts_.lost_records += records;
     nodes_[node].lost += records;
+    nodes_[node].corrupt_blocks += corrupt_blocks;
   };
   const std::vector<ThreadStats>& threads = d.source.threads();
   for (uint32_t i = 0; i < threads.size(); ++i) {
@@ -453,6 +495,9 @@ Status TraceRows::write_losses(Impl& d, const BlockSink& sink) {
       row(t.node, t.pid, t.process, t.tid, t.thread, s.info.slot, s.info.generation, s.info.kernel,
           cause, records);
     }
+    // A kernel CPU's corrupt sub-buffer held an unknown number of events: 0 records.
+    row(t.node, t.pid, t.process, t.tid, t.thread, s.info.slot, s.info.generation, s.info.kernel,
+        "corrupt", s.unreadable, s.corrupt_blocks);
   }
   const std::vector<ProcessInfo>& processes = trace_.processes();
   for (uint32_t i = 0; i < processes.size(); ++i) {
@@ -532,7 +577,7 @@ void TraceRows::trace_row(uint32_t n, const std::string& source, uint64_t shippe
   const uint64_t begin = node.any ? node.first_ns : first_ns_;
   NativeBlock& b = *block;
   size_t c = 0;
-  b.put<uint16_t>(c++, day_of(begin));
+  b.put_date(c++, day_of(begin));
   b.put<uint64_t>(c++, trace_id_);
   b.put_string(c++, node.name);
   b.put_text(c++, info ? info->machine_id : std::string());
@@ -558,6 +603,7 @@ void TraceRows::trace_row(uint32_t n, const std::string& source, uint64_t shippe
   b.put<uint64_t>(c++, node.intervals);
   b.put<uint64_t>(c++, node.ios);
   b.put<uint64_t>(c++, node.lost);
+  b.put<uint64_t>(c++, node.corrupt_blocks);
   b.put_string(c++, t.state);
   b.put_text(c++, t.expression);
   b.put_text(c++, t.event);
@@ -565,6 +611,8 @@ void TraceRows::trace_row(uint32_t n, const std::string& source, uint64_t shippe
   b.put<uint32_t>(c++, t.tid);
   b.put<uint64_t>(c++, t.seq);
   b.put<uint64_t>(c++, t.realtime_ns);
+  for (const ResolvedPair& r : rules_) b.put_text(c, r.rule.label());
+  b.end_array(c++);
   b.end_row();
 }
 

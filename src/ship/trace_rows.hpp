@@ -6,10 +6,12 @@
 // I/O, its stages exactly as `nanotrace breakdown` computes them); then come the losses rows
 // (per thread incarnation and cause) and the trace's row.
 //
-// The trace id: a hash of what makes one trace distinct (its node; each process's pid, clock
-// rate and the clock pair taken when its segment was created; each thread slot's generation,
-// tid and records written), so the same trace file gives the same id wherever and however
-// often it is shipped, and a later snapshot of the same process (more records) another.
+// The trace id: a hash of what makes one trace distinct (the node names the file records;
+// each process's pid, clock rate and the clock pair taken when its segment was created; each
+// thread slot's generation, tid and records written) and, for a damaged trace, of what could
+// be read of it (Damage::digest), so the same trace file gives the same id wherever, however
+// often and under whatever --node it is shipped, a later snapshot of the same process (more
+// records) another, and a damaged copy of a file another than the intact file.
 //
 // Nodes: the machines the trace file records (Trace::nodes(): one in a snapshot or recording,
 // several in a merged file), each process's rows under its node's hostname, and one traces row
@@ -44,24 +46,47 @@ struct RowCounts {
   uint64_t lost_records = 0;  // sum of the losses rows
 };
 
+// What reading a trace found damaged: corrupt blocks (ThreadStats::corrupt_blocks, and the
+// records they made unreadable) and the file's ignored tail (Trace::warning).
+struct Damage {
+  uint64_t corrupt_blocks = 0;
+  uint64_t unreadable = 0;  // records lost to them (ThreadStats::unreadable)
+  std::string warning;      // Trace::warning(), or ""
+  // "" for an intact trace; else what each stream delivered (records, gaps, corrupt blocks),
+  // which the trace id covers: the same damaged file reads the same every time.
+  std::string digest;
+  bool damaged() const { return !digest.empty(); }
+};
+// The damage of trace, from the per-stream statistics of a read to its end.
+Damage damage_of(const Trace& trace, const std::vector<ThreadStats>& streams);
+// Reads every record of trace (each thread's spans, each kernel CPU) to find its damage.
+Damage read_damage(Trace& trace);
+
 class TraceRows {
  public:
   // node: the name of the trace's one node ("": the file's, else the local hostname).
   // pairs: the begin/end rules whose intervals to make; empty: those the event names suggest
   // (infer_pairs). Rules that name events the trace lacks are skipped (skipped_pairs()).
+  // damage_digest: Damage::digest of the trace as it will read ("" if intact): the id covers
+  // it, and write() ships what it reads; damage() says what that was.
   // Errors: kInvalidArgument for a node name given for a trace of several nodes.
   static Result<std::unique_ptr<TraceRows>> open(Trace& trace, const std::string& node,
-                                                 std::vector<PairRule> pairs);
+                                                 std::vector<PairRule> pairs,
+                                                 const std::string& damage_digest = "");
 
   uint64_t trace_id() const { return trace_id_; }
   // Its nodes' names (valid UTF-8), in the trace's order.
   std::vector<std::string> node_names() const;
   const std::vector<std::string>& skipped_pairs() const { return skipped_; }
+  // The labels of the pairs whose intervals it stores (valid UTF-8), as `pair` holds them.
+  std::vector<std::string> pair_labels() const;
 
   // Sends every events, intervals, io_stages and losses row to sink in blocks of up to batch_rows
   // rows (or 64 MiB of values).
   Status write(size_t batch_rows, const BlockSink& sink);
   const RowCounts& counts() const { return counts_; }
+  // What write() found damaged.
+  const Damage& damage() const { return damage_; }
   // Days (since 1970-01-01, UTC) of the first and the last record (after write()): every row
   // of the trace is dated within them.
   uint16_t first_day() const;
@@ -78,7 +103,7 @@ class TraceRows {
     std::string name;  // valid UTF-8
     uint64_t first_ns = 0, last_ns = 0;
     bool any = false;  // a record seen
-    uint64_t events = 0, intervals = 0, ios = 0, lost = 0;
+    uint64_t events = 0, intervals = 0, ios = 0, lost = 0, corrupt_blocks = 0;
   };
   TraceRows(Trace& trace, std::vector<PairRule> pairs);
   Status write_io_stages(Impl& d, size_t batch_rows, const BlockSink& sink);
@@ -95,6 +120,7 @@ class TraceRows {
   std::unique_ptr<IoStageTracker> stages_;
   uint64_t trace_id_ = 0;
   RowCounts counts_;
+  Damage damage_;
   uint64_t first_ns_ = 0, last_ns_ = 0;  // realtime of the first and last record
 };
 

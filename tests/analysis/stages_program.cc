@@ -4,6 +4,9 @@
 //   --delay-stage S --delay-us D  stage S (parse, compute or write) takes D us more
 //   --tail-every K --tail-us T    every K-th request's write stage takes T us more
 //   --sleep-us D                  the write stage also sleeps D us (off the CPU)
+//   --parse-us P --compute-us C --write-us W
+//                                 the stages' own lengths (default 40, 80, 60 us): short ones
+//                                 make cheap runs of many requests, and are rarely preempted
 //
 //   stages_program --requests N [...]
 #include <time.h>
@@ -34,6 +37,7 @@ void spin_us(uint64_t us) {
 
 int main(int argc, char** argv) {
   uint64_t requests = 1000, delay_us = 0, tail_every = 0, tail_us = 0, sleep_us = 0;
+  uint64_t parse_us = 40, compute_us = 80, write_us = 60;
   std::string delay_stage;
   for (int i = 1; i + 1 < argc; i += 2) {
     const char* v = argv[i + 1];
@@ -49,10 +53,17 @@ int main(int argc, char** argv) {
       tail_us = std::strtoull(v, nullptr, 10);
     } else if (!std::strcmp(argv[i], "--sleep-us")) {
       sleep_us = std::strtoull(v, nullptr, 10);
+    } else if (!std::strcmp(argv[i], "--parse-us")) {
+      parse_us = std::strtoull(v, nullptr, 10);
+    } else if (!std::strcmp(argv[i], "--compute-us")) {
+      compute_us = std::strtoull(v, nullptr, 10);
+    } else if (!std::strcmp(argv[i], "--write-us")) {
+      write_us = std::strtoull(v, nullptr, 10);
     } else {
       std::fprintf(stderr,
                    "usage: stages_program --requests N [--delay-stage S --delay-us D] "
-                   "[--tail-every K --tail-us T] [--sleep-us D]\n");
+                   "[--tail-every K --tail-us T] [--sleep-us D] [--parse-us P] "
+                   "[--compute-us C] [--write-us W]\n");
       return 2;
     }
   }
@@ -61,13 +72,13 @@ int main(int argc, char** argv) {
   auto extra = [&](const char* stage) { return delay_stage == stage ? delay_us : 0; };
   for (uint64_t req = 0; req < requests; ++req) {
     NANOTRACE(stage, parse_begin, "req={}", req);
-    spin_us(40 + extra("parse"));
+    spin_us(parse_us + extra("parse"));
     NANOTRACE(stage, parse_end, "req={}", req);
     NANOTRACE(stage, compute_begin, "req={}", req);
-    spin_us(80 + extra("compute"));
+    spin_us(compute_us + extra("compute"));
     NANOTRACE(stage, compute_end, "req={}", req);
     NANOTRACE(stage, write_begin, "req={}", req);
-    spin_us(60 + extra("write") + (tail_every > 0 && req % tail_every == 0 ? tail_us : 0));
+    spin_us(write_us + extra("write") + (tail_every > 0 && req % tail_every == 0 ? tail_us : 0));
     if (sleep_us > 0) {
       const timespec ts{static_cast<time_t>(sleep_us / 1000000),
                         static_cast<long>(sleep_us % 1000000 * 1000)};

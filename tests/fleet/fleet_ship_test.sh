@@ -7,6 +7,7 @@
 #   1. `fleet snapshot`: both agents ship their snapshot; the events table holds each node's
 #      trace once, its counts per event equal to `nanotrace stats --json` on the snapshot;
 #      each snapshot is left as it was, beside a 0600 `.shipped` marker.
+#      The agents' /metrics, shipping families included, pass `promtool check metrics`.
 #   2. ClickHouse killed, another `fleet snapshot`: the agents' /metrics and `fleet status`
 #      show failed attempts and the snapshot queued. An agent stopped meanwhile exits
 #      promptly (no wait on the dead server) and, restarted, queues its unshipped snapshot.
@@ -15,7 +16,7 @@
 #      restarted on its spool ships nothing again (the markers); one whose marker was removed
 #      ships that snapshot again and ClickHouse finds it stored: still once.
 #
-# Usage: fleet_ship_test.sh BIN_DIR   (root; nats-server and clickhouse-server installed)
+# Usage: fleet_ship_test.sh BIN_DIR   (root; nats-server, clickhouse-server, promtool installed)
 set -u
 BIN=$1
 NT=$BIN/nanotrace
@@ -24,6 +25,7 @@ skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (mount namespaces)"
 command -v nats-server >/dev/null || skip "nats-server is not installed"
 command -v clickhouse-server >/dev/null || skip "clickhouse-server is not installed"
+command -v promtool >/dev/null || skip "promtool (package prometheus) is not installed"
 PY=/usr/bin/python3
 
 T=$(mktemp -d /tmp/nanotrace-fleet-ship.XXXXXX)
@@ -208,6 +210,11 @@ wait_for 300 metrics_are 1:nanotrace_fleet_shipped_snapshots_total=1 \
   2:nanotrace_fleet_shipped_snapshots_total=1 1:nanotrace_fleet_ship_queue=0 \
   2:nanotrace_fleet_ship_queue=0 || fail "round 1 not shipped: $(show_metrics)"
 check_stored r1 || fail "round 1 in ClickHouse"
+# The shipping's families beside the others: promtool's lint of /metrics.
+curl -s --max-time 2 "http://127.0.0.1:$METRICS1/metrics" >"$T/metrics1.txt"
+grep -q nanotrace_fleet_ship_queue "$T/metrics1.txt" || fail "no shipping metrics"
+promtool check metrics <"$T/metrics1.txt" >"$T/promtool.out" 2>&1 ||
+  fail "promtool check metrics: $(cat "$T/promtool.out")"
 for f in "$T"/r1/*.nt; do
   name=$(basename "$f"); n=$(echo "$name" | cut -d. -f3); n=${n#node}
   cmp -s "$f" "$T/spool$n/$name" || fail "$name changed in the spool after shipping"

@@ -1,9 +1,10 @@
 #!/bin/bash
 # The fleet end to end, on one machine: four nodes, each in its own network namespace (a veth
 # pair to a bridge on the host), mount namespace (its own /dev/shm and spool) and PID
-# namespace, with one traced producer and one agent each; nats-server on the host, requiring a
-# user and password; Prometheus on the host scraping every agent's /metrics; a chronyd (its
-# own command socket, a local reference, not steering the clock) that node 1 asks.
+# namespace, with one traced producer and one agent each; a cluster of three nats-servers on
+# the host (routes on 127.0.0.1), requiring a user and a password that holds a '#'; every agent
+# and command given the three; Prometheus on the host scraping every agent's /metrics; a
+# chronyd (its own command socket, a local reference, not steering the clock) that node 1 asks.
 #
 #   1. A slow I/O on node 3 freezes every node; each node's snapshot holds the matching
 #      record's time, and names node 3, its process, thread and record as the origin; its
@@ -11,15 +12,20 @@
 #      unknown elsewhere); `nanotrace merge` of the round is in exact time order and names
 #      node 3 as the origin; each node copied its rings --copy-delay after it learned of
 #      the freeze.
-#   2. An agent killed mid-test: the other nodes still freeze; its restart loses no armed
-#      trigger (the trigger lives in the traced process).
-#   3. The broker stopped: a local trigger still freezes its node; the agents reconnect.
+#   2. An agent killed mid-test, and a server of the cluster killed mid-round: the server of
+#      node 3's agent is stopped, node 1 fires (its announcement stuck in that server, for
+#      node 3), the server is killed: every live node freezes (node 3 on a repeat of the
+#      announcement, once it has reconnected to another server); the killed agent's restart
+#      loses no armed trigger (the trigger lives in the traced process).
+#   3. The whole cluster stopped: a local trigger still freezes its node, whose announcement
+#      reaches no server while it is repeated (counted local-only); the agents reconnect.
 #   4. Bad credentials are refused and logged; a credentials file others can read is refused;
-#      a fetch naming a path outside the spool is refused.
+#      a fetch naming a path outside the spool, or a FIFO in it, is refused at once.
 #   5. Prometheus scrapes the agents and the values come back from its query API, the
-#      clock's error bound among them (chrony's on node 1, NaN: unknown, elsewhere).
+#      clock's error bound among them (chrony's on node 1, NaN: unknown, elsewhere); every
+#      agent's /metrics passes `promtool check metrics`.
 #
-# Usage: fleet_system_test.sh BIN_DIR   (root; nats-server, prometheus, chrony installed)
+# Usage: fleet_system_test.sh BIN_DIR   (root; nats-server, prometheus (promtool), chrony)
 set -u
 BIN=$1
 NT=$BIN/nanotrace
@@ -28,6 +34,7 @@ skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (namespaces)"
 command -v nats-server >/dev/null || skip "nats-server is not installed"
 command -v prometheus >/dev/null || skip "prometheus is not installed"
+command -v promtool >/dev/null || skip "promtool (package prometheus) is not installed"
 [ -x /usr/sbin/chronyd ] || skip "chrony is not installed"
 
 T=$(mktemp -d /tmp/nanotrace-fleet.XXXXXX)
@@ -35,10 +42,9 @@ chmod 700 "$T"
 TAG=$$
 BR=ntfb$((TAG % 100000))
 NET=10.$((200 + TAG % 50)).$((TAG / 50 % 250)).
-PORT=$((20000 + TAG % 20000))
-PROM_PORT=$((PORT + 1))
-NODES="1 2 4 3"
-NATS_PID=""; PROM_PID=""; CHRONY_PID=""; NODE_PIDS=""
+PORT=$((20000 + TAG % 20000))  # server i (1-3): clients PORT+i, routes PORT+10+i, monitor PORT+20+i
+PROM_PORT=$((PORT + 30))
+NATS_PIDS=(0 "" "" ""); PROM_PID=""; CHRONY_PID=""
 
 cleanup() {
   touch "$T/stop"
@@ -50,7 +56,7 @@ cleanup() {
     for pid in $(ip netns pids ntf$TAG-$n 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
     ip netns del ntf$TAG-$n 2>/dev/null
   done
-  [ -n "$NATS_PID" ] && kill "$NATS_PID" 2>/dev/null
+  for i in 1 2 3; do [ -n "${NATS_PIDS[$i]}" ] && kill -KILL "${NATS_PIDS[$i]}" 2>/dev/null; done
   [ -n "$PROM_PID" ] && kill "$PROM_PID" 2>/dev/null
   [ -n "$CHRONY_PID" ] && kill "$CHRONY_PID" 2>/dev/null
   ip link del "$BR" 2>/dev/null
@@ -73,26 +79,50 @@ for n in 1 2 3 4; do
   ip -n $ns link set lo up
 done
 
-# --- Broker with credentials ---------------------------------------------------------------------
-printf 'user = nanotrace\npassword = fleet-%s\n' "$TAG" >"$T/creds"
+# --- A cluster of three brokers, with credentials ------------------------------------------------
+# The password holds a '#': the credentials file gives it as written.
+printf 'user = nanotrace\npassword = fleet#%s\n' "$TAG" >"$T/creds"
 chmod 600 "$T/creds"
 printf 'user = nanotrace\npassword = wrong\n' >"$T/bad-creds"
 chmod 600 "$T/bad-creds"
-cat >"$T/nats.conf" <<CONF
-listen: ${NET}1:$PORT
-authorization { user: nanotrace, password: "fleet-$TAG" }
+for i in 1 2 3; do
+  cat >"$T/nats$i.conf" <<CONF
+server_name: s$i
+listen: ${NET}1:$((PORT + i))
+http: 127.0.0.1:$((PORT + 20 + i))
+authorization { user: nanotrace, password: "fleet#$TAG" }
+cluster {
+  name: ntf$TAG
+  listen: 127.0.0.1:$((PORT + 10 + i))
+  routes: [nats://127.0.0.1:$((PORT + 11)), nats://127.0.0.1:$((PORT + 12)), nats://127.0.0.1:$((PORT + 13))]
+}
 CONF
-start_nats() {
-  nats-server -c "$T/nats.conf" >>"$T/nats.log" 2>&1 &
-  NATS_PID=$!
+done
+start_nats() {  # start_nats I: server I, once it accepts clients
+  nats-server -c "$T/nats$1.conf" >>"$T/nats$1.log" 2>&1 &
+  NATS_PIDS[$1]=$!
   for _ in $(seq 100); do
-    (exec 3<>/dev/tcp/${NET}1/$PORT) 2>/dev/null && return 0
+    (exec 3<>/dev/tcp/${NET}1/$((PORT + $1))) 2>/dev/null && return 0
     sleep 0.05
   done
-  fail "nats-server did not start: $(tail -3 "$T/nats.log")"
+  fail "nats-server $1 did not start: $(tail -3 "$T/nats$1.log")"
 }
-start_nats
-URL=nats://${NET}1:$PORT
+stop_nats() {  # stop_nats I
+  [ -n "${NATS_PIDS[$1]}" ] || return 0
+  kill -KILL "${NATS_PIDS[$1]}" 2>/dev/null; wait "${NATS_PIDS[$1]}" 2>/dev/null; NATS_PIDS[$1]=""
+}
+# monitor I PATH: server I's monitoring endpoint (JSON).
+monitor() {
+  /usr/bin/python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode())' \
+    "http://127.0.0.1:$((PORT + 20 + $1))$2"
+}
+routes_up() {
+  for i in 1 2 3; do
+    [ "$(monitor $i /routez 2>/dev/null | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["num_routes"])' 2>/dev/null)" = 2 ] || return 1
+  done
+}
+for i in 1 2 3; do start_nats $i; done
+URL=nats://${NET}1:$((PORT + 1)),nats://${NET}1:$((PORT + 2)),nats://${NET}1:$((PORT + 3))
 FLEET=(--broker "$URL" --credentials "$T/creds" --fleet t$TAG)
 
 # --- Clock sync: a chronyd on a command socket of its own, for node 1 -------------------------
@@ -120,7 +150,7 @@ NANOTRACE_NAME=producer$n "$BIN/nanotrace_fleet_producer" --slow "$T/slow$n" >/d
 while [ ! -e "$T/stop" ]; do
   "$BIN/nanotrace" agent --node node$n --spool "$T/spool$n" --broker "$URL" \
     --credentials "$T/creds" --fleet "$FLEETNAME" --metrics "$ADDR:9464" --rate 2s \
-    --scan-ms 200 --copy-delay 100ms 2>>"$T/agent$n.log"
+    --scan-ms 200 --copy-delay 100ms --announce-for 2s 2>>"$T/agent$n.log"
   echo "agent exited: $?" >>"$T/agent$n.log"
   sleep 0.2
   while [ -e "$T/down$n" ]; do sleep 0.05; done  # the test keeps this node's agent down
@@ -156,7 +186,9 @@ wait_nodes() {
   fail "the 4 agents did not all report their producer"
 }
 wait_nodes
-echo "ok: 4 agents up, one producer each"
+for _ in $(seq 100); do routes_up && break; sleep 0.1; done
+routes_up || fail "the three servers did not form a cluster: $(tail -3 "$T"/nats*.log)"
+echo "ok: 4 agents up, one producer each; 3 servers in a cluster"
 
 # --- 1. A slow I/O on node 3 freezes every node ------------------------------------------------
 "$NT" fleet arm 'test:io lat_us>10000' --after 1ms --nodes 4 "${FLEET[@]}" >"$T/arm.out" ||
@@ -164,6 +196,7 @@ echo "ok: 4 agents up, one producer each"
 [ "$(grep -c '^  process' "$T/arm.out")" = 4 ] || fail "not armed in 4 processes: $(cat "$T/arm.out")"
 touch "$T/slow3"
 "$NT" fleet collect --nodes 4 --wait 20s --dir "$T/c1" "${FLEET[@]}" || fail "collect round 1"
+round1_end=$EPOCHREALTIME
 ls "$T/c1"/*.nt >/dev/null 2>&1 || fail "no snapshot collected"
 "$BIN/nanotrace_fleet_snapshot_info" "$T/c1"/*.nt >"$T/c1.info" || fail "snapshots unreadable"
 /usr/bin/python3 - "$T/c1" "$T/c1.info" <<'PY' || fail "round 1 content"
@@ -255,18 +288,42 @@ victim=$(agent_pid 2)
 [ -n "$victim" ] || fail "no agent on node 2"
 touch "$T/down2"
 kill -KILL "$victim"
-sleep 2.2  # past the rate interval of round 1
+# The server node 3's agent is connected to (each server's /connz names its clients).
+server_of() {
+  for i in 1 2 3; do
+    monitor $i /connz | /usr/bin/python3 -c 'import json,sys; sys.exit(0 if any(c.get("name") == sys.argv[1] for c in json.load(sys.stdin)["connections"]) else 1)' \
+      "nanotrace-agent-node$1" 2>/dev/null && echo $i
+  done
+}
+S=$(server_of 3)
+[ -n "$S" ] || fail "node 3's agent is on none of the servers"
+sleep "$(/usr/bin/python3 -c 'import sys, time; print(max(0, float(sys.argv[1]) + 2.2 - time.time()))' "$round1_end")"  # past the rate interval of round 1
+# Mid-round: node 3's server stops (what it is sent for node 3 stays in it), node 1 fires, the
+# server dies with node 1's announcement in it. Node 3's agent reconnects to another server
+# and freezes on a repeat of the announcement.
+kill -STOP "${NATS_PIDS[$S]}"
 touch "$T/slow1"
+for _ in $(seq 400); do [ -e "$T/slow1" ] || break; sleep 0.05; done
+[ -e "$T/slow1" ] && fail "node 1 did not fire"
+sleep 0.3
+stop_nats "$S"
 "$NT" fleet collect --nodes 3 --wait 20s --dir "$T/c2" "${FLEET[@]}" || fail "collect round 2"
-/usr/bin/python3 - "$T/c2" <<'PY' || fail "round 2 content"
+/usr/bin/python3 - "$T/c2" "$S" <<'PY' || fail "round 2 content"
 import json, glob, os, sys
-ms = [json.load(open(f)) for f in glob.glob(os.path.join(sys.argv[1], "*.json"))]
-nodes = sorted(m["node"] for m in ms)
-assert nodes == ["node1", "node3", "node4"], nodes
-assert all(m["origins"][0]["node"] == "node1" for m in ms), ms
-print(f"ok: round 2 with node 2's agent killed: {nodes} froze")
+ms = {m["node"]: m for m in (json.load(open(f)) for f in glob.glob(os.path.join(sys.argv[1], "*.json")))}
+assert sorted(ms) == ["node1", "node3", "node4"], sorted(ms)
+assert all(m["origins"][0]["node"] == "node1" for m in ms.values()), ms
+match = ms["node1"]["origins"][0]["match_realtime_ns"]
+# Its server stopped before the match and died 0.3 s after it: node 3 has the announcement
+# from another server once reconnected, on a repeat (without the repeats, never).
+late = ms["node3"]["timing"]["received_ns"] - match
+print(f"ok: round 2 with node 2's agent killed and server s{sys.argv[2]} (node 3's) killed "
+      f"mid-round: {sorted(ms)} froze, node 3 {late / 1e6:.0f} ms after the match")
 PY
 [ $? = 0 ] || exit 1
+# Node 2's agent comes back once node 1 no longer repeats round 2 (it would freeze for it).
+for _ in $(seq 400); do grep -q "stopped repeating the freeze" "$T/agent1.log" && break; sleep 0.05; done
+grep -q "stopped repeating the freeze" "$T/agent1.log" || fail "node 1 never stopped repeating"
 rm "$T/down2"
 wait_nodes  # node 2's agent is back
 "$NT" fleet status "${FLEET[@]}" --nodes 4 --json >"$T/status2.json" || fail "status after restart"
@@ -280,13 +337,28 @@ print("ok: node 2's restarted agent found its producer still armed")
 PY
 [ $? = 0 ] || exit 1
 
-# --- 3. The broker stopped ---------------------------------------------------------------------
-sleep 2.2
-kill "$NATS_PID"; wait "$NATS_PID" 2>/dev/null; NATS_PID=""
+# --- 3. The whole cluster stopped ----------------------------------------------------------------
+# Past every node's rate interval (2 s from when it took round 2: later on a node that had the
+# announcement late), or node 4's firing is held back, not announced.
+sleep "$(/usr/bin/python3 -c '
+import glob, json, os, sys, time
+took = [m["timing"].get("received_ns", m["timing"].get("seen_ns", 0))
+        for m in (json.load(open(f)) for f in glob.glob(os.path.join(sys.argv[1], "*.json")))]
+print(max(0, max(took) / 1e9 + 2.2 - time.time()))' "$T/c2")"
+down_before=$(grep -c "broker down" "$T/agent4.log")
+for i in 1 2 3; do stop_nats $i; done
+for _ in $(seq 400); do
+  [ "$(grep -c "broker down" "$T/agent4.log")" -gt "$down_before" ] && break
+  sleep 0.05
+done
+[ "$(grep -c "broker down" "$T/agent4.log")" -gt "$down_before" ] || fail "node 4 saw no broker down"
 touch "$T/slow4"
-for _ in $(seq 100); do [ -e "$T/slow4" ] || break; sleep 0.05; done
-sleep 0.5
-start_nats
+for _ in $(seq 400); do [ -e "$T/slow4" ] || break; sleep 0.05; done
+[ -e "$T/slow4" ] && fail "node 4 did not fire"
+# Its announcement, repeated for --announce-for (2 s), reaches no server: node 4 froze alone.
+for _ in $(seq 400); do grep -q "reached no server" "$T/agent4.log" && break; sleep 0.05; done
+grep -q "reached no server" "$T/agent4.log" || fail "node 4: $(tail -5 "$T/agent4.log")"
+for i in 1 2 3; do start_nats $i; done
 wait_nodes
 "$NT" fleet status "${FLEET[@]}" --nodes 4 --json >"$T/status3.json" || fail "status after broker restart"
 /usr/bin/python3 - "$T/status3.json" <<'PY' || fail "local freeze with the broker down"
@@ -296,7 +368,7 @@ assert nodes["node4"]["local_only"] == 1, nodes["node4"]
 assert nodes["node4"]["rounds"] == 3, nodes["node4"]
 assert nodes["node1"]["rounds"] == 2 and nodes["node3"]["rounds"] == 2, nodes
 assert all(n["connected"] for n in nodes.values())
-print("ok: broker down: node 4 froze alone; the agents reconnected")
+print("ok: cluster down: node 4 froze alone; the agents reconnected")
 PY
 [ $? = 0 ] || exit 1
 "$NT" fleet collect --nodes 1 --wait 5s --dir "$T/c3" "${FLEET[@]}" || fail "collect round 3"
@@ -320,7 +392,17 @@ if "$NT" fleet fetch node1 ../../etc/passwd --output "$T/passwd" "${FLEET[@]}" >
   fail "a path outside the spool was served"
 fi
 grep -q "refused" "$T/fetch.out" || fail "fetch outside the spool: $(cat "$T/fetch.out")"
-echo "ok: bad credentials refused and logged; open credentials file refused; path outside the spool refused"
+# A FIFO in node 1's spool (its own mount namespace): refused at once, naming it, and the
+# agent serves its files as before.
+nsenter -t "$(agent_pid 1)" -m mkfifo "$T/spool1/x.node1.1.nt" || fail "mkfifo in node 1's spool"
+if timeout 20 "$NT" fleet fetch node1 x.node1.1.nt --output "$T/fifo" "${FLEET[@]}" >"$T/fifo.out" 2>&1; then
+  fail "a FIFO was served"
+fi
+grep -q "not a regular file (a FIFO)" "$T/fifo.out" || fail "FIFO in the spool: $(cat "$T/fifo.out")"
+manifest=$(basename "$(ls "$T/c1"/*node1.json)")
+timeout 20 "$NT" fleet fetch node1 "$manifest" --output "$T/m1.json" "${FLEET[@]}" >/dev/null 2>&1 &&
+  cmp -s "$T/m1.json" "$T/c1/$manifest" || fail "node 1's fetches after the FIFO"
+echo "ok: bad credentials refused and logged; open credentials file refused; path outside the spool and a FIFO in it refused"
 
 # --- 5. Prometheus -----------------------------------------------------------------------------
 query() {
@@ -358,4 +440,15 @@ echo "$chrony_bound" | grep -q '^{"node1": [0-9.e-]*}$' || fail "chrony's bound:
 grep -q "^node node1: .*clock chrony ±" "$T/status5.txt" || fail "status clock: $(cat "$T/status5.txt")"
 grep -q "^node node2: .*clock unknown$" "$T/status5.txt" || fail "status clock: $(cat "$T/status5.txt")"
 echo "ok: Prometheus scraped the 4 agents: rounds $rounds, clock bound $chrony_bound"
+# promtool's lint of an agent's /metrics (Prometheus's text format, as a client that asks for no
+# other gets it; every agent serves the same families); what Prometheus got, OpenMetrics, ends
+# with its # EOF.
+url=http://${NET}11:9464/metrics
+/usr/bin/python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode())' \
+  "$url" >"$T/metrics1.txt" || fail "node 1's /metrics"
+promtool check metrics <"$T/metrics1.txt" >"$T/promtool1.out" 2>&1 ||
+  fail "promtool check metrics: $(cat "$T/promtool1.out")"
+/usr/bin/python3 -c 'import sys, urllib.request; r = urllib.request.urlopen(urllib.request.Request(sys.argv[1], headers={"Accept": "application/openmetrics-text; version=1.0.0"}), timeout=2); b = r.read().decode(); sys.exit(0 if r.headers["Content-Type"].startswith("application/openmetrics-text") and b.endswith("# EOF\n") else 1)' \
+  "$url" || fail "node 1's /metrics in OpenMetrics"
+echo "ok: promtool check metrics passes on an agent's /metrics"
 echo "PASS"

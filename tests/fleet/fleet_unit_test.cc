@@ -6,11 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
+#include "common/child_process.hpp"
+#include "fleet/agent_announcer.hpp"
 #include "fleet/credentials.hpp"
+#include "fleet/local_processes.hpp"
 #include "fleet/protocol.hpp"
 #include "fleet/spool.hpp"
 
@@ -72,6 +76,28 @@ TEST(SpoolTest, CreatesPrivateFilesNeverThroughALink) {
   EXPECT_FALSE(Spool::open(d.path + "/spool-link").ok());
 }
 
+TEST(SpoolTest, RefusesAFifoWithoutBlockingAndStillServesFiles) {
+  TempDir d;
+  auto spool = Spool::open(d.path + "/spool");
+  ASSERT_TRUE(spool.ok());
+  // No writer ever opens it: a blocking open would hold the caller (the agent's fetches) for
+  // good. The refusal names what the file is.
+  ASSERT_EQ(mkfifo((d.path + "/spool/r.n.1.nt").c_str(), 0600), 0);
+  auto r = spool->read("r.n.1.nt", 0, 100);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("r.n.1.nt is not a regular file (a FIFO)"), std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(spool->size("r.n.1.nt").ok());
+  ASSERT_EQ(mkdir((d.path + "/spool/dir.json").c_str(), 0700), 0);
+  EXPECT_NE(spool->read("dir.json", 0, 100).status().message().find("(a directory)"),
+            std::string::npos);
+  ASSERT_TRUE(spool->write_file("ok.json", "{}").ok());
+  auto ok = spool->read("ok.json", 0, 100);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(*ok, "{}");
+}
+
 TEST(CredentialsTest, OnlyAPrivateFileWithATokenOrAUserAndPassword) {
   TempDir d;
   const std::string path = d.path + "/creds";
@@ -95,6 +121,151 @@ TEST(CredentialsTest, OnlyAPrivateFileWithATokenOrAUserAndPassword) {
   EXPECT_EQ(read_credentials(d.path + "/none").status().code(), StatusCode::kNotFound);
   ASSERT_EQ(symlink(path.c_str(), (d.path + "/link").c_str()), 0);
   EXPECT_FALSE(read_credentials(d.path + "/link").ok());
+}
+
+TEST(CredentialsTest, ValuesAreTakenAsWrittenHashesAndQuotesIncluded) {
+  // A '#' inside a value is part of it: the server has the whole password, so must we.
+  auto c = parse_credentials("user = nt\npassword = s3cret#with-a-hash # not a comment\n", "t");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->password, "s3cret#with-a-hash # not a comment");
+  c = parse_credentials("  # a comment line\n\t#another\ntoken=#abc#\n", "t");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->token, "#abc#");
+  // Quotes keep blanks at the ends; "..." escapes \" and \\, '...' nothing.
+  c = parse_credentials("user = \" a b \"\npassword = \"q\\\"\\\\#\"\n", "t");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->user, " a b ");
+  EXPECT_EQ(c->password, "q\"\\#");
+  c = parse_credentials("user='it\\s'\npassword = '\"x\" = y'\r\n", "t");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->user, "it\\s");
+  EXPECT_EQ(c->password, "\"x\" = y");  // and a CRLF line ends where the CR begins
+  // An '=' in a value, a quote inside an unquoted one: as written.
+  c = parse_credentials("user = a=b\npassword = it's\"\n", "t");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->user, "a=b");
+  EXPECT_EQ(c->password, "it's\"");
+  // No line ending at the end of the file.
+  c = parse_credentials("token = t", "t");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->token, "t");
+}
+
+TEST(CredentialsTest, MalformedFilesAreRefusedWithTheLineAndNeverTheValue) {
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  for (const Case& k : {
+           Case{"user = nt\npassword = \"open-secret\n", "t:2: the value's \" is not closed"},
+           Case{"user = nt\npassword = 'open-secret\n", "t:2: the value's ' is not closed"},
+           Case{"token = \"secret\" # note\n", "t:1: text after the quoted value"},
+           Case{"token = \"se\\cret\"\n", "t:1: in \"...\", a backslash"},
+           Case{"token = a\ntoken = b\n", "t:2: token is given twice"},
+           Case{"secret-line\n", "t:1: expected key = value"},
+           Case{"tokn = secret\n", "t:1: unknown key"},
+           Case{"user = nt\npassword =\n", "neither a token nor a user and password"},
+           Case{"# nothing\n", "neither a token nor a user and password"},
+       }) {
+    auto c = parse_credentials(k.text, "t");
+    ASSERT_FALSE(c.ok()) << k.text;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(c.status().message().find(k.says), std::string::npos) << c.status().message();
+    EXPECT_EQ(c.status().message().find("secret"), std::string::npos) << c.status().message();
+  }
+  EXPECT_FALSE(parse_credentials(std::string("token = a\0b\n", 12), "t").ok());
+}
+
+TEST(CredentialsTest, AFifoIsRefusedWithoutBlocking) {
+  TempDir d;
+  const std::string path = d.path + "/creds";
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  auto c = read_credentials(path);  // no writer: a blocking open would never return
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("not a regular file"), std::string::npos);
+}
+
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// A thread that wrote once and never wrapped holds its whole lifetime; the history users read
+// to size --before is what every thread still holds: the busy thread's, since its oldest block.
+TEST(RingHealthTest, HistoryIsWhatEveryThreadStillHoldsNotAnIdleThreadsLifetime) {
+  const double gap = 0.3;
+  const auto spawned = std::chrono::steady_clock::now();
+  nanotrace::testing::ChildProcess child(
+      {std::string(NANOTRACE_BIN_DIR) + "/nanotrace_fleet_history_producer", "--gap-ms", "300"},
+      {"NANOTRACE_BUFFER=64K", "NANOTRACE_MODE=overwrite"});
+  const std::string first = child.read_line();
+  ASSERT_EQ(first.rfind("pid ", 0), 0u) << first;
+  ASSERT_EQ(child.read_line(), "ready");
+  const auto ready = std::chrono::steady_clock::now();
+  auto p = attach_process(first.substr(4));
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const auto before = std::chrono::steady_clock::now();
+  RingHealth h = ring_health(**p);
+  const auto after = std::chrono::steady_clock::now();
+  EXPECT_EQ(h.threads, 2u);
+  EXPECT_EQ(h.wrapped_threads, 1u);  // the busy one
+  EXPECT_GT(h.overwritten_bytes, 0u);
+  // The busy thread began writing `gap` after the idle thread's record (itself after the
+  // spawn), so every moment its ring holds is less than (now - spawn - gap) old; the idle
+  // thread's lifetime, the old figure, is more than `gap`.
+  EXPECT_LT(h.history_seconds, seconds_between(spawned, after) - gap);
+  // Its oldest block was written before "ready": at least that long ago.
+  EXPECT_GE(h.history_seconds, seconds_between(ready, before) * 0.999);
+  EXPECT_GT(h.history_seconds, 0);
+  child.close_stdin();
+  child.wait();
+}
+
+// The origin's announcement is repeated every 500 ms for 2 s (at once when its link comes
+// back), and one that no server confirmed in that time is reported as reaching nobody.
+TEST(AnnouncementScheduleTest, RepeatsUntilItsTimeRunsOutAndSaysWhetherAServerTookIt) {
+  constexpr uint64_t kMs = 1'000'000;
+  AnnouncementSchedule s(2000 * kMs, 500 * kMs);
+  EXPECT_EQ(s.next_ns(), UINT64_MAX);
+  s.add("r1", "{r1}", /*confirmed=*/false, 1000 * kMs);  // the broker was down
+  s.add("r2", "{r2}", /*confirmed=*/true, 1100 * kMs);
+  EXPECT_TRUE(s.due(1400 * kMs).empty());
+  EXPECT_EQ(s.next_ns(), 1500 * kMs);
+  auto due = s.due(1500 * kMs);
+  ASSERT_EQ(due.size(), 1u);
+  EXPECT_EQ(due[0].round, "r1");
+  EXPECT_EQ(due[0].text, "{r1}");
+  s.sent("r1", false);
+  // The link comes back: both at once, and again 500 ms later.
+  s.link_up(1700 * kMs);
+  due = s.due(1700 * kMs);
+  ASSERT_EQ(due.size(), 2u);
+  s.sent("r1", true);
+  s.sent("r2", true);
+  EXPECT_TRUE(s.due(2100 * kMs).empty());
+  EXPECT_EQ(s.due(2200 * kMs).size(), 2u);
+  EXPECT_TRUE(s.expire(2999 * kMs).empty());
+  auto gone = s.expire(3000 * kMs);  // r1's two seconds
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].round, "r1");
+  EXPECT_TRUE(gone[0].reached);  // the copy after the link came back was confirmed
+  EXPECT_EQ(gone[0].sent, 3u);   // the first, the one at 1.5 s, the one at 1.7 s
+  EXPECT_EQ(s.pending(), 1u);
+  // No copy confirmed, ever: it reached nobody.
+  AnnouncementSchedule t(1000 * kMs, 500 * kMs);
+  t.add("r3", "{r3}", false, 0);
+  for (uint64_t now = 0; now < 1000 * kMs; now += 100 * kMs) {
+    for (const auto& d : t.due(now)) t.sent(d.round, false);
+  }
+  gone = t.expire(1000 * kMs);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_FALSE(gone[0].reached);
+  EXPECT_EQ(gone[0].sent, 2u);  // the first and the one at 500 ms (none due at its end)
+  EXPECT_EQ(t.pending(), 0u);
+  // Repeating for 0 s: announced once, nothing kept.
+  AnnouncementSchedule once(0, 500 * kMs);
+  once.add("r4", "{r4}", true, 0);
+  EXPECT_EQ(once.pending(), 0u);
 }
 
 TEST(ProtocolTest, RefusesMalformedAndHostileMessages) {

@@ -49,6 +49,26 @@ TEST(GraphTest, DetectsCycleAndNamesIt) {
   EXPECT_FALSE(g.finalized());
 }
 
+// What an executor sizes from the nodes must not wrap: buffer slot UINT32_MAX would make
+// buffer_slots() 0 (an empty pool, written at slot 4294967295), and an end beyond 2^64 a
+// small extent().
+TEST(GraphTest, RefusesNodesWhoseSizesWrap) {
+  Graph slots;
+  slots.add_node({OpKind::kRead, 0, 0, 4096, UINT32_MAX});
+  EXPECT_EQ(slots.finalize().message(),
+            "node 0: buffer slot 4294967295 is out of range (at most 4294967294)");
+  Graph ends;
+  ends.add_node({});
+  ends.add_node({OpKind::kWrite, 0, UINT64_MAX - 4095, 4096, 0});
+  EXPECT_EQ(ends.finalize().message(),
+            "node 1: offset 18446744073709547520 + length 4096 is beyond 2^64 bytes");
+  Graph edge;
+  edge.add_node({OpKind::kWrite, 0, UINT64_MAX - 4096, 4096, UINT32_MAX - 1});
+  ASSERT_TRUE(edge.finalize().ok());
+  EXPECT_EQ(edge.buffer_slots(), UINT32_MAX);
+  EXPECT_EQ(edge.extent(), UINT64_MAX);
+}
+
 TEST(GeneratorTest, ShapesHaveTheirDefinedStructure) {
   struct Expect {
     const char* shape;

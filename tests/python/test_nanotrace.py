@@ -419,14 +419,16 @@ def test_example_runs():
 
 def test_diff_equals_cli_json(traced):
     # stages_program: B adds 400 us to its parse stage; nanotrace.diff() returns what
-    # `nanotrace diff --json` prints, and names that stage first.
+    # `nanotrace diff --json` prints, and names that stage first among the changes observed
+    # (one run a side: not attributable).
     a = traced("stages_program", "--requests", 500)
     b = traced("stages_program", "--requests", 500, "--delay-stage", "parse", "--delay-us", 400)
     got = nanotrace.diff(a, [b])
     assert got == cli_json("diff", a, b, "--json")
-    first = got["subjects"][got["ranked"][0]]
+    assert got["statistics"]["attributable"] is False and got["ranked"] == []
+    first = got["subjects"][got["observed_ranked"][0]]
     assert first["name"] == "stage:parse_begin -> stage:parse_end by req"
     p50 = next(m for m in first["metrics"] if m["metric"] == "p50")
-    assert p50["significant"] and abs(p50["delta"] - 400000) < 40000
+    assert p50["observed"] and not p50["significant"] and abs(p50["delta"] - 400000) < 40000
     with pytest.raises(nanotrace.Error, match="no event"):
         nanotrace.diff(a, b, pairs=["stage:nope,stage:parse_end,req"])

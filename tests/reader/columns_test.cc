@@ -8,11 +8,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "base/file_format.hpp"
 #include "common/child_process.hpp"
 #include "nanotrace/record.hpp"
+#include "reader/column_split.hpp"
 
 namespace nanotrace {
 namespace {
@@ -62,8 +65,9 @@ std::vector<Row> rows_of(const ColumnSet& set) {
   return out;
 }
 
+// ticks: every record's clock value, selected or not.
 std::vector<Row> read_rows(Trace& trace, const std::vector<std::string>& only = {},
-                           uint64_t* lost = nullptr) {
+                           uint64_t* lost = nullptr, std::vector<uint64_t>* ticks = nullptr) {
   std::vector<Row> out;
   auto source = trace.read_all();
   Record r;
@@ -72,6 +76,7 @@ std::vector<Row> read_rows(Trace& trace, const std::vector<std::string>& only = 
     for (const std::string& f : only)
       keep = keep || f == r.event->full_name() || f == r.event->group;
     if (keep) out.push_back(row_of(r));
+    if (ticks != nullptr) ticks->push_back(r.ticks);
   }
   if (lost) {
     *lost = trace.process().lost_no_slot + trace.process().lost_reclaimed;
@@ -80,9 +85,62 @@ std::vector<Row> read_rows(Trace& trace, const std::vector<std::string>& only = 
   return out;
 }
 
+// read_columns in two parts (column_split.hpp), cut at each of `cuts` and where the parts
+// choose: the rows and statistics of a read in one part.
+void expect_same_in_parts(Trace& trace, const std::vector<std::string>& only,
+                          const std::vector<Row>& expected, uint64_t lost,
+                          const std::vector<uint64_t>& cuts) {
+  ColumnOptions options{only, true};
+  options.parts = 1;
+  auto whole = read_columns(trace, options);
+  ASSERT_TRUE(whole.ok());
+  std::vector<std::optional<uint64_t>> splits(cuts.begin(), cuts.end());
+  splits.push_back(std::nullopt);
+  for (const std::optional<uint64_t>& cut : splits) {
+    SCOPED_TRACE(cut ? "cut at " + std::to_string(*cut) : "cut chosen while reading");
+    auto set = ColumnSplitTesting::read_columns(trace, options, cut);
+    ASSERT_TRUE(set.ok()) << set.status().message();
+    EXPECT_EQ(set->lost, lost);
+    EXPECT_EQ(set->corrupt_blocks, whole->corrupt_blocks);
+    ASSERT_EQ(set->threads.size(), whole->threads.size());
+    for (size_t i = 0; i < set->threads.size(); ++i) {
+      EXPECT_EQ(set->threads[i].records, whole->threads[i].records) << i;
+      EXPECT_EQ(set->threads[i].lost(), whole->threads[i].lost()) << i;
+    }
+    std::vector<Row> got = rows_of(*set);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], expected[i]) << "row " << i;
+    // Codes in order of first appearance, as a read in one part gives them.
+    for (size_t k = 0; k < set->tables.size(); ++k) {
+      for (size_t j = 0; j < set->tables[k].fields.size(); ++j) {
+        const FieldColumn& f = set->tables[k].fields[j];
+        if (!f.is_string()) continue;
+        const FieldColumn& w = whole->tables[k].fields[j];
+        ASSERT_EQ(f.codes.size(), w.codes.size());
+        EXPECT_TRUE(std::equal(f.codes.begin(), f.codes.end(), w.codes.begin()));
+        EXPECT_EQ(f.dictionary->size(), w.dictionary->size());
+      }
+    }
+    EXPECT_EQ(set->gaps.size(), whole->gaps.size());
+    for (size_t i = 0; i < std::min(set->gaps.size(), whole->gaps.size()); ++i) {
+      EXPECT_EQ(set->gaps[i].row, whole->gaps[i].row);
+      EXPECT_EQ(set->gaps[i].records, whole->gaps[i].records);
+    }
+  }
+}
+
 void expect_same(Trace& trace, const std::vector<std::string>& only = {}) {
   uint64_t lost = 0;
-  std::vector<Row> expected = read_rows(trace, only, &lost);
+  std::vector<uint64_t> ticks;
+  std::vector<Row> expected = read_rows(trace, only, &lost, &ticks);
+  // Cuts before every record, through the middle, at records a thread shares its clock value
+  // with another's, and after the last.
+  std::vector<uint64_t> cuts = {0};
+  if (!ticks.empty()) {
+    for (size_t q = 1; q < 8; ++q) cuts.push_back(ticks[ticks.size() * q / 8]);
+    cuts.push_back(*std::max_element(ticks.begin(), ticks.end()) + 1);
+  }
+  expect_same_in_parts(trace, only, expected, lost, cuts);
   auto set = read_columns(trace, {only, true});
   ASSERT_TRUE(set.ok()) << set.status().message();
   EXPECT_EQ(set->rows, expected.size());

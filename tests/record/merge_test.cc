@@ -20,6 +20,7 @@
 #include "base/file_format.hpp"
 #include "base/node_meta.hpp"
 #include "export/protobuf_decode.hpp"
+#include "kernel/kernel_fixture.hpp"  // tests/kernel
 #include "record_helpers.hpp"
 
 namespace nanotrace {
@@ -247,7 +248,8 @@ TEST(MergeTest, VersionsBeforeNodesStillReadAndLaterOnesAreRefused) {
   auto refused = Trace::open(old);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnsupported);
-  EXPECT_NE(refused.status().message().find("version 4"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("version " + std::to_string(file::kFileVersion + 1)),
+            std::string::npos);
   unlink(snap.c_str());
   unlink(old.c_str());
 }
@@ -659,6 +661,81 @@ TEST(MergeTest, ExportsShowOneGroupPerNode) {
   unlink(csv.c_str());
   run("rm -rf " + ctf);
   for (const std::string& f : {a, b, merged, chrome, pf}) unlink(f.c_str());
+}
+
+// Two nodes' recordings with kernel events (`run --kernel sched`: root, tracefs), the second
+// of another boot (aligned through the wall clock): the merge keeps the kernel events of both,
+// every record of each, its CPUs under its node, and each node's on the merged timeline within
+// the span of its own recording. (A merge used to keep the first node's only.)
+TEST(MergeTest, KernelEventsOfEveryNodeAreKept) {
+  SKIP_WITHOUT_KERNEL_TRACING();
+  std::vector<std::string> files;
+  struct Kernel {
+    uint64_t records = 0, first_ns = ~0ull, last_ns = 0;
+  };
+  std::vector<Kernel> own(2);
+  for (int n = 0; n < 2; ++n) {
+    const std::string file = testing::temp_path("knode" + std::to_string(n) + ".ntr");
+    const std::string env = "NANOTRACE_NODE_NAME=knode" + std::to_string(n) +
+                            (n == 1 ? " NANOTRACE_NODE_BOOT_ID=another-boot" : "");
+    run(env + " " + kCli + " run --kernel sched -o " + file + " -- " + kProducer +
+        " --threads 2 --events 3000 >/dev/null 2>&1");
+    auto trace = testing::open_ok(file);
+    ASSERT_TRUE(trace);
+    ASSERT_FALSE(trace->kernel_events().empty()) << file;
+    auto source = trace->read_all_with_kernel();
+    Record r;
+    while (source->next(&r)) own[n].records += r.event->is_kernel ? 1 : 0;
+    ASSERT_GT(own[n].records, 0u) << file;
+    files.push_back(file);
+  }
+  const std::string merged = testing::temp_path("knodes.ntr");
+  std::string out = run(kCli + " merge " + files[0] + " " + files[1] + " -o " + merged + " 2>&1");
+  EXPECT_EQ(out.find("left out"), std::string::npos) << out;
+  file::FileHeader h;
+  std::memcpy(&h, read_file(merged).data(), sizeof(h));
+  EXPECT_EQ(h.version, file::kNodeKernelFileVersion);
+  auto trace = testing::open_ok(merged);
+  ASSERT_TRUE(trace);
+  EXPECT_TRUE(trace->warning().empty()) << trace->warning();
+  ASSERT_EQ(trace->nodes().size(), 2u);
+  std::vector<Kernel> kept(2), user(2);
+  auto source = trace->read_all_with_kernel();
+  Record r;
+  uint64_t last_ticks = 0;
+  bool ordered = true;
+  while (source->next(&r)) {
+    const ThreadInfo& t = source->threads()[r.thread].info;
+    const uint32_t node = trace->processes()[t.process].node;
+    ASSERT_LT(node, 2u);
+    Kernel& k = r.event->is_kernel ? kept[node] : user[node];
+    ++k.records;
+    k.first_ns = std::min(k.first_ns, r.time_ns);
+    k.last_ns = std::max(k.last_ns, r.time_ns);
+    ordered = ordered && r.ticks >= last_ticks;
+    last_ticks = r.ticks;
+  }
+  EXPECT_TRUE(ordered);
+  for (int n = 0; n < 2; ++n) {
+    EXPECT_EQ(kept[n].records, own[n].records) << "node " << n;
+    // The capture runs from before the command starts to after it ends: within a second of
+    // the node's records, on the merged timeline.
+    EXPECT_LT(kept[n].first_ns, user[n].first_ns + 1'000'000'000ull) << "node " << n;
+    EXPECT_GT(kept[n].last_ns + 1'000'000'000ull, user[n].last_ns) << "node " << n;
+    EXPECT_GT(user[n].first_ns + 1'000'000'000ull, kept[n].first_ns) << "node " << n;
+  }
+  // Each node's CPUs are numbered apart (one stream per CPU of the trace).
+  std::set<uint32_t> slots;
+  size_t cpus = 0;
+  for (const ThreadStats& s : source->threads()) {
+    if (!s.info.kernel) continue;
+    slots.insert(s.info.slot);
+    ++cpus;
+  }
+  EXPECT_EQ(slots.size(), cpus);
+  EXPECT_EQ(trace->kernel_cpu_count(), cpus);
+  for (const std::string& f : files) unlink(f.c_str());
+  unlink(merged.c_str());
 }
 
 }  // namespace

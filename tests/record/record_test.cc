@@ -28,6 +28,11 @@ using testing::kCli;
 using testing::kPacedProducer;
 using testing::kProducer;
 
+// Block mode in the tests that assert nothing is lost: a writer waits for the recorder as
+// long as the recorder lives. The default bound (100 ms, then drops, counted) is reached by a
+// recorder descheduled that long on a loaded machine, which is not what these tests are about.
+const char* const kWaitForTheRecorder = "NANOTRACE_BLOCK_TIMEOUT=inf";
+
 // The records of the paced producer's 2-field event (test:rec2, see paced_producer.cc), each
 // checksum verified; per producer thread, the first and last payload and record numbers.
 struct Rec2Read {
@@ -81,9 +86,10 @@ struct PacedRecording {
 PacedRecording record_paced(const std::string& mode, const std::string& name,
                             const std::string& copy = "") {
   PacedRecording run;
-  ChildProcess producer({kPacedProducer, "--threads", "2", "--rate", "0", "--events", "300000",
-                         "--fields", "2", "--go"},
-                        {"NANOTRACE_MODE=" + mode, "NANOTRACE_BUFFER=64K", "NANOTRACE_KEEP=1"});
+  ChildProcess producer(
+      {kPacedProducer, "--threads", "2", "--rate", "0", "--events", "300000", "--fields", "2",
+       "--go"},
+      {"NANOTRACE_MODE=" + mode, "NANOTRACE_BUFFER=64K", "NANOTRACE_KEEP=1", kWaitForTheRecorder});
   run.pid = testing::read_pid(producer);
   if (run.pid <= 0) return run;
   run.file = name.find('/') == std::string::npos ? testing::temp_path(name) : name;
@@ -122,7 +128,7 @@ TEST(RecordTest, BlockModeRecordingLosesNothing) {
   const uint64_t n = 3000000, threads = 2;
   ChildProcess producer(
       {kProducer, "--threads", std::to_string(threads), "--events", std::to_string(n), "--go"},
-      {"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=256K"});
+      {"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=256K", kWaitForTheRecorder});
   pid_t pid = testing::read_pid(producer);
   ASSERT_GT(pid, 0);
   std::string file = testing::temp_path("block.ntr");
@@ -248,7 +254,7 @@ TEST(RecordTest, DiskFullGivesClearErrorAndReadablePrefix) {
     }
   } unmount{dir};
   ChildProcess producer({kProducer, "--threads", "1", "--events", "2000000", "--go"},
-                        {"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=256K"});
+                        {"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=256K", kWaitForTheRecorder});
   pid_t pid = testing::read_pid(producer);
   ASSERT_GT(pid, 0);
   std::string file = dir + "/full.ntr";
@@ -321,7 +327,7 @@ struct TriggeredRecording {
 TriggeredRecording record_with(uint64_t events, const std::string& name, const std::string& extra) {
   TriggeredRecording run;
   ChildProcess producer({kProducer, "--threads", "2", "--events", std::to_string(events), "--go"},
-                        {"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=256K"});
+                        {"NANOTRACE_MODE=block", "NANOTRACE_BUFFER=256K", kWaitForTheRecorder});
   run.pid = testing::read_pid(producer);
   if (run.pid <= 0) return run;
   run.file = testing::temp_path(name);

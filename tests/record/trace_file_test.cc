@@ -183,7 +183,8 @@ TEST(TraceFileTest, ToolsSayWhatDamageCost) {
   EXPECT_NE(out.find("nanotrace: warning: " + bad + ": incomplete chunk"), std::string::npos)
       << out;
   // A flipped byte in the first DATA payload: that stream ends there, the other is whole,
-  // and export and dump say that blocks were skipped.
+  // and export and dump say that blocks were skipped and count the damaged stream's records
+  // (the writer's count from its LOSS chunk) as lost.
   size_t first_data = 0;
   for (size_t off : offsets) {
     file::ChunkHeader h;
@@ -200,11 +201,19 @@ TEST(TraceFileTest, ToolsSayWhatDamageCost) {
   write_file(bad, flipped);
   std::string ctf = testing::temp_path("said-ctf");
   out = run(kCli + " export -f ctf -o " + ctf + " " + bad + " 2>&1");
-  EXPECT_NE(out.find("exported 3000 records of 1 threads (0 lost, 1 corrupt blocks skipped)"),
+  EXPECT_NE(out.find("exported 3000 records of 1 threads (3000 lost, 1 corrupt blocks skipped)"),
             std::string::npos)
       << out;
   out = run(kCli + " dump " + bad + " 2>&1 >/dev/null");
-  EXPECT_NE(out.find("corrupt blocks skipped"), std::string::npos) << out;
+  EXPECT_NE(out.find("3000 records lost (0 overwritten, 0 dropped), 1 corrupt blocks skipped, "
+                     "3000 records unreadable"),
+            std::string::npos)
+      << out;
+  out = run(kCli + " stats " + bad + " 2>&1");
+  EXPECT_NE(out.find("3000 lost"), std::string::npos) << out;
+  EXPECT_NE(out.find("damaged: 1 corrupt blocks skipped, 3000 records unreadable"),
+            std::string::npos)
+      << out;
   run("rm -rf " + ctf);
   unlink(bad.c_str());
   unlink(good.c_str());

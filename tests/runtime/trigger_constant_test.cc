@@ -105,5 +105,29 @@ TEST(TriggerConstantTest, OutOfRangeConstantsAreRefused) {
   EXPECT_TRUE(bound("x>-5.5", abi::FieldType::kF64).ok());
 }
 
+// A number is the whole value as written: strtod stops at a NUL byte, which an expression
+// from a fleet message can hold, and the rest must not be ignored.
+TEST(TriggerConstantTest, ANumberIsTheWholeText) {
+  auto t = Trigger::parse(std::string("t:e x<1\0junk", 13));
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE(t->conditions[0].is_number);
+  EXPECT_FALSE(t->bind({"x"}, {abi::FieldType::kU64}).ok());
+}
+
+// A window beyond 64 bits of nanoseconds is refused, not wrapped to a short one.
+TEST(TriggerConstantTest, WindowsThatDoNotFitAreRefused) {
+  uint64_t events = 0, ns = 0;
+  EXPECT_TRUE(Trigger::parse_window("18446744073s", &events, &ns));
+  EXPECT_EQ(ns, 18446744073000000000ull);
+  EXPECT_FALSE(Trigger::parse_window("18446744074s", &events, &ns));
+  EXPECT_FALSE(Trigger::parse_window("20000000000s", &events, &ns));
+  EXPECT_FALSE(Trigger::parse_window("999999999999999999ms", &events, &ns));
+  EXPECT_TRUE(Trigger::parse_window("999999999999999999ns", &events, &ns));
+  EXPECT_EQ(ns, 999999999999999999ull);
+  EXPECT_TRUE(Trigger::parse_window("999999999999999999", &events, &ns));
+  EXPECT_EQ(events, 999999999999999999ull);
+  EXPECT_EQ(ns, 0u);
+}
+
 }  // namespace
 }  // namespace nanotrace

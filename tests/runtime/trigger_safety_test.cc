@@ -26,14 +26,20 @@ void descheduled_runs(const std::string& ring, int runs) {
   int seen = 0, over = 0;
   std::string line, summary;
   while (!(line = child.read_line()).empty()) {
-    unsigned long long run = 0, bound = 0;
+    unsigned long long run = 0, bound = 0, match = 0;
     long long after = 0;
-    if (std::sscanf(line.c_str(), "run %llu after %lld bound %llu", &run, &after, &bound) != 3) {
+    if (std::sscanf(line.c_str(), "run %llu after %lld bound %llu match %llu", &run, &after, &bound,
+                    &match) != 4) {
       summary = line;
       continue;
     }
     ++seen;
     EXPECT_EQ(bound, kWindow + kThreads);
+    // The trigger names this run's matching record (0: its thread, descheduled after another
+    // completed its firing, has not published it yet). A thread descheduled past its round
+    // once completed a firing of no match, naming an earlier run's record.
+    EXPECT_TRUE(match == 0 || match == run)
+        << "run " << run << ": the trigger names run " << match << "'s record";
     // Far fewer than the window would mean the freeze came early or records were lost (a
     // thread may stamp a record just before the match and publish it, counted, just after).
     EXPECT_GE(after, static_cast<long long>(kWindow - kThreads)) << "run " << run;

@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "common/child_process.hpp"
 #include "common/records.hpp"
 #include "nanotrace/abi.hpp"
+#include "nanotrace/controller.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace {
@@ -118,6 +121,61 @@ TEST(TriggerTest, TimeWindowAndBadExpressions) {
   EXPECT_EQ(bad.read_line(), "ready");
   bad.close_stdin();
   EXPECT_EQ(WEXITSTATUS(bad.wait()), 0);
+}
+
+// A time window ends at match + window even when the process writes nothing after the match
+// (its control thread freezes the rings then), armed from another process as `arm` and a
+// fleet agent do. Before, such a process stayed "fired" until it wrote again, or until a fleet
+// agent's fallback froze it a second later, and that second was reported as the freeze time.
+TEST(TriggerTest, TimeWindowEndsOnTimeWithoutAnotherRecord) {
+  testing::ChildProcess child({kProducer, "--events", "1001", "--go", "--hold"},
+                              {"NANOTRACE_BUFFER=1M"});
+  pid_t pid = static_cast<pid_t>(std::stol(child.read_line().substr(4)));
+  auto controller = Controller::attach(std::to_string(pid));
+  ASSERT_TRUE(controller.ok()) << controller.status().message();
+  const uint64_t kWindowNs = 500'000;
+  RemoteTriggerWindow window;
+  window.after_ns = kWindowNs;
+  ASSERT_TRUE((*controller)->arm("test:rec seq==1000", window).ok());
+  child.write_line("go");  // seq 1000 is the last record the process writes
+  // Watched as a fleet agent does, the state word alone; when it turned frozen is known to a
+  // poll's period. Waiting is bounded (a test must end), far beyond the bound checked below.
+  auto realtime_now = [] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  };
+  const uint64_t give_up = realtime_now() + 10'000'000'000;
+  uint64_t seen_frozen = 0;
+  while (seen_frozen == 0 && realtime_now() < give_up) {
+    if ((*controller)->trigger_state() == abi::TriggerState::kFrozen) {
+      seen_frozen = realtime_now();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  ASSERT_EQ(child.read_line(), "ready");
+  auto info = (*controller)->trigger();
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  ASSERT_EQ(info->state, abi::TriggerState::kFrozen) << "the window never ended";
+  EXPECT_EQ(info->seq, 1000u);
+  const Trace& trace = (*controller)->trace();
+  // It froze at the deadline, give or take the wake-up of a thread on a loaded machine (a
+  // correctness bound, 200 ms against the second it took before, not a performance figure).
+  const uint64_t match_realtime = trace.ticks_to_realtime_ns(info->ticks);
+  EXPECT_LT(seen_frozen, match_realtime + kWindowNs + 200'000'000)
+      << (seen_frozen - match_realtime) / 1000 << " us after the match";
+  // The freeze is stamped with the deadline: the rings hold nothing begun after it, whoever
+  // noticed it. (Converted with the rate the reader measures now, not quite the one the
+  // process used: 1 % of the window, far above their difference.)
+  const int64_t frozen_after = static_cast<int64_t>(trace.ticks_to_ns(info->frozen_ticks)) -
+                               static_cast<int64_t>(trace.ticks_to_ns(info->ticks));
+  EXPECT_NEAR(frozen_after, static_cast<int64_t>(kWindowNs), kWindowNs / 100);
+  auto result = testing::read_test_records((*controller)->trace());
+  ASSERT_FALSE(result.records.empty());
+  EXPECT_EQ(result.records.back().seq, 1000u);
+  child.close_stdin();
+  child.wait();
 }
 
 TEST(TriggerTest, CrashHandlerMarksTheSegment) {

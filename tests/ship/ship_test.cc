@@ -11,20 +11,27 @@
 // errors are one clear line.
 //
 // The servers start once for the whole binary (ctest runs it as one test).
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "base/file_format.hpp"
 #include "base/utf8.hpp"
 #include "common/child_process.hpp"
+#include "fleet/snapshot_shipper.hpp"
 #include "kernel/kernel_fixture.hpp"  // tests/kernel
 #include "nanotrace/analysis.hpp"
 #include "nanotrace/breakdown.hpp"
@@ -33,6 +40,7 @@
 #include "ship/clickhouse_http.hpp"
 #include "ship/clickhouse_server.hpp"  // tests/ship
 #include "ship/schema.hpp"
+#include "ship/trace_rows.hpp"
 
 namespace nanotrace {
 namespace {
@@ -109,6 +117,49 @@ std::string make_trace(const std::string& env, const std::string& args, const st
       recover_env + " " + kNanotrace + " recover " + segment + " -o " + file + " 2>&1", &code);
   unlink(segment.c_str());
   return code == 0 ? "" : "recover failed: " + out;
+}
+
+// Copies `from` to `to` with one byte flipped in the payload of the `ordinal`-th DATA chunk
+// (from 0) of each of the first `threads` thread streams that have one: each fails its
+// checksum, which ends its stream there. "" or what went wrong.
+std::string damage_data_chunks(const std::string& from, const std::string& to, size_t ordinal,
+                               size_t threads) {
+  std::ifstream in(from, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::map<std::pair<uint32_t, uint32_t>, size_t> seen;  // (slot, generation) -> DATA chunks
+  size_t off = sizeof(file::FileHeader), damaged = 0;
+  while (off + sizeof(file::ChunkHeader) <= bytes.size()) {
+    file::ChunkHeader c;
+    std::memcpy(&c, bytes.data() + off, sizeof(c));
+    if (c.magic != file::kChunkMagic) break;
+    if (c.type == static_cast<uint16_t>(file::ChunkType::kData) && c.stored_size > 64 &&
+        seen[{c.slot, c.generation}]++ == ordinal && damaged < threads) {
+      bytes[off + sizeof(c) + c.stored_size / 2] ^= 0x5a;
+      ++damaged;
+    }
+    off += sizeof(c) + c.stored_size;
+  }
+  if (damaged != threads) {
+    return fmt::format("{}: {} thread streams have a DATA chunk {}, not {}", from, damaged, ordinal,
+                       threads);
+  }
+  std::ofstream(to, std::ios::binary) << bytes;
+  return "";
+}
+
+// A file's contents.
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Every cookbook query of docs/clickhouse.md, by name.
+const std::vector<std::string>& cookbook_names() {
+  static const std::vector<std::string> names = {
+      "latency_per_node", "latency_per_minute", "slowest_pairs",      "events_per_node",
+      "loss_per_node",    "loss_by_cause",      "io_counts_per_node", "io_stages_per_node",
+      "slowest_ios",      "trigger_traces",     "trigger_records"};
+  return names;
 }
 
 struct Shipped {
@@ -465,6 +516,13 @@ TEST_F(ShipTest, RowsOfAnInterruptedAttachAreReplaced) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_EQ(count(*shards_[0], "SELECT count() FROM interrupted.traces_local"), 0u);
+  // Its rows are all there (what a server killed right after the attach leaves), and no
+  // cookbook query counts them: the trace is not stored.
+  ASSERT_EQ(count(*shards_[0], "SELECT count() FROM interrupted.events_local"),
+            first["events"].get<uint64_t>());
+  for (const std::string& name : cookbook_names()) {
+    EXPECT_EQ(query_cookbook(name, "interrupted").size(), 0u) << name;
+  }
   out = run_command(kNanotrace + " ship " + a.file + one + " --node node-a --json", &code);
   ASSERT_EQ(code, 0) << out;
   nlohmann::json second = nlohmann::json::parse(out);
@@ -477,12 +535,14 @@ TEST_F(ShipTest, RowsOfAnInterruptedAttachAreReplaced) {
   EXPECT_EQ(count(*shards_[0], "SELECT count() FROM interrupted.intervals_local"),
             first["intervals"].get<uint64_t>());
   EXPECT_EQ(count(*shards_[0], "SELECT count() FROM interrupted.traces_local"), 1u);
+  EXPECT_EQ(query_cookbook("latency_per_node", "interrupted").size(), 1u);
 }
 
-// The server dies while a trace is being staged: the shipper says so in one line, nothing of
-// the trace is stored, and shipping it again once the server is back stores all of it. The
-// shipper is stopped (SIGSTOP) once staged rows show, the server killed, the shipper resumed:
-// its next request meets a dead connection, whatever the machine's speed.
+// The server dies while a trace is being staged: the shipper (--retry-for 0) says so in one
+// line, nothing of the trace is stored, and shipping it again, started while the server is
+// down, retries until it is back and stores all of it. The shipper is stopped (SIGSTOP) once
+// staged rows show, the server killed, the shipper resumed: its next request meets a dead
+// connection, whatever the machine's speed.
 TEST_F(ShipTest, ServerKilledMidShipStoresNothingThenRetryStoresAll) {
   const std::string file = dir_ + "/big.ntr";
   ASSERT_EQ(make_trace("NANOTRACE_BUFFER=64M", "--pairs 100000", file), "");
@@ -497,7 +557,8 @@ TEST_F(ShipTest, ServerKilledMidShipStoresNothingThenRetryStoresAll) {
     dup2(fd, 1);
     dup2(fd, 2);
     execl(kNanotrace.c_str(), "nanotrace", "ship", file.c_str(), "--clickhouse",
-          server.url().c_str(), "--batch-rows", "2000", "--node", "node-k", nullptr);
+          server.url().c_str(), "--batch-rows", "2000", "--node", "node-k", "--retry-for", "0",
+          nullptr);
     _exit(127);
   }
   const std::string staged =
@@ -524,17 +585,32 @@ TEST_F(ShipTest, ServerKilledMidShipStoresNothingThenRetryStoresAll) {
   EXPECT_NE(output.find("ClickHouse at " + server.url()), std::string::npos) << output;
   EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
 
+  // Shipped again while the server is still down: a transient error, retried (said on stderr)
+  // until the server is back, then all of it is stored, and nothing of the killed attempt was
+  // in the real tables (no rows replaced).
+  const std::string relog = dir_ + "/killed-reship.log";
+  pid_t reship = fork();
+  if (reship == 0) {
+    int fd = open(relog.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execl(kNanotrace.c_str(), "nanotrace", "ship", file.c_str(), "--clickhouse",
+          server.url().c_str(), "--batch-rows", "2000", "--node", "node-k", "--retry-for", "120s",
+          "--json", nullptr);
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   ASSERT_TRUE(server.start(&why)) << why;
-  EXPECT_EQ(count(server, "SELECT count() FROM nanotrace.traces_local"), 0u);
-  EXPECT_EQ(count(server, "SELECT count() FROM nanotrace.events_local"), 0u);
-  EXPECT_EQ(count(server, "SELECT count() FROM nanotrace.intervals_local"), 0u);
-  EXPECT_EQ(count(server, "SELECT count() FROM nanotrace.losses_local"), 0u);
-  int code = 0;
-  std::string out = run_command(kNanotrace + " ship " + file + " --clickhouse " + server.url() +
-                                    " --batch-rows 2000 --node node-k --json 2>&1",
-                                &code);
-  ASSERT_EQ(code, 0) << out;
-  nlohmann::json report = nlohmann::json::parse(out);
+  waitpid(reship, &status, 0);
+  const std::string out = slurp(relog);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_NE(out.find("; retrying in 0.5 s\n"), std::string::npos) << out;
+  std::string last = out.substr(0, out.size() - 1);
+  last = last.substr(last.rfind('\n') + 1);
+  nlohmann::json report = nlohmann::json::parse(last, nullptr, false);
+  ASSERT_TRUE(report.is_object()) << out;
+  EXPECT_EQ(report["replaced_rows"].get<uint64_t>(), 0u);
   nlohmann::json stats = run_json(kNanotrace + " stats " + file + " --json");
   uint64_t records = 0;
   for (const auto& e : stats["events"]) records += e["count"].get<uint64_t>();
@@ -551,8 +627,8 @@ TEST_F(ShipTest, ErrorsAreOneClearLine) {
   int code = 0;
   // Nothing listens there.
   const std::string nowhere = "http://127.0.0.1:" + std::to_string(testing::free_port());
-  std::string out =
-      run_command(kNanotrace + " ship " + file + " --clickhouse " + nowhere + " 2>&1", &code);
+  std::string out = run_command(
+      kNanotrace + " ship " + file + " --clickhouse " + nowhere + " --retry-for 0 2>&1", &code);
   EXPECT_EQ(code, 1);
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   EXPECT_NE(out.find("ClickHouse at " + nowhere), std::string::npos) << out;
@@ -799,6 +875,224 @@ TEST_F(ShipTest, IoStagesEqualBreakdownCommand) {
   EXPECT_EQ(std::stoull(slow[0][1]), b["stages"][kIoTimes - 1]["max_ns"].get<uint64_t>());
 }
 
+// A copy of a trace with a DATA chunk damaged in each of its two busy threads ships what reads,
+// exit 0 with one warning line, its unreadable records counted as lost (a `losses` row of cause
+// corrupt) and named by the cookbook's loss queries; it gets an id of its own, so the intact file
+// shipped after it is stored whole, and the copy shipped after the intact file (another database)
+// is not taken for it. `stats` counts and names the same in text and JSON.
+TEST_F(ShipTest, DamagedCopyShipsWhatReadsUnderAnIdOfItsOwn) {
+  const std::string intact = dir_ + "/intact.ntr", damaged = dir_ + "/damaged.ntr";
+  // Rings of 1 MiB: each worker's records in two DATA chunks (a quarter of the ring each).
+  ASSERT_EQ(make_trace("NANOTRACE_BUFFER=1M", "--pairs 16000", intact), "");
+  ASSERT_EQ(damage_data_chunks(intact, damaged, 1, 2), "");
+  nlohmann::json whole = run_json(kNanotrace + " stats " + intact + " --json");
+  nlohmann::json part = run_json(kNanotrace + " stats " + damaged + " --json");
+  const uint64_t all = whole["records"].get<uint64_t>();
+  const uint64_t readable = part["records"].get<uint64_t>();
+  ASSERT_LT(readable, all);
+  ASSERT_EQ(whole["lost"].get<uint64_t>(), 0u);
+  EXPECT_EQ(part["corrupt_blocks"].get<uint64_t>(), 2u);
+  EXPECT_EQ(part["unreadable"].get<uint64_t>(), all - readable);
+  EXPECT_EQ(part["lost"].get<uint64_t>(), all - readable);
+  int code = 0;
+  std::string text = run_command(kNanotrace + " stats " + damaged + " 2>&1", &code);
+  EXPECT_NE(text.find(fmt::format("{} lost", all - readable)), std::string::npos) << text;
+  EXPECT_NE(text.find(fmt::format("damaged: 2 corrupt blocks skipped, {} records unreadable",
+                                  all - readable)),
+            std::string::npos)
+      << text;
+
+  auto ship_one = [&](const std::string& file, const std::string& db, const std::string& node,
+                      std::string* errors) {
+    const std::string err = dir_ + "/ship.err";
+    std::string out =
+        run_command(kNanotrace + " ship " + file + " --clickhouse " + shards_[0]->url() +
+                        " --database " + db + " --node " + node + " --json 2>" + err,
+                    &code);
+    *errors = slurp(err);
+    EXPECT_EQ(code, 0) << out << *errors;
+    return nlohmann::json::parse(out, nullptr, false);
+  };
+  std::string errors;
+  nlohmann::json first = ship_one(damaged, "damaged", "dmg", &errors);
+  EXPECT_TRUE(first["damaged"].get<bool>());
+  EXPECT_EQ(first["corrupt_blocks"].get<uint64_t>(), 2u);
+  EXPECT_EQ(first["unreadable_records"].get<uint64_t>(), all - readable);
+  EXPECT_EQ(first["events"].get<uint64_t>(), readable);
+  EXPECT_EQ(first["lost_records"].get<uint64_t>(), all - readable);
+  EXPECT_EQ(std::count(errors.begin(), errors.end(), '\n'), 1) << errors;
+  EXPECT_NE(errors.find("nanotrace: warning: " + damaged + ": damaged (2 corrupt blocks, " +
+                        std::to_string(all - readable) + " records unreadable)"),
+            std::string::npos)
+      << errors;
+  nlohmann::json second = ship_one(intact, "damaged", "whole", &errors);
+  EXPECT_FALSE(second["already_stored"].get<bool>()) << "the intact file took the copy's id";
+  EXPECT_NE(second["trace_id"], first["trace_id"]);
+  EXPECT_FALSE(second["damaged"].get<bool>());
+  EXPECT_EQ(second["events"].get<uint64_t>(), all);
+  EXPECT_TRUE(errors.empty()) << errors;
+  nlohmann::json again = ship_one(damaged, "damaged", "dmg", &errors);
+  EXPECT_TRUE(again["already_stored"].get<bool>());
+  EXPECT_EQ(again["trace_id"], first["trace_id"]);
+
+  Rows losses = query_cookbook("loss_per_node", "damaged");
+  ASSERT_EQ(losses.size(), 2u);
+  EXPECT_EQ(losses[0][0], "dmg");
+  EXPECT_EQ(std::stoull(losses[0][2]), readable);
+  EXPECT_EQ(std::stoull(losses[0][3]), part["lost"].get<uint64_t>());
+  EXPECT_EQ(losses[0][4], "2");
+  EXPECT_EQ(losses[1][0], "whole");
+  EXPECT_EQ(std::stoull(losses[1][2]), all);
+  EXPECT_EQ(losses[1][3], "0");
+  uint64_t corrupt_records = 0, corrupt_blocks = 0;
+  for (const auto& row : query_cookbook("loss_by_cause", "damaged")) {
+    EXPECT_EQ(row[0], "dmg");
+    EXPECT_EQ(row[1], "corrupt");
+    corrupt_records += std::stoull(row[7]);
+    corrupt_blocks += std::stoull(row[8]);
+  }
+  EXPECT_EQ(corrupt_records, all - readable);
+  EXPECT_EQ(corrupt_blocks, 2u);
+
+  // The other order: the intact file stored first, then the copy.
+  EXPECT_EQ(ship_one(intact, "damaged2", "whole", &errors)["trace_id"], second["trace_id"]);
+  nlohmann::json late = ship_one(damaged, "damaged2", "dmg", &errors);
+  EXPECT_FALSE(late["already_stored"].get<bool>()) << "the copy was taken for the intact file";
+  EXPECT_EQ(late["trace_id"], first["trace_id"]);
+  EXPECT_EQ(late["events"].get<uint64_t>(), readable);
+}
+
+// A trace is stored once, as first shipped: node-a's file shipped again without --node, or
+// with another pair, is the same trace, and the ship says what it did not store.
+TEST_F(ShipTest, ReshipsThatDifferSayWhatTheyDidNotStore) {
+  const Shipped& a = node(0);
+  const std::string host = ship::local_hostname();
+  ASSERT_NE(host, "node-a");
+  std::string error;
+  nlohmann::json plain = ship(a.file, "", &error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_TRUE(plain["already_stored"].get<bool>());
+  EXPECT_EQ(plain["trace_id"], a.report["trace_id"]);
+  EXPECT_EQ(plain["stored_nodes"], nlohmann::json({"node-a"}));
+  EXPECT_EQ(plain["nodes_not_stored"], nlohmann::json({utf8::valid(host)}));
+  EXPECT_EQ(plain["pairs_not_stored"], nlohmann::json::array());
+  const std::string reversed = "io:complete -> io:submit by req";
+  nlohmann::json paired = ship(a.file, "--node node-a --pair io:complete,io:submit,req", &error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_TRUE(paired["already_stored"].get<bool>());
+  EXPECT_EQ(paired["nodes_not_stored"], nlohmann::json::array());
+  EXPECT_EQ(paired["pairs_not_stored"], nlohmann::json({reversed}));
+  const auto& stored = paired["stored_pairs"];
+  EXPECT_NE(std::find(stored.begin(), stored.end(), kPair), stored.end()) << stored;
+  // In text: one line that says both.
+  int code = 0;
+  std::string out = run_command(kNanotrace + " ship " + a.file + " --clickhouse " +
+                                    shards_[0]->url() + " --clickhouse " + shards_[1]->url() +
+                                    " --cluster nt --pair io:complete,io:submit,req 2>&1",
+                                &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_NE(out.find("is already stored"), std::string::npos) << out;
+  EXPECT_NE(out.find("stored as node node-a, not as " + utf8::escape_text(host)), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("pairs not stored: " + reversed), std::string::npos) << out;
+  EXPECT_EQ(count(*shards_[0], "SELECT count() FROM nanotrace.traces WHERE trace_id = " +
+                                   std::to_string(std::stoull(
+                                       a.report["trace_id"].get<std::string>(), nullptr, 16))),
+            1u);
+}
+
+// Refusals are not retried: a wrong password, and a table whose column has another type than
+// the schema's, end `ship` at once (with --retry-for 60s) in one line naming the cause. Columns
+// an older nanotrace's tables lack are added, and the trace stored.
+TEST_F(ShipTest, RefusalsAreNotRetriedAndOldTablesAreCompleted) {
+  const std::string file = node(0).file;
+  const int port = shards_[0]->http_port();
+  int code = 0;
+  auto started = std::chrono::steady_clock::now();
+  std::string out =
+      run_command(kNanotrace + " ship " + file + " --clickhouse http://default:wrong@127.0.0.1:" +
+                      std::to_string(port) + " --retry-for 60s 2>&1",
+                  &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_NE(out.find("refused: code 193 WRONG_PASSWORD"), std::string::npos) << out;
+  EXPECT_EQ(out.find("wrong@"), std::string::npos) << "the password is shown: " << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30)) << "retried";
+
+  auto c = shards_[0]->client();
+  for (const std::string& sql : ship::schema_sql("mistyped", "")) ASSERT_TRUE(c->query(sql).ok());
+  ASSERT_TRUE(c->query("ALTER TABLE mistyped.events_local MODIFY COLUMN seq Int64").ok());
+  started = std::chrono::steady_clock::now();
+  out = run_command(kNanotrace + " ship " + file + " --clickhouse " + shards_[0]->url() +
+                        " --database mistyped --retry-for 60s 2>&1",
+                    &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_NE(out.find("mistyped.events_local.seq is Int64 there and UInt64 in nanotrace's schema"),
+            std::string::npos)
+      << out;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(30)) << "retried";
+  EXPECT_EQ(count(*shards_[0], "SELECT count() FROM mistyped.events_local"), 0u);
+
+  // Tables of an older nanotrace: no corrupt_blocks, no pairs.
+  for (const std::string& sql : ship::schema_sql("older", "")) ASSERT_TRUE(c->query(sql).ok());
+  for (const char* alter :
+       {"traces DROP COLUMN pairs", "traces DROP COLUMN corrupt_blocks",
+        "losses DROP COLUMN corrupt_blocks", "traces_local DROP COLUMN pairs",
+        "traces_local DROP COLUMN corrupt_blocks", "losses_local DROP COLUMN corrupt_blocks"}) {
+    ASSERT_TRUE(c->query(std::string("ALTER TABLE older.") + alter).ok()) << alter;
+  }
+  out = run_command(kNanotrace + " ship " + file + " --clickhouse " + shards_[0]->url() +
+                        " --database older --node node-a --json 2>&1",
+                    &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(count(*shards_[0],
+                  "SELECT count() FROM system.columns WHERE database = 'older' AND "
+                  "name IN ('pairs', 'corrupt_blocks')"),
+            6u);
+  Rows pairs = query("SELECT DISTINCT arrayJoin(pairs) FROM older.traces");
+  ASSERT_FALSE(pairs.empty());
+  EXPECT_EQ(query_cookbook("latency_per_node", "older").size(), 1u);
+}
+
+// The agent's shipper stops at a refusal (a wrong password): one attempt, no retry for ever,
+// the snapshot kept queued and unmarked, health() saying why.
+TEST_F(ShipTest, SnapshotShipperStopsAtARefusal) {
+  const std::string spool = dir_ + "/refused-spool";
+  ASSERT_EQ(mkdir(spool.c_str(), 0700), 0);
+  const std::string snapshot = spool + "/r1.node.1.nt";
+  std::ofstream(snapshot, std::ios::binary) << slurp(node(0).file);
+  chmod(snapshot.c_str(), 0600);
+  fleet::SnapshotShipperOptions o;
+  o.servers = {"http://default:wrong@127.0.0.1:" + std::to_string(shards_[0]->http_port())};
+  o.retry_min_ns = o.retry_max_ns = 50'000'000;  // a retry would come every 0.05 s
+  std::mutex mu;
+  std::string log;
+  auto shipper = fleet::SnapshotShipper::start(spool, o, [&](const std::string& line) {
+    std::lock_guard lock(mu);
+    log += line + "\n";
+  });
+  ASSERT_TRUE(shipper.ok()) << shipper.status().message();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!(*shipper)->health().refused && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE((*shipper)->health().refused);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // ten retry periods
+  fleet::ShipHealth h = (*shipper)->health();
+  EXPECT_EQ(h.failures, 1u);
+  EXPECT_EQ(h.queued, 1u);
+  EXPECT_EQ(h.shipped, 0u);
+  EXPECT_EQ(h.rejected, 0u);
+  EXPECT_NE(h.last_error.find("refused, shipping stopped"), std::string::npos) << h.last_error;
+  EXPECT_NE(h.last_error.find("WRONG_PASSWORD"), std::string::npos) << h.last_error;
+  (*shipper)->stop();
+  EXPECT_EQ(access((snapshot + ".shipped").c_str(), F_OK), -1);
+  std::lock_guard lock(mu);
+  EXPECT_NE(log.find("shipping stopped"), std::string::npos) << log;
+}
+
 // docs/clickhouse.md shows the statements the shipper runs, as it runs them.
 TEST(ShipSchemaTest, SchemaIsDocumented) {
   std::ifstream in(std::string(NANOTRACE_SOURCE_DIR) + "/docs/clickhouse.md");
@@ -807,10 +1101,7 @@ TEST(ShipSchemaTest, SchemaIsDocumented) {
   for (const std::string& sql : ship::schema_sql("nanotrace", "traces_cluster")) {
     EXPECT_NE(doc.str().find(sql + ";"), std::string::npos) << sql;
   }
-  for (const char* name :
-       {"latency_per_node", "latency_per_minute", "slowest_pairs", "events_per_node",
-        "loss_per_node", "loss_by_cause", "io_counts_per_node", "io_stages_per_node", "slowest_ios",
-        "trigger_traces", "trigger_records"}) {
+  for (const std::string& name : cookbook_names()) {
     EXPECT_FALSE(cookbook(name).empty()) << name;
   }
 }

@@ -9,6 +9,7 @@
 #include <nanotrace/control.hpp>
 #include <nlohmann/json.hpp>
 
+#include "base/clock.hpp"
 #include "cli_common.hpp"
 #include "commands.hpp"
 #include "iograph/executor.hpp"
@@ -16,12 +17,6 @@
 
 namespace iograph::cli {
 namespace {
-
-uint64_t clock_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // Median ns per NOP when `batch` NOPs are queued, submitted with one call and all reaped.
 Result<double> raw_nop_ns(const ExecOptions& options, uint32_t batch, int repeat) {
@@ -35,14 +30,14 @@ Result<double> raw_nop_ns(const ExecOptions& options, uint32_t batch, int repeat
   if (ret < 0) return Status::FromErrno("io_uring_queue_init_params", -ret);
   std::vector<double> samples;
   for (int r = 0; r < repeat + 3; ++r) {
-    const uint64_t t0 = clock_ns();
+    const uint64_t t0 = nanotrace::sys::monotonic_ns();
     for (uint32_t i = 0; i < batch; ++i) io_uring_prep_nop(io_uring_get_sqe(&ring));
     io_uring_submit_and_wait(&ring, batch);
     unsigned head, seen = 0;
     io_uring_cqe* cqe;
     io_uring_for_each_cqe(&ring, head, cqe) { ++seen; }
     io_uring_cq_advance(&ring, seen);
-    if (r >= 3) samples.push_back(static_cast<double>(clock_ns() - t0) / batch);
+    if (r >= 3) samples.push_back(static_cast<double>(nanotrace::sys::monotonic_ns() - t0) / batch);
   }
   io_uring_queue_exit(&ring);
   return median(samples);

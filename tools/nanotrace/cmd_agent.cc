@@ -49,6 +49,9 @@ int cmd_agent(const FleetCommands& c) {
   auto copy_delay = parse_duration_ns(c.copy_delay, "--copy-delay");
   if (!copy_delay.ok()) return fail(copy_delay.status());
   o.copy_delay_ns = *copy_delay;
+  auto announce_for = parse_duration_ns(c.announce_for, "--announce-for");
+  if (!announce_for.ok()) return fail(announce_for.status());
+  o.announce_for_ns = *announce_for;
   auto credentials = fleet::read_credentials(c.credentials);
   if (!credentials.ok()) return fail(credentials.status());
   o.credentials = *credentials;

@@ -26,23 +26,50 @@ std::vector<std::string> split_runs(const std::string& text) {
 
 std::string percent(double x) { return fmt::format("{:+.1f}%", x * 100); }
 
-// "+23.1% [+18.0%, +29.0%] *" (the star: significant), or "n/a (why)" when untested.
-std::string metric_cell(const DiffMetric& m) {
+// "+23.1% [+18.0%, +29.0%] *": the interval of the report's verdict (between runs when it is
+// attributable, else within runs); * significant, o observed only; "(untested)" when untested.
+std::string metric_cell(const DiffMetric& m, bool attributable) {
   if (!m.tested) return fmt::format("{:+.1f}% (untested)", m.relative * 100);
-  return fmt::format("{} [{}, {}]{}", percent(m.relative), percent(m.rel_lo), percent(m.rel_hi),
-                     m.significant ? " *" : "");
+  const DiffEstimate& e = attributable ? m.between : m.within;
+  return fmt::format("{} [{}, {}]{}", percent(m.relative), percent(e.rel_lo), percent(e.rel_hi),
+                     m.significant ? " *"
+                     : m.observed  ? " o"
+                                   : "");
 }
 
-void print_finding(const DiffSubject& s, bool tail) {
+// A subject of a ranking: its changed metrics (significant, or observed with `observed`) and
+// the mean, with the interval of that verdict.
+void print_ranked(const DiffSubject& s, bool tail, bool observed) {
   fmt::print("  {:<6} {}\n", s.kind, utf8::escape_text(s.name));
   for (const DiffMetric& m : s.metrics) {
-    if (!m.significant && m.name != "mean") continue;
+    if (!(observed ? m.observed : m.significant) && m.name != "mean") continue;
     fmt::print("         {:<6} {:>9} -> {:>9}  {:>10}  {}\n", m.name, diff_duration(m.a, s.unit),
-               diff_duration(m.b, s.unit), diff_duration(m.delta, s.unit, true), metric_cell(m));
+               diff_duration(m.b, s.unit), diff_duration(m.delta, s.unit, true),
+               metric_cell(m, !observed));
   }
   fmt::print(
       "         adds {} per run{}\n", diff_duration(tail ? s.tail_added : s.added, s.unit, true),
       tail ? " in its slowest 1 %" : fmt::format(" ({} -> {} samples)", s.count_a, s.count_b));
+}
+
+void print_rankings(const DiffReport& r) {
+  if (!r.ranked.empty()) {
+    fmt::print("\nfindings, by the time they add per run (count x delta of the mean):\n");
+    for (size_t i : r.ranked) print_ranked(r.subjects[i], false, false);
+  }
+  if (!r.tail_ranked.empty()) {
+    fmt::print("\ntail findings (p99, p99.9), by the time their slowest 1 % adds:\n");
+    for (size_t i : r.tail_ranked) print_ranked(r.subjects[i], true, false);
+  }
+  if (!r.observed_ranked.empty()) {
+    fmt::print(
+        "\n{}, by the time they add per run (within-run intervals):\n",
+        r.attributable
+            ? "beyond the runs' own noise but within the variation between runs: not findings"
+            : "OBSERVED, NOT ATTRIBUTABLE: one run a side cannot tell a change from the "
+              "variation between runs (give several runs a side: A1,A2,A3)");
+    for (size_t i : r.observed_ranked) print_ranked(r.subjects[i], false, true);
+  }
 }
 
 void print_text(const DiffReport& r) {
@@ -51,23 +78,18 @@ void print_text(const DiffReport& r) {
              r.a.size() == 1 ? "" : "s", utf8::escape_text(fmt::to_string(fmt::join(r.b, ","))),
              r.b.size(), r.b.size() == 1 ? "" : "s");
   fmt::print("{}\n", utf8::escape_text(diff_headline(r)));
-  if (!r.ranked.empty()) {
-    fmt::print("\nfindings, by the time they add per run (count x delta of the mean):\n");
-    for (size_t i : r.ranked) print_finding(r.subjects[i], false);
-  }
-  if (!r.tail_ranked.empty()) {
-    fmt::print("\ntail findings (p99, p99.9), by the time their slowest 1 % adds:\n");
-    for (size_t i : r.tail_ranked) print_finding(r.subjects[i], true);
-  }
+  print_rankings(r);
   if (!r.subjects.empty()) {
-    fmt::print("\nevery subject (relative change B vs A, {:g} % interval, * significant):\n",
-               r.options.level * 100);
+    fmt::print(
+        "\nevery subject (relative change B vs A, {:g} % interval {}, * significant, o observed: "
+        "beyond the runs' own noise, not attributable):\n",
+        r.options.level * 100, r.attributable ? "between runs" : "within runs");
     for (const DiffSubject& s : r.subjects) {
       fmt::print("  {:<9} {} ({} -> {} samples)\n", s.kind, utf8::escape_text(s.name), s.count_a,
                  s.count_b);
       for (const DiffMetric& m : s.metrics) {
         fmt::print("      {:<6} {:>9} -> {:>9}  {}\n", m.name, diff_duration(m.a, s.unit),
-                   diff_duration(m.b, s.unit), metric_cell(m));
+                   diff_duration(m.b, s.unit), metric_cell(m, r.attributable));
       }
     }
   }
@@ -80,10 +102,14 @@ void print_text(const DiffReport& r) {
   }
   for (const std::string& n : r.notes) fmt::print("note: {}\n", utf8::escape_text(n));
   fmt::print(
-      "\nstatistics: hierarchical block bootstrap ({} resamples; runs, then blocks of "
-      "consecutive samples), Holm over {} quantile tests at family-wise level {:g}, changes "
-      "below {:g} % not reported; the mean ranks but does not decide\n",
-      r.options.resamples, r.tests, r.options.alpha, r.options.min_change * 100);
+      "\nstatistics: a side's value is the geometric mean over its runs of each run's; between "
+      "runs: {}; within runs: block bootstrap ({} resamples); each test asks whether the change "
+      "is at least {:g} % of A's value; Holm over {} quantile tests at family-wise level {:g}; "
+      "the mean ranks but does not decide\n",
+      r.attributable
+          ? fmt::format("t-test over the runs ({:g} degrees of freedom)", r.degrees_of_freedom)
+          : "not measurable with one run a side",
+      r.options.resamples, r.options.min_change_percent, r.tests, r.options.alpha);
 }
 
 }  // namespace
@@ -92,8 +118,12 @@ std::unique_ptr<DiffArgs> register_diff_command(CLI::App& app) {
   auto args = std::make_unique<DiffArgs>();
   DiffArgs& d = *args;
   d.command = app.add_subcommand(
-      "diff", "Which part got slower between two runs (traces or benchmark results), how sure");
-  d.command->add_option("A", d.a, "Trace files (or benchmark JSON files) of A, comma-separated")
+      "diff",
+      "Which part got slower between two sets of runs (traces or benchmark results), how sure");
+  d.command
+      ->add_option("A", d.a,
+                   "Trace files (or benchmark JSON files) of A, comma-separated: runs of one "
+                   "build (with one run a side, changes are observed, not attributable)")
       ->required();
   d.command->add_option("B", d.b, "The same for B")->required();
   d.command->add_option("--pair", d.pairs,
@@ -103,7 +133,10 @@ std::unique_ptr<DiffArgs> register_diff_command(CLI::App& app) {
   d.command->add_option("--alpha", d.alpha, "Family-wise significance level")
       ->check(CLI::Range(1e-6, 0.5))
       ->capture_default_str();
-  d.command->add_option("--min-change", d.min_change, "Smallest change reported, in percent")
+  d.command
+      ->add_option("--min-change", d.min_change,
+                   "Least change a finding must be sure of, in percent of A's value (JSON: "
+                   "statistics.min_change_percent)")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
   d.command->add_option("--resamples", d.resamples, "Bootstrap replicates")
@@ -118,7 +151,7 @@ bool run_diff_command(const DiffArgs& args, int* status) {
   *status = 1;
   DiffOptions options;
   options.alpha = args.alpha;
-  options.min_change = args.min_change / 100;
+  options.min_change_percent = args.min_change;
   options.resamples = args.resamples;
   options.seed = args.seed;
   for (const std::string& p : args.pairs) {

@@ -90,12 +90,15 @@ class LinePrinter {
 void report_losses(const std::vector<ThreadStats>& threads) {
   for (const ThreadStats& s : threads) {
     if (!s.lost() && !s.corrupt_blocks) continue;
-    std::fprintf(stderr, "%s %u (%s): %llu records lost (%llu overwritten, %llu dropped)%s\n",
-                 s.info.tid == 0 ? "kernel" : "thread", s.info.tid,
-                 utf8::escape_text(s.info.name).c_str(), static_cast<unsigned long long>(s.lost()),
-                 static_cast<unsigned long long>(s.overwritten),
-                 static_cast<unsigned long long>(s.dropped),
-                 s.corrupt_blocks ? ", corrupt blocks skipped" : "");
+    std::fprintf(
+        stderr, "%s %u (%s): %llu records lost (%llu overwritten, %llu dropped)%s\n",
+        s.info.tid == 0 ? "kernel" : "thread", s.info.tid, utf8::escape_text(s.info.name).c_str(),
+        static_cast<unsigned long long>(s.lost()), static_cast<unsigned long long>(s.overwritten),
+        static_cast<unsigned long long>(s.dropped),
+        s.corrupt_blocks ? fmt::format(", {} corrupt blocks skipped, {} records unreadable",
+                                       s.corrupt_blocks, s.unreadable)
+                               .c_str()
+                         : "");
   }
 }
 

@@ -1,11 +1,16 @@
-// `nanotrace fleet arm|disarm|snapshot|status|collect|resume`: commands to every agent of a
-// fleet through the broker (src/fleet/client.hpp). Part of nanotrace-net (network_commands.hpp);
-// their options are in fleet_cli.cc.
+// `nanotrace fleet arm|disarm|snapshot|status|collect|resume|fetch`: commands to every agent of
+// a fleet through the broker (src/fleet/client.hpp). Part of nanotrace-net
+// (network_commands.hpp); their options are in fleet_cli.cc. Every answer is read with its
+// type's parser: a node whose answer cannot be read is one error line, and the others are
+// shown.
 #include <fmt/format.h>
-#include <time.h>
 
+#include <algorithm>
+
+#include "base/clock.hpp"
 #include "commands.hpp"
 #include "fleet/client.hpp"
+#include "fleet/message_fields.hpp"
 #include "fleet/protocol.hpp"
 #include "fleet_commands.hpp"
 #include "node_output.hpp"
@@ -17,54 +22,94 @@ int cmd_agent(const FleetCommands& c);
 
 namespace {
 
+using fleet::printable;
 using nlohmann::json;
+
+// --nodes: a count ("4"), or the nodes' names ("node1,node2"), which lets a shortfall name them.
+Status parse_nodes(const std::string& text, fleet::ClientOptions* o) {
+  if (text.empty()) return Status::Ok();
+  if (text.find_first_not_of("0123456789") == std::string::npos) {
+    if (text.size() > 9) return Status::Invalid("--nodes " + text + ": too many");
+    o->nodes = std::stoul(text);
+    return Status::Ok();
+  }
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    std::string name = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (!fleet::valid_name(name)) {
+      return Status::Invalid("--nodes: '" + printable(name) +
+                             "' is neither a count nor a node name ([A-Za-z0-9_-], 64 at most)");
+    }
+    if (std::find(o->node_names.begin(), o->node_names.end(), name) == o->node_names.end()) {
+      o->node_names.push_back(name);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  o->nodes = o->node_names.size();
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<fleet::FleetClient>> connect(const FleetCommands& c) {
   fleet::ClientOptions o;
   o.broker.url = c.broker;
   o.broker.name = "nanotrace-fleet";
+  Status nodes = parse_nodes(c.nodes, &o);
+  if (!nodes.ok()) return nodes;
   auto credentials = fleet::read_credentials(c.credentials);
   if (!credentials.ok()) return credentials.status();
   o.broker.credentials = *credentials;
   o.fleet = c.fleet_name;
-  o.nodes = c.nodes;
   o.timeout_ms = c.timeout_ms;
   o.parallel = c.parallel;
   o.zstd = !c.no_zstd;
   return fleet::FleetClient::connect(o);
 }
 
-// Prints each node's answer; 1 if a node reported an error or fewer nodes than --nodes answered.
-int report(const FleetCommands& c, const std::vector<json>& answers, bool json_out,
-           const std::function<void(const json&)>& print) {
-  int status = 0;
-  if (json_out) {
-    fmt::print("{}\n", dump_json(answers));
+// Prints each node's readable answer (print: a node that did the command), then one line per
+// node that failed it, per answer that could not be read and for the nodes missing. 1 if
+// there was any of those, or no answer at all.
+template <class T>
+int report(const FleetCommands& c, const fleet::Answers<T>& a,
+           const std::function<void(const T&)>& print) {
+  if (c.json) {
+    json out = json::array();
+    for (const T& answer : a.answers) out.push_back(answer.json_value());
+    for (const fleet::UnreadableAnswer& u : a.unreadable) {
+      out.push_back({{"node", u.node}, {"error", u.reason}});
+    }
+    fmt::print("{}\n", dump_json(out));
   } else {
-    for (const json& a : answers) print(a);
-  }
-  for (const json& a : answers) {
-    if (a.contains("error")) {
-      fmt::print(stderr, "nanotrace: node {}: {}\n", a["node"].get<std::string>(),
-                 a["error"].dump());
-      status = 1;
+    for (const T& answer : a.answers) {
+      if (answer.error.empty()) print(answer);
     }
   }
-  if (c.nodes != 0 && answers.size() < c.nodes) {
-    fmt::print(stderr, "nanotrace: {} of {} nodes answered\n", answers.size(), c.nodes);
+  int status = 0;
+  for (const T& answer : a.answers) {
+    if (answer.error.empty()) continue;
+    fmt::print(stderr, "nanotrace: node {}: {}\n", answer.node, printable(answer.error));
     status = 1;
   }
-  if (answers.empty()) {
+  for (const fleet::UnreadableAnswer& u : a.unreadable) {
+    fmt::print(stderr, "nanotrace: {}\n", u.line());
+    status = 1;
+  }
+  if (!a.shortfall.empty()) {
+    fmt::print(stderr, "nanotrace: {}\n", a.shortfall);
+    status = 1;
+  }
+  if (a.answers.empty() && a.unreadable.empty()) {
     fmt::print(stderr, "nanotrace: no agent answered\n");
     status = 1;
   }
   return status;
 }
 
-void print_processes(const json& a) {
-  for (const json& p : a.value("processes", json::array())) {
-    fmt::print("  process {} {}{}\n", p.value("pid", 0), p.value("name", ""),
-               p.contains("error") ? ": " + p["error"].get<std::string>() : "");
+void print_processes(const std::vector<fleet::ProcessResult>& processes) {
+  for (const fleet::ProcessResult& p : processes) {
+    fmt::print("  process {} {}{}\n", p.pid, printable(p.name),
+               p.error.empty() ? "" : ": " + printable(p.error));
   }
 }
 
@@ -110,51 +155,97 @@ Result<fleet::Command> build_command(const FleetCommands& c) {
     command.op = fleet::Command::Op::kStatus;
   } else {
     command.op = fleet::Command::Op::kSnapshot;
-    timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    command.round = fleet::new_round_id(
-        static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec),
-        "request");
+    command.round = fleet::new_round_id(sys::realtime_ns(), "request");
   }
   return command;
 }
 
 // One node's answer to `fleet status`.
-void print_status(const json& a) {
-  const json clock = a.value("clock", json::object());
-  const json bound = clock.value("bound_ns", json(nullptr));
-  std::string clock_text = clock.value("source", "unknown");
-  if (clock_text != "unknown") {
-    clock_text += bound.is_number_unsigned() ? " " + error_bound_text(bound.get<uint64_t>(), false)
-                                             : " not synchronised";
+void print_status(const fleet::StatusAnswer& a) {
+  std::string clock_text = "unknown";
+  if (a.clock && a.clock->source != "unknown") {
+    clock_text = printable(a.clock->source) +
+                 (a.clock->bound_known ? " " + error_bound_text(a.clock->bound_ns, false)
+                                       : " not synchronised");
   }
   fmt::print(
       "node {}: broker {}, armed '{}', {} rounds ({} coalesced, {} rate-limited, {} "
       "local only), last freeze {:.3f} ms after its match, clock {}\n",
-      a["node"].get<std::string>(), a.value("connected", false) ? "up" : "down",
-      a.value("armed", ""), a.value("rounds", 0), a.value("coalesced", 0),
-      a.value("rate_limited", 0), a.value("local_only", 0), a.value("last_latency_ns", 0.0) / 1e6,
-      clock_text);
-  if (a.contains("ship")) {
-    const json& sh = a["ship"];
+      a.node, a.connected ? "up" : "down", printable(a.armed), a.rounds, a.coalesced,
+      a.rate_limited, a.local_only, static_cast<double>(a.last_latency_ns) / 1e6, clock_text);
+  if (a.ship) {
+    const fleet::ShipStatus& sh = *a.ship;
     // The last error while it is the news (no success since).
     const std::string error =
-        sh.value("last_error_realtime_ns", 0ull) > sh.value("last_success_realtime_ns", 0ull)
-            ? sh.value("last_error", "")
-            : "";
+        sh.last_error_realtime_ns > sh.last_success_realtime_ns ? printable(sh.last_error) : "";
     fmt::print(
         "  ship: {} snapshots shipped ({} events), {} queued, {} failed attempts, {} "
         "rejected{}\n",
-        sh.value("shipped", 0), sh.value("events", 0), sh.value("queued", 0),
-        sh.value("failures", 0), sh.value("rejected", 0),
+        sh.shipped, sh.events, sh.queued, sh.failures, sh.rejected,
         error.empty() ? "" : ", last error: " + error);
   }
-  for (const json& p : a.value("processes", json::array())) {
-    fmt::print("  process {} {}: trigger {}{}, {} threads, {:.2f} s of history, {} lost\n",
-               p.value("pid", 0), p.value("name", ""), p.value("trigger", ""),
-               p.value("expression", "").empty() ? "" : " on " + p.value("expression", ""),
-               p.value("threads", 0), p.value("history_seconds", 0.0), p.value("lost", 0));
+  for (const fleet::ProcessStatus& p : a.processes) {
+    fmt::print("  process {} {}: trigger {}{}, {} threads, {:.2f} s of history, {} lost\n", p.pid,
+               printable(p.name), printable(p.trigger),
+               p.expression.empty() ? "" : " on " + printable(p.expression), p.threads,
+               p.history_seconds, p.lost);
   }
+}
+
+// `fleet snapshot`: every node freezes now; the round is collected from those that did, even
+// when another node failed or answered unreadably.
+int snapshot(fleet::FleetClient& client, const FleetCommands& c, const fleet::Command& command) {
+  auto answers = client.ask<fleet::SnapshotAnswer>(command);
+  if (!answers.ok()) return fail(answers.status());
+  int status = report<fleet::SnapshotAnswer>(c, *answers, [](const fleet::SnapshotAnswer& a) {
+    fmt::print("node {}: frozen, {} processes copied\n", a.node, a.manifest.processes.size());
+  });
+  const bool frozen = std::any_of(answers->answers.begin(), answers->answers.end(),
+                                  [](const fleet::SnapshotAnswer& a) { return a.error.empty(); });
+  if (!frozen) return 1;
+  return std::max(status, collect(client, c, command.round));
+}
+
+// arm, disarm, resume, status and snapshot: one command to every node, each answer read as
+// the command's answer type.
+int command(fleet::FleetClient& client, const FleetCommands& c) {
+  auto command = build_command(c);
+  if (!command.ok()) return fail(command.status());
+  using fleet::Command;
+  switch (command->op) {
+    case Command::Op::kArm:
+    case Command::Op::kDisarm: {
+      auto answers = client.ask<fleet::ProcessesAnswer>(*command);
+      if (!answers.ok()) return fail(answers.status());
+      const bool arm = command->op == Command::Op::kArm;
+      return report<fleet::ProcessesAnswer>(c, *answers, [&](const fleet::ProcessesAnswer& a) {
+        if (arm) {
+          fmt::print("node {}: armed '{}'\n", a.node, printable(c.expression));
+        } else {
+          fmt::print("node {}: done\n", a.node);
+        }
+        print_processes(a.processes);
+      });
+    }
+    case Command::Op::kResume: {
+      auto answers = client.ask<fleet::ResumeAnswer>(*command);
+      if (!answers.ok()) return fail(answers.status());
+      return report<fleet::ResumeAnswer>(c, *answers, [](const fleet::ResumeAnswer& a) {
+        fmt::print("node {}: done\n", a.node);
+        for (const std::string& e : a.errors) fmt::print("  {}\n", printable(e));
+      });
+    }
+    case Command::Op::kStatus: {
+      auto answers = client.ask<fleet::StatusAnswer>(*command);
+      if (!answers.ok()) return fail(answers.status());
+      return report<fleet::StatusAnswer>(c, *answers, print_status);
+    }
+    case Command::Op::kSnapshot:
+      return snapshot(client, c, *command);
+    case Command::Op::kRounds:
+      break;
+  }
+  return fail(Status::Invalid("no such fleet command"));
 }
 
 int run_fleet(const FleetCommands& c) {
@@ -166,33 +257,8 @@ int run_fleet(const FleetCommands& c) {
     fmt::print("{}: {} bytes from node {}\n", c.output, *bytes, c.fetch_node);
     return 0;
   }
-  if (!c.arm->parsed() && !c.disarm->parsed() && !c.resume->parsed() && !c.status->parsed() &&
-      !c.snapshot->parsed()) {
-    return collect(**client, c, c.round);
-  }
-  auto command = build_command(c);
-  if (!command.ok()) return fail(command.status());
-  auto answers = (*client)->command(command->to_json());
-  if (!answers.ok()) return fail(answers.status());
-  if (c.arm->parsed()) {
-    return report(c, *answers, c.json, [&](const json& a) {
-      fmt::print("node {}: armed '{}'\n", a["node"].get<std::string>(), c.expression);
-      print_processes(a);
-    });
-  }
-  if (c.status->parsed()) return report(c, *answers, c.json, print_status);
-  if (c.snapshot->parsed()) {
-    int status = report(c, *answers, c.json, [](const json& a) {
-      fmt::print("node {}: frozen, {} processes copied\n", a["node"].get<std::string>(),
-                 a.value("processes", json::array()).size());
-    });
-    if (status != 0) return status;
-    return collect(**client, c, command->round);
-  }
-  return report(c, *answers, c.json, [](const json& a) {
-    fmt::print("node {}: done\n", a["node"].get<std::string>());
-    print_processes(a);
-  });
+  if (c.collect->parsed()) return collect(**client, c, c.round);
+  return command(**client, c);
 }
 
 }  // namespace

@@ -14,8 +14,22 @@ namespace nanotrace::cli {
 
 namespace {
 
+// Corrupt blocks over the trace's threads, and the records they made unreadable.
+struct Corrupt {
+  uint64_t blocks = 0, unreadable = 0;
+};
+Corrupt corrupt_of(const std::vector<ThreadStats>& threads) {
+  Corrupt c;
+  for (const ThreadStats& s : threads) {
+    c.blocks += s.corrupt_blocks;
+    c.unreadable += s.unreadable;
+  }
+  return c;
+}
+
 void print_stats_json(const Trace& trace, const TraceStats& st) {
   const std::vector<ThreadStats>& threads = st.threads;
+  const Corrupt corrupt = corrupt_of(threads);
   const ProcessInfo& p = trace.process();
   nlohmann::json events = nlohmann::json::array();
   for (const EventCount& e : st.events) {
@@ -38,7 +52,8 @@ void print_stats_json(const Trace& trace, const TraceStats& st) {
                    {"lost", s.lost()},
                    {"overwritten", s.overwritten},
                    {"dropped", s.dropped},
-                   {"corrupt_blocks", s.corrupt_blocks}});
+                   {"corrupt_blocks", s.corrupt_blocks},
+                   {"unreadable", s.unreadable}});
     if (owner.node < trace.nodes().size()) {
       ths.back()["node"] = utf8::valid(trace.nodes()[owner.node].hostname);
     }
@@ -52,6 +67,8 @@ void print_stats_json(const Trace& trace, const TraceStats& st) {
                         {"lost", st.lost},
                         {"lost_no_slot", st.lost_no_slot},
                         {"lost_reclaimed", st.lost_reclaimed},
+                        {"corrupt_blocks", corrupt.blocks},
+                        {"unreadable", corrupt.unreadable},
                         {"processes", trace.processes().size()},
                         {"events", events},
                         {"threads", ths}};
@@ -76,6 +93,10 @@ void print_stats_header(const Trace& trace, const TraceStats& st) {
              utf8::escape_text(p.user_name.empty() ? p.process_name : p.user_name),
              p.alive ? "running" : "not running", mode_name(p.mode), st.total.count, st.span_s(),
              st.total.per_second(), st.lost);
+  if (const Corrupt c = corrupt_of(st.threads); c.blocks > 0) {
+    fmt::print("  damaged: {} corrupt blocks skipped, {} records unreadable (counted as lost)\n",
+               c.blocks, c.unreadable);
+  }
   if (!trace.kernel_events().empty()) {
     const Trace::KernelSystem k = trace.kernel_system();
     if (k.sysname.empty() && k.release.empty()) {
@@ -118,14 +139,16 @@ void print_stats_text(const Trace& trace, const TraceStats& st) {
   }
   print_nodes(trace);
   if (trace.processes().size() > 1) print_process_table(trace, threads);
-  fmt::print("\n{:>8} {:>8} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12} {:>10} {:>10}\n", "PID", "TID",
-             "THREAD", "STATE", "RECORDS", "WRITTEN", "RATE/s", "LOST", "OVERWR", "DROPPED");
+  fmt::print("\n{:>8} {:>8} {:<16} {:<7} {:>12} {:>12} {:>14} {:>12} {:>10} {:>10} {:>8}\n", "PID",
+             "TID", "THREAD", "STATE", "RECORDS", "WRITTEN", "RATE/s", "LOST", "OVERWR", "DROPPED",
+             "CORRUPT");
   for (size_t i = 0; i < threads.size(); ++i) {
     const ThreadStats& s = threads[i];
-    fmt::print("{:>8} {:>8} {:<16} {:<7} {:>12} {:>12} {:>14.0f} {:>12} {:>10} {:>10}\n",
+    fmt::print("{:>8} {:>8} {:<16} {:<7} {:>12} {:>12} {:>14.0f} {:>12} {:>10} {:>10} {:>8}\n",
                s.info.pid, s.info.tid, utf8::escape_text(s.info.name),
                s.info.state == abi::SlotState::kExited ? "exited" : "active", s.records,
-               s.info.written, st.thread_rates[i].per_second(), s.lost(), s.overwritten, s.dropped);
+               s.info.written, st.thread_rates[i].per_second(), s.lost(), s.overwritten, s.dropped,
+               s.corrupt_blocks);
   }
 }
 

@@ -8,7 +8,8 @@ namespace {
 
 // What agent and every fleet command share: how to reach the broker.
 void add_broker_options(CLI::App* sub, FleetCommands* c) {
-  sub->add_option("--broker", c->broker, "NATS server URL")->capture_default_str();
+  sub->add_option("--broker", c->broker, "NATS server URL; a cluster's servers: comma-separated")
+      ->capture_default_str();
   sub->add_option("--credentials", c->credentials,
                   "file (mode 0600) with token=, or user= and password=")
       ->capture_default_str();
@@ -52,6 +53,11 @@ void register_agent(CLI::App& app, FleetCommands* c) {
                    "how long a frozen node waits before copying its rings (nodes that share a "
                    "host are still being told; 0: at once)")
       ->capture_default_str();
+  c->agent
+      ->add_option("--announce-for", c->announce_for,
+                   "how long a freeze's announcement is repeated, for nodes that missed it "
+                   "(their server of the cluster lost, their link down); 0: once")
+      ->capture_default_str();
   c->agent->add_option("--scan-ms", c->scan_ms, "how often to look for new traced processes")
       ->capture_default_str();
   c->agent->add_option("--kernel", c->kernel,
@@ -82,7 +88,9 @@ void register_fleet(CLI::App& app, FleetCommands* c) {
   auto sub = [&](const char* name, const char* help) {
     CLI::App* s = c->fleet->add_subcommand(name, help);
     add_broker_options(s, c);
-    s->add_option("--nodes", c->nodes, "answers to wait for (default: whoever answers in time)");
+    s->add_option("--nodes", c->nodes,
+                  "the nodes to wait for: a count, or their names (node1,node2,...), so that "
+                  "those missing are named (default: whoever answers in time)");
     s->add_option("--timeout-ms", c->timeout_ms, "how long to wait for answers")
         ->capture_default_str();
     s->add_flag("--json", c->json, "print the answers as JSON");

@@ -21,6 +21,7 @@ struct FleetCommands {
   std::string node, spool = "/var/spool/nanotrace", metrics;
   std::string rate = "10s";
   std::string copy_delay = "2ms";
+  std::string announce_for = "5s";
   int scan_ms = 1000;
   std::string kernel;
   uint32_t kernel_flight_buffer_kb = 4096;
@@ -29,7 +30,7 @@ struct FleetCommands {
   // fleet
   std::string expression, before, after, dir, round, wait = "10s";
   std::string fetch_node, fetch_file, output;
-  size_t nodes = 0;
+  std::string nodes;  // a count, or the nodes' names (comma-separated)
   size_t parallel = 4;
   bool no_zstd = false;
   int timeout_ms = 3000;

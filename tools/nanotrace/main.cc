@@ -11,6 +11,7 @@
 #include "record_commands.hpp"   // record, snapshot, recover, clean
 #include "reference_command.hpp"
 #include "run_commands.hpp"  // run, summary
+#include "top_command.hpp"
 
 namespace {
 
@@ -138,6 +139,8 @@ int main(int argc, char** argv) {
   register_inspect_commands(app, &inspect);
   TriggerCommands triggers;
   register_trigger_commands(app, &triggers);
+  TopCommand top_command;
+  register_top_command(app, &top_command);
   auto analysis = register_analysis_commands(app);  // export, latency, report
   auto diff = register_diff_command(app);
   RecordCommands record_commands;  // record, snapshot, recover, clean
@@ -155,8 +158,9 @@ int main(int argc, char** argv) {
   if (reference->parsed()) return cmd_reference(app);
   int status = 1;
   if (run_inspect_commands(inspect, &status) || run_trigger_commands(triggers, &status) ||
-      run_analysis_commands(*analysis, &status) || run_diff_command(*diff, &status) ||
-      run_record_commands(record_commands, &status) || run_run_command(run_command, &status) ||
+      run_top_command(top_command, &status) || run_analysis_commands(*analysis, &status) ||
+      run_diff_command(*diff, &status) || run_record_commands(record_commands, &status) ||
+      run_run_command(run_command, &status) ||
       run_network_commands(fleet_commands, ship_command, argv, &status)) {
     return status;
   }

@@ -29,6 +29,11 @@ void register_ship_command(CLI::App& app, ShipCommand* c) {
                       "event names)");
   c->ship->add_option("--batch-rows", c->batch_rows, "Rows per insert block")
       ->capture_default_str();
+  c->ship
+      ->add_option("--retry-for", c->retry_for,
+                   "How long to retry a trace after a transient error (connection, server "
+                   "busy), with backoff; refusals are not retried (0: no retry)")
+      ->capture_default_str();
   c->ship->add_flag("--no-compress", c->no_compress, "Send blocks uncompressed");
   c->ship->add_flag("--json", c->json, "One JSON object per trace");
 }

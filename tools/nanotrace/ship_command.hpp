@@ -17,6 +17,7 @@ struct ShipCommand {
   std::string node;
   std::vector<std::string> pairs;  // BEGIN,END,KEY
   size_t batch_rows = 1 << 20;
+  std::string retry_for = "30s";  // how long transient errors are retried, per trace
   bool no_compress = false;
   bool json = false;
 };

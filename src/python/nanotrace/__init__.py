@@ -151,9 +151,12 @@ def diff(a, b, pairs=None, alpha=0.05, min_change=5.0, resamples=2000,
     `nanotrace diff A B --json` prints (same keys, same values for the same options).
 
     a, b: a trace file (or segment), "A1.ntr,A2.ntr", or a list of them; or benchmark result
-    JSON files (Google Benchmark, `iograph bench --json`). pairs: "BEGIN,END,KEY" texts
-    (default: the known pairs that occur on both sides). alpha: family-wise level;
-    min_change: smallest change reported, in percent; resamples, seed: of the bootstrap."""
+    JSON files (Google Benchmark, `iograph bench --json`): runs of one build each, several a
+    side for findings (with one run a side, "statistics"["attributable"] is False and the
+    changes are in "observed_ranked"). pairs: "BEGIN,END,KEY" texts (default: the known pairs
+    that occur on both sides). alpha: family-wise level; min_change: the least change a
+    finding must be sure of, in percent of A's value (as --min-change and
+    "statistics"["min_change_percent"]); resamples, seed: of the bootstrap."""
     import json
     text = _nanotrace.diff_json(_runs(a), _runs(b), _names(pairs), float(alpha),
                                 float(min_change), int(resamples), int(seed))

@@ -3,14 +3,23 @@
 // Each run arms a trigger with a window of W events (nanotrace::arm_trigger), waits for the
 // freeze, reads this process's own segment and counts the records published after the
 // match (clock value later than the segment's trigger_ticks; the matching record excluded),
-// then resumes. The contract: at most W plus one per thread.
+// and which record the trigger names (the test:fire record stamped at trigger_ticks: its run
+// must be this run's; the matching thread may not have published it yet, descheduled after
+// another completed its firing), then resumes. The contract: at most W plus one per thread.
 //
 //   trigger_lag [--runs N] [--threads T] [--window W] [--json FILE] [--quick] [--no-idle]
+//               [--inject]
 //
-// Prints one line per run, "run R after A bound B", and a summary; --json writes the
+// Prints one line per run, "run R after A bound B match M" (M: the run of the record the
+// trigger names, 0 if not published yet), and a summary; --json writes the
 // figures (median and maximum of A - W). Exits 1 if a run timed out or could not be read;
 // the bound itself is the caller's to check. --no-idle: the matcher at normal priority. Set the
-// ring size with NANOTRACE_BUFFER.
+// ring size with NANOTRACE_BUFFER. --inject: the descheduling that broke the bound, made to
+// happen in every run through the runtime's test hook (runtime.hpp, found with dlsym, so that
+// the program still runs on a runtime without it): the matching thread sleeps 100 ms right
+// after announcing its firing (the others complete it, and the run is over before it wakes),
+// and whoever stamps a match sleeps 2 ms before opening the window.
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
@@ -31,11 +40,33 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/runtime.hpp"
+
 namespace {
 
 std::atomic<bool> g_stop{false};
 std::atomic<uint64_t> g_armed_run{0};
 bool g_idle = true;
+thread_local bool t_matcher = false;
+
+using nanotrace::runtime::TriggerHookPoint;
+void inject_descheduling(TriggerHookPoint point) {
+  if (point == TriggerHookPoint::kFiringAnnounced && t_matcher) {
+    usleep(100000);
+  } else if (point == TriggerHookPoint::kMatchStamped) {
+    usleep(2000);
+  }
+}
+
+// Sets the runtime's test hook to inject_descheduling. False if the runtime has none.
+bool set_injection() {
+  using Hook = std::atomic<void (*)(TriggerHookPoint)>;
+  auto* hook =
+      static_cast<Hook*>(dlsym(RTLD_DEFAULT, "_ZN9nanotrace7runtime19g_trigger_test_hookE"));
+  if (hook == nullptr) return false;
+  hook->store(inject_descheduling);
+  return true;
+}
 
 void pin_to_cpu0() {
   cpu_set_t set;
@@ -46,6 +77,7 @@ void pin_to_cpu0() {
 
 void worker(uint64_t thread, bool matcher) {
   pin_to_cpu0();
+  t_matcher = matcher;
   if (matcher && g_idle) {
     sched_param param{};
     if (sched_setscheduler(0, SCHED_IDLE, &param) != 0) std::perror("sched_setscheduler");
@@ -68,6 +100,7 @@ void worker(uint64_t thread, bool matcher) {
 
 struct RunResult {
   int64_t after = -1;
+  uint64_t matched_run = 0;  // the run field of the test:fire record stamped at the match
   bool ok = false;
 };
 
@@ -99,7 +132,12 @@ RunResult one_run(uint64_t run, uint64_t window) {
   auto source = (*trace)->read_all();
   nanotrace::Record r;
   int64_t after = 0;
-  while (source->next(&r)) after += r.ticks > match_ticks;
+  while (source->next(&r)) {
+    after += r.ticks > match_ticks;
+    if (r.ticks == match_ticks && r.event != nullptr && r.event->full_name() == "test:fire") {
+      out.matched_run = r.values[0].bits;
+    }
+  }
   out.after = after;
   if (getenv("TRIGGER_LAG_DEBUG")) {
     auto now = std::chrono::steady_clock::now();
@@ -132,12 +170,17 @@ int main(int argc, char** argv) {
       json = argv[++i];
     } else if (!std::strcmp(argv[i], "--no-idle")) {
       g_idle = false;
+    } else if (!std::strcmp(argv[i], "--inject")) {
+      if (!set_injection()) {
+        std::fprintf(stderr, "--inject: this runtime has no test hook\n");
+        return 2;
+      }
     } else if (!std::strcmp(argv[i], "--quick")) {
       runs = 3;
     } else {
       std::fprintf(stderr,
                    "usage: trigger_lag [--runs N] [--threads T] [--window W] "
-                   "[--json FILE] [--quick] [--no-idle]\n");
+                   "[--json FILE] [--quick] [--no-idle] [--inject]\n");
       return 2;
     }
   }
@@ -146,6 +189,7 @@ int main(int argc, char** argv) {
   for (uint64_t t = 0; t < threads; ++t) pool.emplace_back(worker, t, t == threads - 1);
   std::vector<int64_t> excess;
   int failures = 0;
+  uint64_t wrong_match = 0;  // runs whose trigger names another run's record
   auto start = std::chrono::steady_clock::now();
   for (uint64_t run = 1; run <= runs; ++run) {
     RunResult r = one_run(run, window);
@@ -153,8 +197,10 @@ int main(int argc, char** argv) {
       ++failures;
       break;
     }
-    std::printf("run %llu after %lld bound %llu\n", (unsigned long long)run, (long long)r.after,
-                (unsigned long long)(window + threads));
+    std::printf("run %llu after %lld bound %llu match %llu\n", (unsigned long long)run,
+                (long long)r.after, (unsigned long long)(window + threads),
+                (unsigned long long)r.matched_run);
+    if (r.matched_run != 0 && r.matched_run != run) ++wrong_match;
     std::fflush(stdout);
     excess.push_back(r.after - static_cast<int64_t>(window));
   }
@@ -169,9 +215,9 @@ int main(int argc, char** argv) {
                                 [&](int64_t e) { return e > static_cast<int64_t>(threads); });
   std::printf(
       "runs %zu threads %llu window %llu: beyond the window median %lld max %lld, "
-      "%llu runs over the bound, %.1f s\n",
+      "%llu runs over the bound, %llu naming another record, %.1f s\n",
       sorted.size(), (unsigned long long)threads, (unsigned long long)window, (long long)median,
-      (long long)max, (unsigned long long)over, seconds);
+      (long long)max, (unsigned long long)over, (unsigned long long)wrong_match, seconds);
   if (!json.empty()) {
     const char* ring = getenv("NANOTRACE_BUFFER");
     nlohmann::json out = {{"runs", sorted.size()},
@@ -182,6 +228,7 @@ int main(int argc, char** argv) {
                           {"beyond_window_max", max},
                           {"bound_beyond_window", threads},
                           {"runs_over_bound", over},
+                          {"runs_naming_another_record", wrong_match},
                           {"failed_runs", failures},
                           {"seconds", seconds}};
     std::ofstream(json) << out.dump(2) << "\n";
