@@ -3,11 +3,11 @@
 #include "live/live_view.hpp"
 
 #include <sys/stat.h>
-#include <time.h>
 
 #include <algorithm>
 #include <set>
 
+#include "base/clock.hpp"
 #include "base/process.hpp"
 #include "live/process_follower.hpp"
 
@@ -16,18 +16,6 @@ namespace {
 
 // Samples an exited process stays in the frame (marked not alive) before it is forgotten.
 constexpr int kExitedFrames = 3;
-
-double monotonic_now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-uint64_t realtime_now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 LatencySummary summary(const LatencyHistogram& h) {
   return {h.count(), h.quantile(0.5), h.quantile(0.99), h.max()};
@@ -141,7 +129,7 @@ Result<std::unique_ptr<LiveView>> LiveView::create(const LiveOptions& options) {
 
 LiveFrame LiveView::sample() {
   Impl& m = *impl_;
-  const double now = monotonic_now();
+  const double now = sys::monotonic_seconds();
   const double interval = m.sequence == 0 ? 0 : now - m.last_sample;
   m.last_sample = now;
   if (m.options.sources.empty()) m.discover();
@@ -166,7 +154,7 @@ LiveFrame LiveView::sample() {
 LiveFrame LiveView::Impl::build_frame(double interval) {
   LiveFrame frame;
   frame.sequence = sequence;
-  frame.realtime_ns = realtime_now_ns();
+  frame.realtime_ns = sys::realtime_ns();
   frame.interval_s = interval;
   frame.notes = std::move(notes);
   notes.clear();

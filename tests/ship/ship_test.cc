@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "base/file_format.hpp"
+#include "base/node_identity.hpp"
 #include "base/utf8.hpp"
 #include "common/child_process.hpp"
 #include "fleet/snapshot_shipper.hpp"
@@ -966,7 +967,7 @@ TEST_F(ShipTest, DamagedCopyShipsWhatReadsUnderAnIdOfItsOwn) {
 // with another pair, is the same trace, and the ship says what it did not store.
 TEST_F(ShipTest, ReshipsThatDifferSayWhatTheyDidNotStore) {
   const Shipped& a = node(0);
-  const std::string host = ship::local_hostname();
+  const std::string host = sys::hostname();
   ASSERT_NE(host, "node-a");
   std::string error;
   nlohmann::json plain = ship(a.file, "", &error);
