@@ -61,6 +61,9 @@ uint64_t monotonic_ns() {
 void fire_slow(const Runtime::ArmedTrigger& armed, DurationState& st, const detail::Site& site,
                uint64_t* record, uint64_t armed_state, const pairing::OpenOp& begun, uint64_t ticks,
                uint64_t threshold, bool hashed) {
+  if (auto* hook = g_trigger_test_hook.load(std::memory_order_relaxed)) {
+    hook(TriggerHookPoint::kSlowPairFound);  // a test pauses here: a descheduled writer
+  }
   if (!take_fire_token(armed_state)) return;
   if (!st.limiter.admit(monotonic_ns())) {
     st.held_back.store(st.limiter.held_back(), std::memory_order_relaxed);

@@ -279,14 +279,15 @@ TriggerGate trigger_gate() noexcept;
 bool trigger_active() noexcept;
 
 // Points of the firing protocol (trigger_runtime.cc) where a test pauses a thread, to force
-// the interleavings a descheduled thread makes (tests/runtime/trigger_race_test.cc, and
-// trigger_lag --inject).
+// the interleavings a descheduled thread makes (tests/runtime/trigger_race_test.cc,
+// tests/duration/race_test.cc, and trigger_lag --inject).
 enum class TriggerHookPoint : int {
   kNone,
   kFiringAnnounced,  // a matching writer announced its firing, before completing it
   kGateSawFiring,    // a writer's slow path saw a firing, before helping complete it
   kGateEndsWindow,   // a writer's slow path found the window over, before freezing
   kMatchStamped,     // a completion stamped the matching record, before opening the window
+  kSlowPairFound,    // a duration trigger's writer found a slow pair, before taking the token
   kCount
 };
 // Called at each of those points when set: null in a traced program, where it costs one load
