@@ -10,6 +10,7 @@
 #   1. `fleet status --nodes node1,node2,ghost`: exits 1 (not a crash), shows node1's and
 #      node2's status, names each evil-* node with its reason on one line, and says "no answer
 #      from ghost".
+#   1b. `fleet top` alike: node1's and node2's frames, each evil-* node named on its line.
 #   2. `fleet snapshot --nodes node1,node2`: freezes the real nodes and collects their snapshots
 #      and manifests; names evil-fetch, whose file could not be copied; exits 1.
 #   3. `fleet collect --round R --nodes 4`: copies the round again from node1 and node2, and
@@ -153,6 +154,23 @@ bad = {a["node"] for a in answers if "error" in a}
 assert {"evil-rounds-x", "evil-huge", "evil-utf8", ""} <= bad, bad
 PY
 echo "ok: fleet status showed node1 and node2, named every malformed answer and the missing node"
+
+# --- 1b. fleet top ---------------------------------------------------------------------------
+# The real nodes' frames are shown (each node's line), every malformed answer named on its line.
+"$NT" fleet top --once "${FLEET[@]}" --nodes node1,node2,ghost --timeout-ms 1000 >"$T/top.out" \
+  2>"$T/top.err"
+rc=$?
+[ $rc = 1 ] || fail "fleet top exited $rc: $(cat "$T/top.err")"
+grep -q "^IN FLIGHT, oldest first: 0 open on 2 nodes$" "$T/top.out" ||
+  fail "fleet top's in-flight line: $(cat "$T/top.out")"
+for n in node1 node2; do
+  grep -q "^node $n: 1 process, " "$T/top.out" || fail "top of $n missing: $(cat "$T/top.out")"
+done
+grep -q "^node evil" "$T/top.out" && fail "a malformed top answer shown as a node: $(cat "$T/top.out")"
+expect_malformed "$T/top.err" top
+expect_named "$T/top.err" evil-missing "frame: missing"
+grep -q "no answer from ghost$" "$T/top.err" || fail "fleet top: ghost not named: $(cat "$T/top.err")"
+echo "ok: fleet top shows node1 and node2, names each malformed answer and the missing node"
 
 # --- 2. fleet snapshot: the good nodes' round is collected -------------------------------------
 "$NT" fleet snapshot "${FLEET[@]}" --nodes node1,node2 --timeout-ms 3000 --wait 5s \
