@@ -58,6 +58,7 @@ int cmd_agent(const FleetCommands& c) {
     return fail(Status::Invalid("--live-interval must be 0 or between 50ms and 1h"));
   }
   o.live_interval_ms = static_cast<int>(*live_interval / 1000000);
+  o.live_waiters = c.live_waiters;
   for (const std::string& text : c.pairs) {
     auto rule = parse_pair_rule(text);
     if (!rule.ok()) return fail(rule.status());

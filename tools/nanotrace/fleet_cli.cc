@@ -78,6 +78,11 @@ void register_agent(CLI::App& app, FleetCommands* c) {
                    "how often the live view samples the node's traced processes, at nice 19 "
                    "(0: no live view)")
       ->capture_default_str();
+  c->agent
+      ->add_option("--live-waiters", c->live_waiters,
+                   "operations in flight the live view keeps, oldest first (`fleet top`)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u));
   register_agent_shipping(c);
 }
 

@@ -29,6 +29,7 @@ struct FleetCommands {
   std::string ship_database = "nanotrace", ship_cluster, ship_retry_max = "30s";
   std::vector<std::string> pairs;  // BEGIN,END,KEY
   std::string live_interval = "1s";
+  uint32_t live_waiters = 20;
   // fleet
   std::string expression, before, after, dir, round, wait = "10s";
   std::string fetch_node, fetch_file, output;
