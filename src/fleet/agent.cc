@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "fleet/agent_state.hpp"
+#include "fleet/message_top.hpp"
 #include "nanotrace/trigger.hpp"
 
 namespace nanotrace::fleet {
@@ -62,6 +63,10 @@ void Agent::Impl::on_command(BrokerMessage&& m) {
     answer(m.reply, error_answer(options.node, command.status().message()));
     return;
   }
+  if (command->op == Command::Op::kTop) {
+    answer(m.reply, top_answer_body());
+    return;
+  }
   std::string reply = m.reply;
   Command c = *command;
   post([this, c, reply] {
@@ -108,9 +113,18 @@ void Agent::Impl::on_command(BrokerMessage&& m) {
         body = a.to_json();
         break;
       }
+      case Command::Op::kTop:
+        break;  // answered at once (above)
     }
     answer(reply, body);
   });
+}
+
+std::string Agent::Impl::top_answer_body() const {
+  if (!live) return error_answer(options.node, "this agent keeps no live view (--live-interval 0)");
+  std::shared_ptr<const live::LiveFrame> frame = live->latest();
+  if (frame == nullptr) return error_answer(options.node, "the live view has not sampled yet");
+  return top_answer(options.node, *frame);
 }
 
 void Agent::Impl::on_freeze(BrokerMessage&& m) {
@@ -363,6 +377,7 @@ Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Agent::~Agent() {
   if (impl_) {
     impl_->metrics.reset();
+    impl_->live.reset();
     impl_->shipper.reset();                          // cancels an attempt in progress
     if (impl_->announcer) impl_->announcer->stop();  // it publishes through the broker
     impl_->broker.reset();
@@ -392,6 +407,13 @@ Result<std::unique_ptr<Agent>> Agent::start(const AgentOptions& options) {
                                           [self](const std::string& line) { self->log(line); });
     if (!shipper.ok()) return shipper.status();
     impl->shipper = std::move(*shipper);
+  }
+  if (options.live_interval_ms > 0) {
+    live::LiveOptions view;
+    view.rules = options.pairs;
+    view.waiters = options.live_waiters;
+    impl->live = std::make_unique<LiveSampler>(
+        view, options.live_interval_ms, [self](const std::string& line) { self->log(line); });
   }
   if (!options.metrics_address.empty()) {
     auto m = MetricsServer::start(options.metrics_address,

@@ -24,6 +24,11 @@
 //     local-only freeze.
 //   - With ClickHouse servers given (options.ship), every snapshot written to the spool is
 //     shipped by a thread of its own (snapshot_shipper.hpp), retried until it is stored.
+//   - A live view of the node's traced processes (agent_live.hpp), sampled every
+//     live_interval_ms on a thread at nice 19 without consuming the rings: /metrics gives, per
+//     pair rule, the age of the oldest operation in flight (an alert fires on a stuck one),
+//     the operations in flight and the recent p99 and max; the `top` command answers with the
+//     latest frame (`nanotrace fleet top`).
 //   - It acts on commands from the broker alone, over a connection opened with the fleet's
 //     credentials; commands are a fixed set (no command runs anything), and every file name
 //     a message brings is checked to be inside the spool.
@@ -39,6 +44,7 @@
 
 #include "fleet/credentials.hpp"
 #include "fleet/snapshot_shipper.hpp"
+#include "nanotrace/analysis.hpp"
 #include "nanotrace/status.hpp"
 
 namespace nanotrace::fleet {
@@ -69,6 +75,12 @@ struct AgentOptions {
   uint32_t kernel_buffer_kb = 4096;
   // ClickHouse to ship each snapshot into (ship.servers empty: none).
   SnapshotShipperOptions ship;
+  // The live view: sampled every live_interval_ms (0: none; /metrics has no pair families and
+  // `top` is answered with an error); its pair rules (empty: found from event names, as `top`
+  // finds them); the operations in flight a frame lists, oldest first.
+  int live_interval_ms = 1000;
+  std::vector<PairRule> pairs;
+  uint32_t live_waiters = 20;
 };
 
 class Agent {

@@ -3,7 +3,9 @@
 // hold, the bytes written over, records lost by cause, trigger arms, fires and freezes; per
 // node, fleet freezes (taken, coalesced, rate-limited, local-only), the last freeze's latency,
 // snapshots written, the broker link and the clock's error bound; with shipping, the snapshots
-// shipped into ClickHouse, the failed attempts, the queue and the last error's time.
+// shipped into ClickHouse, the failed attempts, the queue and the last error's time; from the
+// live view (agent_live.hpp), per pair rule the age of the oldest operation in flight, the
+// operations in flight, the recent p99 and max, and the age of the view's last sample.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -164,6 +166,22 @@ std::vector<Family> clock_families(const rec::ClockSync& sync, const std::string
   return {bound, synced, offset};
 }
 
+// The live view's families: gauges all, named alike in both formats. Its frame is up to an
+// interval old: the sample's age says how much (and that the view still samples).
+std::string live_families(const LiveSampler& sampler, const std::string& node) {
+  std::shared_ptr<const live::LiveFrame> frame = sampler.latest();
+  if (frame == nullptr) return "";
+  const uint64_t now = realtime_ns();
+  const double age = static_cast<double>(now - std::min(now, frame->realtime_ns)) / 1e9;
+  return live::frame_metric_families(*frame, node) +
+         fmt::format(
+             "# HELP nanotrace_live_sample_age_seconds Seconds since the live view last sampled "
+             "the node's traced processes (the pair gauges are of that sample)\n"
+             "# TYPE nanotrace_live_sample_age_seconds gauge\n"
+             "nanotrace_live_sample_age_seconds{{{}}} {}\n",
+             node, age);
+}
+
 }  // namespace
 
 std::string Agent::Impl::render_metrics(MetricsFormat format) {
@@ -188,6 +206,7 @@ std::string Agent::Impl::render_metrics(MetricsFormat format) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, f.help, name, f.type);
     for (const std::string& s : f.samples) out += s + "\n";
   }
+  if (live) out += live_families(*live, node);
   if (openmetrics) out += "# EOF\n";
   return out;
 }

@@ -20,6 +20,7 @@
 #include "base/rate_policy.hpp"
 #include "fleet/agent.hpp"
 #include "fleet/agent_announcer.hpp"
+#include "fleet/agent_live.hpp"
 #include "fleet/broker.hpp"
 #include "fleet/clock_watch.hpp"
 #include "fleet/local_processes.hpp"
@@ -91,6 +92,7 @@ struct Agent::Impl {
   std::unique_ptr<Announcer> announcer;
   std::unique_ptr<Broker> broker;
   std::unique_ptr<SnapshotShipper> shipper;  // options.ship given (outlives the metrics server)
+  std::unique_ptr<LiveSampler> live;         // options.live_interval_ms != 0 (outlives it too)
   std::unique_ptr<MetricsServer> metrics;
   std::unique_ptr<ClockWatch> clock;
   LocalProcesses locals;
@@ -129,6 +131,8 @@ struct Agent::Impl {
   void on_command(BrokerMessage&& m);
   void on_freeze(BrokerMessage&& m);
   void on_fetch(BrokerMessage&& m);
+  // `top`, answered on the broker's delivery thread (the latest frame: nothing to wait for).
+  std::string top_answer_body() const;
   void answer(const std::string& reply, const std::string& bytes);
   void scan();
   void follow_kernel(const std::vector<uint32_t>& added);

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "fleet/message_fields.hpp"
+#include "fleet/message_top.hpp"
 #include "fleet/protocol.hpp"
 #include "fleet/spool.hpp"
 
@@ -103,6 +104,7 @@ template Result<Answers<ResumeAnswer>> FleetClient::ask<ResumeAnswer>(const Comm
 template Result<Answers<SnapshotAnswer>> FleetClient::ask<SnapshotAnswer>(const Command&);
 template Result<Answers<RoundsAnswer>> FleetClient::ask<RoundsAnswer>(const Command&);
 template Result<Answers<StatusAnswer>> FleetClient::ask<StatusAnswer>(const Command&);
+template Result<Answers<TopAnswer>> FleetClient::ask<TopAnswer>(const Command&);
 
 Status FleetClient::fetch_file(const std::string& node, const std::string& file, int dir_fd,
                                const std::string& local_name, uint64_t limit, uint64_t* bytes,

@@ -6,6 +6,7 @@
 
 #include "fleet/message_fields.hpp"
 #include "fleet/message_status.hpp"
+#include "fleet/message_top.hpp"
 
 namespace nanotrace::fleet {
 
@@ -189,6 +190,8 @@ template ReadAnswer<ResumeAnswer> read_answer<ResumeAnswer>(const std::string&);
 template ReadAnswer<SnapshotAnswer> read_answer<SnapshotAnswer>(const std::string&);
 template ReadAnswer<RoundsAnswer> read_answer<RoundsAnswer>(const std::string&);
 template ReadAnswer<StatusAnswer> read_answer<StatusAnswer>(const std::string&);
+template ReadAnswer<TopAnswer> read_answer<TopAnswer>(const std::string&);
+template Result<TopAnswer> parse_answer<TopAnswer>(const std::string&, const char*);
 template Result<StatusAnswer> parse_answer<StatusAnswer>(const std::string&, const char*);
 
 }  // namespace nanotrace::fleet

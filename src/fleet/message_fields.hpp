@@ -71,6 +71,9 @@ class FieldReader {
   void objects(const char* key, std::vector<T>* out, Need need = kRequired);
 
   bool has(const char* key) const;
+  // The field's JSON value, unchecked, for a member another typed reader reads (a live frame);
+  // nullptr if absent (an error if required) or once a field has failed.
+  const nlohmann::json* value(const char* key, Need need = kRequired) { return field(key, need); }
   // Fails the message at this field (the first failure is the one reported).
   void fail(const char* key, const std::string& why);
   bool ok() const { return error_->empty(); }

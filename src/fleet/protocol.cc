@@ -6,6 +6,7 @@
 #include <time.h>
 #include <zstd.h>
 
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "fleet/message_fields.hpp"
@@ -71,7 +72,7 @@ Result<Freeze> Freeze::parse(const std::string& text) {
 }
 
 namespace {
-const char* const kOps[] = {"arm", "disarm", "snapshot", "status", "rounds", "resume"};
+const char* const kOps[] = {"arm", "disarm", "snapshot", "status", "rounds", "resume", "top"};
 }
 
 std::string Command::to_json() const {
@@ -95,7 +96,7 @@ Result<Command> Command::parse(const std::string& text) {
   r.text("op", &op, 16);
   if (!r.ok()) return Status::Invalid("command: " + r.error());
   bool known = false;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < static_cast<int>(std::size(kOps)); ++i) {
     if (op == kOps[i]) {
       c.op = static_cast<Op>(i);
       known = true;

@@ -53,7 +53,7 @@ struct Freeze {
 
 // A command on nanotrace.F.ctl.
 struct Command {
-  enum class Op { kArm, kDisarm, kSnapshot, kStatus, kRounds, kResume };
+  enum class Op { kArm, kDisarm, kSnapshot, kStatus, kRounds, kResume, kTop };
   Op op = Op::kStatus;
   std::string expression;  // arm
   std::string after;       // arm: "N" events or a duration ("500us")

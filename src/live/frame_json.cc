@@ -169,7 +169,7 @@ bool read_list(Reader& r, const json& o, const char* name, Read read, std::vecto
 
 }  // namespace
 
-std::string frame_json(const LiveFrame& f) {
+json frame_json_value(const LiveFrame& f) {
   json processes = json::array(), events = json::array(), pairs = json::array(),
        waiters = json::array(), notes = json::array();
   for (const LiveProcess& p : f.processes) processes.push_back(process_json(p));
@@ -183,22 +183,30 @@ std::string frame_json(const LiveFrame& f) {
   for (const LivePair& p : f.pairs) pairs.push_back(pair_json(p));
   for (const LiveWaiter& w : f.waiters) waiters.push_back(waiter_json(w));
   for (const std::string& n : f.notes) notes.push_back(utf8::valid(n));
-  json j = {{"version", kFormatVersion},
-            {"sequence", f.sequence},
-            {"realtime_ns", f.realtime_ns},
-            {"interval_s", f.interval_s},
-            {"processes", processes},
-            {"events", events},
-            {"pairs", pairs},
-            {"waiters", waiters},
-            {"open_total", f.open_total},
-            {"notes", notes}};
-  return j.dump(2, ' ', false, json::error_handler_t::replace);
+  return {{"version", kFormatVersion},
+          {"sequence", f.sequence},
+          {"realtime_ns", f.realtime_ns},
+          {"interval_s", f.interval_s},
+          {"processes", processes},
+          {"events", events},
+          {"pairs", pairs},
+          {"waiters", waiters},
+          {"open_total", f.open_total},
+          {"notes", notes}};
+}
+
+std::string frame_json(const LiveFrame& f) {
+  return frame_json_value(f).dump(2, ' ', false, json::error_handler_t::replace);
 }
 
 Result<LiveFrame> parse_frame_json(std::string_view text) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) return Status::Corrupt("top frame: not JSON");
+  return parse_frame_json_value(j);
+}
+
+Result<LiveFrame> parse_frame_json_value(const json& j) {
+  if (!j.is_object()) return Status::Corrupt("top frame: not a JSON object");
   std::string error;
   Reader r(&error);
   LiveFrame f;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -141,6 +142,9 @@ class LiveView {
 // is an error.
 std::string frame_json(const LiveFrame& frame);
 Result<LiveFrame> parse_frame_json(std::string_view text);
+// The same, as a JSON value: the fleet's top answer carries the frame as one of its members.
+nlohmann::json frame_json_value(const LiveFrame& frame);
+Result<LiveFrame> parse_frame_json_value(const nlohmann::json& value);
 
 // The frame's pair rules as OpenMetrics families (TYPE and HELP lines, then one sample per
 // rule labelled begin, end and key), for the fleet agent's /metrics: the age of the oldest

@@ -10,6 +10,8 @@
 #   1. `fleet status --nodes node1,node2,ghost`: exits 1 (not a crash), shows node1's and
 #      node2's status, names each evil-* node with its reason on one line, and says "no answer
 #      from ghost".
+#   1b. `fleet top --once` alike: node1's and node2's frames, each evil-* node named on its
+#      line; without --once, refused off a terminal, redrawn on a pty until Ctrl-C.
 #   2. `fleet snapshot --nodes node1,node2`: freezes the real nodes and collects their snapshots
 #      and manifests; names evil-fetch, whose file could not be copied; exits 1.
 #   3. `fleet collect --round R --nodes 4`: copies the round again from node1 and node2, and
@@ -153,6 +155,66 @@ bad = {a["node"] for a in answers if "error" in a}
 assert {"evil-rounds-x", "evil-huge", "evil-utf8", ""} <= bad, bad
 PY
 echo "ok: fleet status showed node1 and node2, named every malformed answer and the missing node"
+
+# --- 1b. fleet top ---------------------------------------------------------------------------
+# The real nodes' frames are shown (each node's line), every malformed answer named on its line.
+"$NT" fleet top --once "${FLEET[@]}" --nodes node1,node2,ghost --timeout-ms 1000 >"$T/top.out" \
+  2>"$T/top.err"
+rc=$?
+[ $rc = 1 ] || fail "fleet top exited $rc: $(cat "$T/top.err")"
+grep -q "^IN FLIGHT, oldest first: 0 open on 2 nodes$" "$T/top.out" ||
+  fail "fleet top's in-flight line: $(cat "$T/top.out")"
+for n in node1 node2; do
+  grep -q "^node $n: 1 process, " "$T/top.out" || fail "top of $n missing: $(cat "$T/top.out")"
+done
+grep -q "^node evil" "$T/top.out" && fail "a malformed top answer shown as a node: $(cat "$T/top.out")"
+expect_malformed "$T/top.err" top
+expect_named "$T/top.err" evil-missing "frame: missing"
+grep -q "no answer from ghost$" "$T/top.err" || fail "fleet top: ghost not named: $(cat "$T/top.err")"
+echo "ok: fleet top shows node1 and node2, names each malformed answer and the missing node"
+# Without --once: refused without a terminal; on one (a pty), redrawn each --interval until
+# Ctrl-C, never with an escape sequence a member sent. (Which malformed answers a screen names
+# varies: with --nodes named, an ask ends once those nodes answered.)
+"$NT" fleet top "${FLEET[@]}" --nodes node1,node2 >"$T/topv.out" 2>&1 </dev/null
+rc=$?
+[ $rc = 1 ] && grep -q "needs a terminal; for scripts: --once" "$T/topv.out" ||
+  fail "fleet top without a terminal exited $rc: $(cat "$T/topv.out")"
+/usr/bin/python3 - "$T/topv.tty" "$NT" fleet top "${FLEET[@]}" --nodes node1,node2 --timeout-ms 1000 \
+  --interval 0.2 <<'PY' || fail "fleet top's refreshed view: $(cat -v "$T/topv.tty" | head -40)"
+import os, pty, select, signal, subprocess, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+master, slave = pty.openpty()
+p = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+os.close(slave)
+data, end = b"", time.monotonic() + 2
+while True:
+    left = end - time.monotonic()
+    if left <= 0 and p.poll() is None:
+        p.send_signal(signal.SIGINT)
+        end = time.monotonic() + 10  # then read what is left
+    if select.select([master], [], [], max(0.05, min(left, 0.2)))[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        data += chunk
+    elif p.poll() is not None:
+        break
+p.wait(timeout=10)
+open(out, "wb").write(data)
+text = data.decode("utf-8", "replace")
+screens = text.split("\x1b[H\x1b[2J")[1:]
+assert p.returncode == -signal.SIGINT, p.returncode
+assert len(screens) >= 2, len(screens)
+for s in screens[:-1]:  # the last may be cut by Ctrl-C
+    assert "IN FLIGHT, oldest first: 0 open on 2 nodes" in s, s
+    assert "node node1: 1 process" in s and "node node2: 1 process" in s, s
+assert "\x1b[31m" not in text, "an escape sequence of a member's reached the terminal"
+print(f"ok: fleet top refreshed {len(screens)} screens in 2 s on a terminal; refused without one")
+PY
+[ $? = 0 ] || exit 1
 
 # --- 2. fleet snapshot: the good nodes' round is collected -------------------------------------
 "$NT" fleet snapshot "${FLEET[@]}" --nodes node1,node2 --timeout-ms 3000 --wait 5s \

@@ -13,6 +13,7 @@
 #include "fleet/message_fields.hpp"
 #include "fleet/message_manifest.hpp"
 #include "fleet/message_status.hpp"
+#include "fleet/message_top.hpp"
 #include "fleet/protocol.hpp"
 
 namespace nanotrace::fleet {
@@ -233,6 +234,97 @@ TEST(FleetMessagesTest, MalformedAnswersAreRefusedNamingTheFieldAndTheNode) {
     EXPECT_NE(read.answer.status().message().find(bad.reason), std::string::npos)
         << bad.bytes << " -> " << read.answer.status().message();
   }
+}
+
+live::LiveFrame sample_frame() {
+  live::LiveFrame f;
+  f.sequence = 12;
+  f.realtime_ns = 1765094400123456789ull;
+  f.interval_s = 1.000213;
+  live::LiveProcess p;
+  p.pid = 17;
+  p.name = "waiter_program";
+  p.threads = 2;
+  p.records = 40;
+  p.records_per_second = 39.99;
+  f.processes.push_back(p);
+  f.events.push_back({"io:submit", 20, 19.99, 21, 1});
+  live::LivePair pair;
+  pair.rule = {"io:submit", "io:complete", "req"};
+  pair.inferred = true;
+  pair.processes = 1;
+  pair.last = {20, 101000, 180000, 181000};
+  pair.total = {21, 101000, 180000, 181000};
+  pair.open = 1;
+  pair.oldest_open_ns = 12400000000ull;
+  f.pairs.push_back(pair);
+  live::LiveWaiter w;
+  w.pid = 17;
+  w.process = "waiter_program";
+  w.rule = pair.rule;
+  w.key = "424242";
+  w.tid = 18;
+  w.thread = "stuck-worker";
+  w.age_ns = 12400000000ull;
+  w.begin_realtime_ns = 1765094387723456789ull;
+  w.fields = "req=424242 len=4096 path=/data/stuck";
+  f.waiters.push_back(w);
+  f.open_total = 1;
+  f.notes.push_back("a note");
+  return f;
+}
+
+// `top`'s answer carries the node's live frame: it reads back whole, a malformed frame is
+// refused naming the frame's member and the node, and a frame too large for one broker message
+// is cut (events first, then waiters) rather than lost.
+TEST(FleetMessagesTest, TopAnswerCarriesTheFrameAndRefusesAMalformedOne) {
+  const TopAnswer a{"node2", "", sample_frame()};
+  auto back = TopAnswer::parse(a.to_json());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->to_json(), a.to_json());
+  EXPECT_EQ(back->frame.waiters.at(0).key, "424242");
+  EXPECT_EQ(back->frame.waiters.at(0).age_ns, 12400000000ull);
+  EXPECT_EQ(back->frame.pairs.at(0).last.p99_ns, 180000u);
+  EXPECT_TRUE(json::parse(a.to_json()).contains("frame"));
+  auto refused = TopAnswer::parse(error_answer("node4", "no live view"));
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->error, "no live view");
+
+  json j = json::parse(a.to_json());
+  j["frame"]["waiters"][0]["age_ns"] = "12s";
+  const std::string deep =
+      R"({"node":"evil","frame":)" + std::string(5000, '[') + std::string(5000, ']') + "}";
+  const Bad cases[] = {
+      {R"({"node":"evil"})", "evil", "frame: missing"},
+      {R"({"node":"evil","frame":[]})", "evil", "frame: top frame: not a JSON object"},
+      {R"({"node":"evil","frame":{"version":2}})", "evil", "version 2"},
+      {R"({"node":"evil","frame":{"version":1}})", "evil", "missing 'sequence'"},
+      {deep.c_str(), "evil", "not a JSON object"},
+  };
+  for (const Bad& bad : cases) {
+    ReadAnswer<TopAnswer> read;
+    EXPECT_NO_THROW(read = read_answer<TopAnswer>(bad.bytes));
+    EXPECT_FALSE(read.answer.ok()) << bad.bytes;
+    EXPECT_EQ(read.node, bad.node) << bad.bytes;
+    EXPECT_NE(read.answer.status().message().find(bad.reason), std::string::npos)
+        << bad.bytes << " -> " << read.answer.status().message();
+  }
+  ReadAnswer<TopAnswer> typed = read_answer<TopAnswer>(j.dump());
+  ASSERT_FALSE(typed.answer.ok());
+  EXPECT_NE(typed.answer.status().message().find("'age_ns' is not a count"), std::string::npos)
+      << typed.answer.status().message();
+
+  live::LiveFrame big = sample_frame();
+  for (int i = 0; i < 20000; ++i) big.events.push_back({"ev:" + std::to_string(i), 1, 1, 1, 1});
+  for (int i = 0; i < 10000; ++i) big.waiters.push_back(big.waiters[0]);
+  const std::string fitted = top_answer("node2", big);
+  EXPECT_LE(fitted.size(), kMaxMessageBytes);
+  auto cut = TopAnswer::parse(fitted);
+  ASSERT_TRUE(cut.ok()) << cut.status().message();
+  EXPECT_TRUE(cut->frame.events.empty());
+  EXPECT_FALSE(cut->frame.waiters.empty());
+  EXPECT_NE(cut->frame.notes.back().find("left out"), std::string::npos);
+  EXPECT_EQ(top_answer("node2", sample_frame()), a.to_json());
 }
 
 TEST(FleetMessagesTest, SizesAreBounded) {

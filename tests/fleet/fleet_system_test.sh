@@ -24,8 +24,15 @@
 #   5. Prometheus scrapes the agents and the values come back from its query API, the
 #      clock's error bound among them (chrony's on node 1, NaN: unknown, elsewhere); every
 #      agent's /metrics passes `promtool check metrics`.
+#   6. A stuck operation: a waiter (an I/O begun, never ended) starts on node 2. Node 2's agent
+#      (given the pair rule with --pair before any of its processes has the events) finds it:
+#      its /metrics gives the age of the oldest open operation, growing, and passes promtool;
+#      Prometheus's alert `nanotrace_pair_oldest_open_seconds > 0.5` fires for node 2 alone;
+#      `fleet top` lists the waiter first with its node, key and thread, its age growing from
+#      one call to the next.
 #
-# Usage: fleet_system_test.sh BIN_DIR   (root; nats-server, prometheus (promtool), chrony)
+# Usage: fleet_system_test.sh BIN_DIR   (root; nats-server, prometheus (promtool), chrony;
+# BIN_DIR holds the tool, the fleet's test programs and waiter_program of tests/live)
 set -u
 BIN=$1
 NT=$BIN/nanotrace
@@ -144,13 +151,15 @@ cat >"$T/node.sh" <<'NODE'
 # (restarted when it dies, as systemd would). Node 1's agent asks the test's chronyd.
 n=$1; T=$2; BIN=$3; URL=$4; FLEETNAME=$5; ADDR=$6
 [ "$n" = 1 ] && export NANOTRACE_CHRONY_SOCKET=$T/chrony/chronyd.sock
+PAIR=()  # node 2's live view is given its pair rule (section 6's waiter has its events)
+[ "$n" = 2 ] && PAIR=(--pair io:submit,io:complete,req)
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 mkdir -p "$T/spool$n" && mount -t tmpfs -o mode=700 tmpfs "$T/spool$n"
 NANOTRACE_NAME=producer$n "$BIN/nanotrace_fleet_producer" --slow "$T/slow$n" >/dev/null </dev/null &
 while [ ! -e "$T/stop" ]; do
   "$BIN/nanotrace" agent --node node$n --spool "$T/spool$n" --broker "$URL" \
     --credentials "$T/creds" --fleet "$FLEETNAME" --metrics "$ADDR:9464" --rate 2s \
-    --scan-ms 200 --copy-delay 100ms --announce-for 2s 2>>"$T/agent$n.log"
+    --scan-ms 200 --copy-delay 100ms --announce-for 2s "${PAIR[@]}" 2>>"$T/agent$n.log"
   echo "agent exited: $?" >>"$T/agent$n.log"
   sleep 0.2
   while [ -e "$T/down$n" ]; do sleep 0.05; done  # the test keeps this node's agent down
@@ -163,8 +172,17 @@ for n in 1 2 3 4; do
 done
 
 # --- Prometheus, scraping every agent every second --------------------------------------------
+# The alert an on-call engineer sets on a stuck operation (section 6).
+cat >"$T/rules.yml" <<RULES
+groups:
+  - name: nanotrace
+    rules:
+      - alert: NanotraceStuckOperation
+        expr: nanotrace_pair_oldest_open_seconds > 0.5
+RULES
 cat >"$T/prometheus.yml" <<PROM
-global: { scrape_interval: 1s, scrape_timeout: 900ms }
+global: { scrape_interval: 1s, scrape_timeout: 900ms, evaluation_interval: 1s }
+rule_files: ['$T/rules.yml']
 scrape_configs:
   - job_name: nanotrace
     static_configs:
@@ -451,4 +469,100 @@ promtool check metrics <"$T/metrics1.txt" >"$T/promtool1.out" 2>&1 ||
 /usr/bin/python3 -c 'import sys, urllib.request; r = urllib.request.urlopen(urllib.request.Request(sys.argv[1], headers={"Accept": "application/openmetrics-text; version=1.0.0"}), timeout=2); b = r.read().decode(); sys.exit(0 if r.headers["Content-Type"].startswith("application/openmetrics-text") and b.endswith("# EOF\n") else 1)' \
   "$url" || fail "node 1's /metrics in OpenMetrics"
 echo "ok: promtool check metrics passes on an agent's /metrics"
+
+# --- 6. A stuck operation: /metrics, a Prometheus alert, `fleet top` -----------------------------
+t6=$EPOCHREALTIME
+# The waiter, in node 2's mount, PID and network namespaces (its /dev/shm), its stdin held open.
+mkfifo "$T/waiter.in"
+nsenter -t "$(agent_pid 2)" -m -p -n env NANOTRACE_NAME=waiter2 "$BIN/waiter_program" --stuck 777 \
+  <"$T/waiter.in" >"$T/waiter.out" 2>&1 &
+exec 7>"$T/waiter.in"
+for _ in $(seq 100); do grep -q ready "$T/waiter.out" && break; sleep 0.05; done
+grep -q ready "$T/waiter.out" || fail "waiter_program: $(cat "$T/waiter.out")"
+# oldest_open NODE: node N's nanotrace_pair_oldest_open_seconds for the rule, "" if absent.
+oldest_open() {
+  /usr/bin/python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode())' \
+    "http://${NET}1$1:9464/metrics" >"$T/metrics-live$1.txt" 2>/dev/null || return 0
+  sed -n 's/^nanotrace_pair_oldest_open_seconds{node="node'"$1"'",begin="io:submit",end="io:complete",key="req"} //p' \
+    "$T/metrics-live$1.txt"
+}
+# Each wait is bounded (20 s) but generous: the view samples at nice 19, late on a busy machine.
+age1=""
+for _ in $(seq 200); do
+  age1=$(oldest_open 2)
+  [ -n "$age1" ] && /usr/bin/python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "$age1" && break
+  sleep 0.1
+done
+[ -n "$age1" ] || fail "node 2's /metrics has no oldest open operation: $(grep pair "$T/metrics-live2.txt")"
+grep -q '^nanotrace_pair_open_operations{node="node2",begin="io:submit",end="io:complete",key="req"} 1$' \
+  "$T/metrics-live2.txt" || fail "node 2's open operations: $(grep pair "$T/metrics-live2.txt")"
+promtool check metrics <"$T/metrics-live2.txt" >"$T/promtool2.out" 2>&1 ||
+  fail "promtool check metrics (node 2, with the pair gauges): $(cat "$T/promtool2.out")"
+# The alert fires for node 2's rule, and for no other node.
+alerts() {
+  /usr/bin/python3 - "$PROM_PORT" <<'PY'
+import json, sys, urllib.request
+r = json.load(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/api/v1/alerts", timeout=2))
+print(" ".join(sorted(f'{a["labels"]["node"]}:{a["labels"]["begin"]}:{a["state"]}'
+                      for a in r["data"]["alerts"])))
+PY
+}
+fired=""
+for _ in $(seq 200); do
+  fired=$(alerts 2>/dev/null)
+  [ "$fired" = "node2:io:submit:firing" ] && break
+  sleep 0.1
+done
+[ "$fired" = "node2:io:submit:firing" ] || fail "Prometheus alert: '$fired'"
+# A later sample gives it older (the alert may fire before the view samples again).
+grown() { /usr/bin/python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if b > a + 0.4 else 1)' "$@"; }
+age2=$age1
+for _ in $(seq 200); do
+  age2=$(oldest_open 2)
+  [ -n "$age2" ] && grown "$age1" "$age2" && break
+  sleep 0.1
+done
+[ -n "$age2" ] && grown "$age1" "$age2" ||
+  fail "the oldest open operation's age did not grow: $age1 then $age2"
+echo "ok: node 2's /metrics: oldest open operation ${age1}s then ${age2}s (promtool passes); Prometheus's alert fired for node 2"
+# fleet top: the waiter first, naming node 2, its key and thread; its age grows between calls.
+waiter_age() {
+  /usr/bin/python3 -c 'import json, sys; print([a for a in json.load(open(sys.argv[1])) if a["node"] == "node2"][0]["frame"]["waiters"][0]["age_ns"])' "$1" 2>/dev/null
+}
+"$NT" fleet top --once "${FLEET[@]}" --nodes 4 --json >"$T/top1.json" || fail "fleet top --json"
+"$NT" fleet top --once "${FLEET[@]}" --nodes 4 >"$T/top.txt" || fail "fleet top: $(cat "$T/top.txt")"
+a1=$(waiter_age "$T/top1.json")
+for _ in $(seq 40); do  # a later frame (the agent's view samples every second)
+  sleep 0.5
+  "$NT" fleet top --once "${FLEET[@]}" --nodes 4 --json >"$T/top2.json" || fail "fleet top --json"
+  a2=$(waiter_age "$T/top2.json")
+  [ -n "$a1" ] && [ -n "$a2" ] && [ "$a2" -gt $((a1 + 500000000)) ] && break
+done
+/usr/bin/python3 - "$T/top1.json" "$T/top2.json" "$T/top.txt" <<'PY' || fail "fleet top"
+import json, sys
+def waiter(path):
+    nodes = {a["node"]: a for a in json.load(open(path))}
+    assert sorted(nodes) == ["node1", "node2", "node3", "node4"], nodes.keys()
+    for n, a in nodes.items():
+        assert "error" not in a, a
+        assert n == "node2" or a["frame"]["waiters"] == [], a
+    w = nodes["node2"]["frame"]["waiters"][0]
+    assert w["key"] == "777" and w["thread"] == "stuck-worker" and w["process"] == "waiter2", w
+    assert w["rule"] == {"begin": "io:submit", "end": "io:complete", "key": "req"}, w
+    return w["age_ns"]
+a1, a2 = waiter(sys.argv[1]), waiter(sys.argv[2])
+assert a2 > a1 + 500_000_000, (a1, a2)
+lines = open(sys.argv[3]).read().splitlines()
+assert lines[0] == "IN FLIGHT, oldest first: 1 open on 4 nodes", lines[0]
+row = lines[2].split()
+assert row[1] == "node2" and row[3] == "waiter2" and row[5] == "stuck-worker", lines[2]
+assert "777" in row and "io:submit" in row, lines[2]
+for n in ("node1", "node2", "node3", "node4"):
+    assert any(l.startswith(f"node {n}: 1 process") or l.startswith(f"node {n}: 2 processes")
+               for l in lines), (n, lines)
+print(f"ok: fleet top: node2's waiter 777 first, {a1/1e9:.2f} s then {a2/1e9:.2f} s old")
+PY
+[ $? = 0 ] || exit 1
+exec 7>&-
+echo "ok: section 6 took $(/usr/bin/python3 -c 'import sys, time; print(f"{time.time() - float(sys.argv[1]):.1f}")' "$t6") s"
 echo "PASS"

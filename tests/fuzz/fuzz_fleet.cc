@@ -1,7 +1,7 @@
 // libFuzzer target for the fleet messages' parsers (src/fleet/protocol.hpp, message_*.hpp),
 // one binary for every message type (one build), fuzzing the type FUZZ_FLEET_MESSAGE names
 // (freeze, command, fetch_request, fetch_answer, manifest, status, rounds, snapshot,
-// processes, resume): each type is a fuzz test of its own, with its own corpus. The input is
+// processes, resume, top): each type is a fuzz test of its own, with its own corpus. The input is
 // the message's bytes as they come from the broker. The parser must return an answer or an error,
 // never throw (an exception aborts the run) nor read out of bounds (ASan); and what it accepts must
 // write back as JSON that reads again to the same message (the serializer and the parser agree).
@@ -16,6 +16,7 @@
 #include "fleet/message_answers.hpp"
 #include "fleet/message_manifest.hpp"
 #include "fleet/message_status.hpp"
+#include "fleet/message_top.hpp"
 #include "fleet/protocol.hpp"
 
 namespace {
@@ -66,6 +67,7 @@ const Named kTargets[] = {
     {"snapshot", answer<SnapshotAnswer>},
     {"processes", answer<ProcessesAnswer>},
     {"resume", answer<ResumeAnswer>},
+    {"top", answer<TopAnswer>},
 };
 
 Target g_target = nullptr;

@@ -52,6 +52,18 @@ int cmd_agent(const FleetCommands& c) {
   auto announce_for = parse_duration_ns(c.announce_for, "--announce-for");
   if (!announce_for.ok()) return fail(announce_for.status());
   o.announce_for_ns = *announce_for;
+  auto live_interval = parse_duration_ns(c.live_interval, "--live-interval");
+  if (!live_interval.ok()) return fail(live_interval.status());
+  if (*live_interval != 0 && (*live_interval < 50000000ull || *live_interval > 3600000000000ull)) {
+    return fail(Status::Invalid("--live-interval must be 0 or between 50ms and 1h"));
+  }
+  o.live_interval_ms = static_cast<int>(*live_interval / 1000000);
+  o.live_waiters = c.live_waiters;
+  for (const std::string& text : c.pairs) {
+    auto rule = parse_pair_rule(text);
+    if (!rule.ok()) return fail(rule.status());
+    o.pairs.push_back(*rule);
+  }
   auto credentials = fleet::read_credentials(c.credentials);
   if (!credentials.ok()) return fail(credentials.status());
   o.credentials = *credentials;

@@ -1,11 +1,15 @@
-// `nanotrace fleet arm|disarm|snapshot|status|collect|resume|fetch`: commands to every agent of
+// `nanotrace fleet arm|disarm|snapshot|status|top|collect|resume|fetch`: commands to every agent of
 // a fleet through the broker (src/fleet/client.hpp). Part of nanotrace-net
 // (network_commands.hpp); their options are in fleet_cli.cc. Every answer is read with its
 // type's parser: a node whose answer cannot be read is one error line, and the others are
 // shown.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
 
 #include "base/clock.hpp"
 #include "commands.hpp"
@@ -13,6 +17,7 @@
 #include "fleet/message_fields.hpp"
 #include "fleet/protocol.hpp"
 #include "fleet_commands.hpp"
+#include "fleet_top.hpp"
 #include "node_output.hpp"
 
 namespace nanotrace::cli {
@@ -153,6 +158,8 @@ Result<fleet::Command> build_command(const FleetCommands& c) {
     command.op = fleet::Command::Op::kResume;
   } else if (c.status->parsed()) {
     command.op = fleet::Command::Op::kStatus;
+  } else if (c.top->parsed()) {
+    command.op = fleet::Command::Op::kTop;
   } else {
     command.op = fleet::Command::Op::kSnapshot;
     command.round = fleet::new_round_id(sys::realtime_ns(), "request");
@@ -206,7 +213,34 @@ int snapshot(fleet::FleetClient& client, const FleetCommands& c, const fleet::Co
   return std::max(status, collect(client, c, command.round));
 }
 
-// arm, disarm, resume, status and snapshot: one command to every node, each answer read as
+// `fleet top`: the merged list first, then report()'s lines for the nodes that failed or are
+// missing. Without --once, asked again every --interval on a cleared terminal until Ctrl-C
+// (a screen of plain lines: no terminal state to restore); each round's status is the last's.
+int top(fleet::FleetClient& client, const FleetCommands& c, const fleet::Command& command) {
+  if (c.json && !c.top_once) {
+    return fail(Status::Invalid("--json prints the nodes' frames once: use it with --once"));
+  }
+  if (!c.top_once && !isatty(STDOUT_FILENO)) {
+    return fail(Status::Invalid("fleet top's view needs a terminal; for scripts: --once [--json]"));
+  }
+  if (!(c.top_interval_s >= 0.1 && c.top_interval_s <= 3600)) {
+    return fail(Status::Invalid("--interval must be between 0.1 and 3600 seconds"));
+  }
+  for (;;) {
+    const auto started = std::chrono::steady_clock::now();
+    auto answers = client.ask<fleet::TopAnswer>(command);
+    if (!answers.ok()) return fail(answers.status());
+    if (!c.top_once) fmt::print("\033[H\033[2J");
+    if (!c.json) print_fleet_top(answers->answers, c.waiters, sys::realtime_ns());
+    std::fflush(stdout);
+    const int status = report<fleet::TopAnswer>(c, *answers, [](const fleet::TopAnswer&) {});
+    if (c.top_once) return status;
+    std::this_thread::sleep_until(started + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::duration<double>(c.top_interval_s)));
+  }
+}
+
+// arm, disarm, resume, status, top and snapshot: one command to every node, each answer read as
 // the command's answer type.
 int command(fleet::FleetClient& client, const FleetCommands& c) {
   auto command = build_command(c);
@@ -240,6 +274,8 @@ int command(fleet::FleetClient& client, const FleetCommands& c) {
       if (!answers.ok()) return fail(answers.status());
       return report<fleet::StatusAnswer>(c, *answers, print_status);
     }
+    case Command::Op::kTop:
+      return top(client, c, *command);
     case Command::Op::kSnapshot:
       return snapshot(client, c, *command);
     case Command::Op::kRounds:

@@ -69,6 +69,20 @@ void register_agent(CLI::App& app, FleetCommands* c) {
                    "with --kernel: the overwrite ftrace instance's buffer per CPU in KiB")
       ->capture_default_str()
       ->check(CLI::Range(4u, 1u << 20));
+  c->agent->add_option("--pair", c->pairs,
+                       "BEGIN,END,KEY pair rule of the live view (/metrics: the age of the oldest "
+                       "operation in flight, the recent p99; `fleet top`), repeatable (default: "
+                       "found from event names, as `top` finds them)");
+  c->agent
+      ->add_option("--live-interval", c->live_interval,
+                   "how often the live view samples the node's traced processes, at nice 19 "
+                   "(0: no live view)")
+      ->capture_default_str();
+  c->agent
+      ->add_option("--live-waiters", c->live_waiters,
+                   "operations in flight the live view keeps, oldest first (`fleet top`)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u));
   register_agent_shipping(c);
 }
 
@@ -104,6 +118,14 @@ void register_fleet(CLI::App& app, FleetCommands* c) {
   c->disarm = sub("disarm", "Disarm every node's triggers");
   c->resume = sub("resume", "Resume every node's frozen processes");
   c->status = sub("status", "Nodes, processes, history held, losses, armed triggers");
+  c->top = sub("top",
+               "The operations in flight of every node, oldest first (the long waiters), and "
+               "each node's rates and latency per pair rule");
+  c->top->add_option("--waiters", c->waiters, "operations in flight listed, oldest first")
+      ->capture_default_str();
+  c->top->add_flag("--once", c->top_once, "print the nodes' latest frames once and exit");
+  c->top->add_option("--interval", c->top_interval_s, "seconds between refreshes of the view")
+      ->capture_default_str();
   c->snapshot = sub("snapshot", "Freeze every node now and collect the snapshots");
   add_collect_options(c->snapshot, c, "how long to wait for the nodes");
   c->collect = sub("collect", "Gather a round's snapshots from every node");

@@ -12,7 +12,7 @@ struct FleetCommands {
   CLI::App* agent = nullptr;
   CLI::App* fleet = nullptr;
   CLI::App *arm = nullptr, *disarm = nullptr, *snapshot = nullptr, *status = nullptr,
-           *collect = nullptr, *resume = nullptr, *fetch = nullptr;
+           *collect = nullptr, *resume = nullptr, *fetch = nullptr, *top = nullptr;
   // Shared by agent and fleet.
   std::string broker = "nats://127.0.0.1:4222";
   std::string credentials = "/etc/nanotrace/fleet.credentials";
@@ -27,6 +27,9 @@ struct FleetCommands {
   uint32_t kernel_flight_buffer_kb = 4096;
   std::vector<std::string> ship_servers;
   std::string ship_database = "nanotrace", ship_cluster, ship_retry_max = "30s";
+  std::vector<std::string> pairs;  // BEGIN,END,KEY
+  std::string live_interval = "1s";
+  uint32_t live_waiters = 20;
   // fleet
   std::string expression, before, after, dir, round, wait = "10s";
   std::string fetch_node, fetch_file, output;
@@ -34,6 +37,9 @@ struct FleetCommands {
   size_t parallel = 4;
   bool no_zstd = false;
   int timeout_ms = 3000;
+  uint32_t waiters = 20;  // fleet top
+  bool top_once = false;
+  double top_interval_s = 1.0;
   bool json = false;
 };
 
