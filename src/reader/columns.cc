@@ -598,6 +598,8 @@ const std::vector<uint64_t>& ColumnReader::rows_before() const {
 
 bool ColumnReader::row_order() const { return impl_->options.row_order; }
 
+uint64_t ColumnReader::max_rows() const { return reader::stream_bytes(impl_->trace) / 8 + 1; }
+
 void ColumnReader::take_strings_of(const ColumnReader& later, const std::vector<uint64_t>& upto,
                                    ColumnSet* out) {
   impl_->take_strings_of(*later.impl_, later.rows_before(), upto, out);
