@@ -277,6 +277,9 @@ class ColumnReader {
   const std::vector<uint64_t>& rows_before() const;
   // Lays set's tables out as next() fills them, empty, with the thread statistics so far.
   void layout(ColumnSet* set);
+  // The most rows the whole read can give (a record of a file takes at least 8 bytes), for
+  // columns that parts fill at once: reserved for that many rows, they never move.
+  uint64_t max_rows() const;
 
  private:
   struct Impl;
@@ -286,8 +289,7 @@ class ColumnReader {
   static Status check_events(const Trace& trace, const ColumnOptions& options);
   static Result<std::vector<std::unique_ptr<ColumnReader>>> open_split(
       Trace& trace, const ColumnOptions& options, std::shared_ptr<reader::SplitBoundary> split);
-  static Result<ColumnSet> read_split(std::vector<std::unique_ptr<ColumnReader>>& parts,
-                                      uint64_t max_rows);
+  static Result<ColumnSet> read_split(std::vector<std::unique_ptr<ColumnReader>>& parts);
   bool row_order() const;
   // read_split(): a later part's strings into this part's dictionaries, and its codes in out
   // (its rows of each table, up to upto) translated.

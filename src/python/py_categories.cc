@@ -29,13 +29,18 @@ py::array CategoryList::array() {
   return py::reinterpret_borrow<py::array>(array_);
 }
 
-void StringCategories::update(const StringDictionary& dictionary) {
+const std::vector<int32_t>& StringCategories::update(const StringDictionary& dictionary) {
+  size_t d = 0;
+  while (d < of_entry_.size() && of_entry_[d].first != &dictionary) ++d;
+  if (d == of_entry_.size()) of_entry_.emplace_back(&dictionary, std::vector<int32_t>());
+  std::vector<int32_t>& codes = of_entry_[d].second;
   std::string repaired;
-  for (size_t e = of_entry_.size(); e < dictionary.size(); ++e) {
+  for (size_t e = codes.size(); e < dictionary.size(); ++e) {
     std::string_view s = dictionary[static_cast<uint32_t>(e)];
     if (!utf8::is_valid(s)) s = repaired = utf8::valid(s);
-    of_entry_.push_back(list_.code(s, [&] { return py::object(text(s)); }));
+    codes.push_back(list_.code(s, [&] { return py::object(text(s)); }));
   }
+  return codes;
 }
 
 void CodeColumn::widen(int width) {

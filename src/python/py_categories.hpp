@@ -54,20 +54,22 @@ class CategoryList {
   py::object array_;  // made once
 };
 
-// A StringDictionary's entries as categories: str, valid UTF-8 as `dump --json` prints them
+// StringDictionaries' entries as categories: str, valid UTF-8 as `dump --json` prints them
 // (utf8::valid). Entries whose bytes differ only where they are ill-formed read alike then,
-// and share one category.
+// and share one category. Several dictionaries (one per part of a read, each of the same
+// field) feed one list: an entry of the second that the first has maps to its category.
 class StringCategories {
  public:
-  // Takes the entries added to `dictionary` since the last call.
-  void update(const StringDictionary& dictionary);
-  // Per dictionary entry: its category's code.
-  const int32_t* codes() const { return of_entry_.data(); }
+  // Takes the entries added to `dictionary` since the last call for it; returns, per entry
+  // of it, its category's code.
+  const std::vector<int32_t>& update(const StringDictionary& dictionary);
+  // Per entry of the dictionary updated first: its category's code.
+  const int32_t* codes() const { return of_entry_.empty() ? nullptr : of_entry_[0].second.data(); }
   size_t size() const { return list_.size(); }
   py::array array() { return list_.array(); }
 
  private:
-  std::vector<int32_t> of_entry_;
+  std::vector<std::pair<const StringDictionary*, std::vector<int32_t>>> of_entry_;
   CategoryList list_;
 };
 
@@ -89,6 +91,13 @@ class CodeColumn {
     rows_ += rows;
   }
   size_t rows() const { return rows_; }
+  // Calls f(codes, rows) with the codes in their type (int8_t, int16_t or int32_t).
+  template <class F>
+  void visit(F&& f) const {
+    with_code_type(width_, [&](auto type) {
+      f(reinterpret_cast<const decltype(type)*>(bytes_.data()), rows_);
+    });
+  }
   // The codes as an ndarray (owning their memory) of the width for `categories`.
   py::array finish(size_t categories) &&;
 

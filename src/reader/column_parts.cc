@@ -132,12 +132,11 @@ void place_batch(const ColumnSet& batch, bool row_order, std::vector<uint64_t>* 
 // read_columns() of a file in parts: each part's batches are copied where their rows belong
 // in the whole read's columns (reserved ahead, and written by both threads at once); then
 // the first part's dictionaries take the second part's strings, and its codes are translated.
-Result<ColumnSet> ColumnReader::read_split(std::vector<std::unique_ptr<ColumnReader>>& parts,
-                                           uint64_t max_rows) {
+Result<ColumnSet> ColumnReader::read_split(std::vector<std::unique_ptr<ColumnReader>>& parts) {
   const bool row_order = parts[0]->row_order();
   ColumnSet out;
   parts[0]->layout(&out);
-  reserve_columns(&out, max_rows, row_order);
+  reserve_columns(&out, parts[0]->max_rows(), row_order);
   std::vector<std::vector<uint64_t>> at(parts.size());
   std::vector<std::vector<SequenceGap>> gaps(parts.size());
   ColumnSet last = read_parts(parts, kPartBatchRows, [&](size_t p, const ColumnSet& batch) {
@@ -186,7 +185,7 @@ Result<ColumnSet> read_columns(Trace& trace, const ColumnOptions& options) {
     (*parts)[0]->next(&out, ~size_t{0});
     return out;
   }
-  return ColumnReader::read_split(*parts, reader::stream_bytes(trace) / 8 + 1);
+  return ColumnReader::read_split(*parts);
 }
 
 }  // namespace nanotrace

@@ -20,7 +20,7 @@ Result<ColumnSet> ColumnSplitTesting::read_columns(Trace& trace, const ColumnOpt
   whole.max_dictionary_entries = 0;
   auto parts = open_parts(trace, whole, cut_ticks);
   if (!parts.ok()) return parts.status();
-  return ColumnReader::read_split(*parts, reader::stream_bytes(trace) / 8 + 1);
+  return ColumnReader::read_split(*parts);
 }
 
 namespace reader {

@@ -43,20 +43,38 @@ bool selected(const std::vector<std::string>& filters, const EventInfo& e) {
 }  // namespace
 
 struct ColumnReader::Impl {
-  struct Step {
-    bool string;
-    int column;  // index into EventTable::fields, -1: not read
+  // How take() walks a record of a table's layout: stretches of scalars, each but the last
+  // followed by a string (whose length moves what follows). A Store is a scalar read: its
+  // column and its offset in the stretch.
+  struct Store {
+    uint16_t column;
+    uint16_t offset;
+  };
+  struct Run {
+    uint16_t first_store = 0, stores = 0;  // into Table::stores
+    uint16_t scalar_bytes = 0;
+    bool string = false;     // a string follows the scalars
+    int string_column = -1;  // its column, -1: not read
   };
   struct Table {
     std::string name;
     uint32_t name_code;
     std::vector<uint16_t> ids;
     const EventInfo* layout;
-    std::vector<Step> steps;      // the layout's first fields, up to the last one read or walked
-    uint32_t tail_bytes;          // the scalars after them
+    std::vector<Run> runs;        // up to the last field read or walked
+    std::vector<Store> stores;    // the runs' scalars read
     int columns = 0;              // fields read
     std::vector<int> dictionary;  // per column read: index into dictionaries, -1: no string
-    size_t string_steps = 0;      // steps up to the last string column read (0: none)
+    size_t string_runs = 0;       // runs up to the last string column read (0: none)
+  };
+
+  // The codes of a dictionary's recent short texts: a text of up to 7 bytes is, with its
+  // length byte, one word of its record (its slot has 8 bytes at least), so a row whose text
+  // was met lately finds its code with one load and one compare, without a lookup.
+  struct RecentCodes {
+    static constexpr size_t kSlots = 32;
+    std::array<uint64_t, kSlots> word{};
+    std::array<uint32_t, kSlots> code_plus_one{};  // 0: empty
   };
 
   Impl(Trace& t, ColumnOptions o)
@@ -94,26 +112,44 @@ struct ColumnReader::Impl {
   // How take() decodes a record of e's layout: the fields up to the last one read or
   // walked (a string: its length moves what follows), then scalars stepped over at once.
   Table make_table(const EventInfo& e) {
-    Table t{e.full_name(), 0, {}, &e, {}, 0};
-    size_t walked = 0;
+    Table t{e.full_name(), 0, {}, &e, {}, {}, 0, {}, 0};
+    Run run;
+    size_t walked_runs = 0;  // runs up to the last field read or walked
     for (size_t i = 0; i < e.fields.size(); ++i) {
       const FieldInfo& f = e.fields[i];
-      const bool string = f.type == abi::FieldType::kString;
       const bool read = wanted(f.name);
-      t.steps.push_back({string, read ? t.columns++ : -1});
-      if (read) t.dictionary.push_back(string ? dictionary_index(f.name) : -1);
-      if (read && string) t.string_steps = i + 1;
-      if (read || string) walked = i + 1;
+      const int column = read ? t.columns++ : -1;
+      if (f.type != abi::FieldType::kString) {
+        if (read) {
+          t.stores.push_back({static_cast<uint16_t>(column), run.scalar_bytes});
+          ++run.stores;
+          walked_runs = t.runs.size() + 1;
+        }
+        run.scalar_bytes = static_cast<uint16_t>(run.scalar_bytes + 8);
+        if (read) t.dictionary.push_back(-1);
+        continue;
+      }
+      if (read) t.dictionary.push_back(dictionary_index(f.name));
+      run.string = true;
+      run.string_column = column;
+      t.runs.push_back(run);
+      walked_runs = t.runs.size();
+      if (read) t.string_runs = t.runs.size();
+      run = Run{};
+      run.first_store = static_cast<uint16_t>(t.stores.size());
     }
-    t.tail_bytes = static_cast<uint32_t>(8 * (t.steps.size() - walked));
-    t.steps.resize(walked);
+    t.runs.push_back(run);
+    t.runs.resize(walked_runs);
     return t;
   }
 
   // The dictionary of the string columns named `field`.
   int dictionary_index(const std::string& field) {
     auto [it, inserted] = dictionary_of.try_emplace(field, static_cast<int>(dictionaries.size()));
-    if (inserted) dictionaries.push_back(std::make_shared<StringDictionary>());
+    if (inserted) {
+      dictionaries.push_back(std::make_shared<StringDictionary>());
+      recent.emplace_back();
+    }
     return it->second;
   }
 
@@ -154,8 +190,10 @@ struct ColumnReader::Impl {
     }
     // A dictionary past its bound starts again, as a new one: the batches before keep theirs.
     const size_t bound = options.max_dictionary_entries;
-    for (std::shared_ptr<StringDictionary>& d : dictionaries) {
-      if (bound != 0 && d->size() > bound) d = std::make_shared<StringDictionary>();
+    for (size_t d = 0; d < dictionaries.size(); ++d) {
+      if (bound == 0 || dictionaries[d]->size() <= bound) continue;
+      dictionaries[d] = std::make_shared<StringDictionary>();
+      recent[d] = RecentCodes{};
     }
     batch->event_names = event_names;
     for (EventTable& t : batch->tables) {
@@ -192,6 +230,7 @@ struct ColumnReader::Impl {
     std::array<uint64_t*, abi::kMaxFields> words{};
     std::array<uint32_t*, abi::kMaxFields> codes{};
     std::array<StringDictionary*, abi::kMaxFields> dictionary{};
+    std::array<RecentCodes*, abi::kMaxFields> recent{};
     size_t rows = 0;  // in this batch
     size_t room = 0;  // rows the columns hold without growing
   };
@@ -219,7 +258,9 @@ struct ColumnReader::Impl {
         f.codes.reserve(rows);
         room = std::min(room, f.codes.capacity());
         s.codes[j] = f.codes.data();
-        s.dictionary[j] = dictionaries[static_cast<size_t>(tables[k].dictionary[j])].get();
+        const auto d = static_cast<size_t>(tables[k].dictionary[j]);
+        s.dictionary[j] = dictionaries[d].get();
+        s.recent[j] = &recent[d];
       } else {
         f.bits.reserve(rows);
         room = std::min(room, f.bits.capacity());
@@ -481,15 +522,16 @@ struct ColumnReader::Impl {
     if (order != nullptr) order[r] = pos;
     const Table& layout = tables[k];
     const uint8_t* p = rec + 8;
-    for (const Step& step : layout.steps) {
-      if (step.string) {
-        p += abi::string_slot_bytes(p[0]);
-      } else {
-        if (step.column >= 0) s->words[static_cast<size_t>(step.column)][r] = load_u64(p);
-        p += 8;
+    const Store* const stores = layout.stores.data();
+    uint64_t* const* const words = s->words.data();
+    for (const Run& run : layout.runs) {
+      for (uint32_t i = run.first_store; i < run.first_store + run.stores; ++i) {
+        words[stores[i].column][r] = load_u64(p + stores[i].offset);
       }
+      p += run.scalar_bytes;
+      if (run.string) p += abi::string_slot_bytes(p[0]);
     }
-    if (layout.string_steps != 0) take_strings(*s, layout, rec, r);
+    if (layout.string_runs != 0) take_strings(*s, layout, rec, r);
   }
 
   // The string columns of take()'s row r, coded. Kept out of take() and out of line: with the
@@ -500,20 +542,31 @@ struct ColumnReader::Impl {
   [[gnu::noinline]] static void take_strings(const Sink& s, const Table& layout, const uint8_t* rec,
                                              size_t r) {
     const uint8_t* p = rec + 8;
-    for (size_t i = 0; i < layout.string_steps; ++i) {
-      const Step& step = layout.steps[i];
-      if (step.string) {
-        const uint32_t n = p[0];
-        if (step.column >= 0) {
-          const auto c = static_cast<size_t>(step.column);
-          s.codes[c][r] =
-              s.dictionary[c]->code_of(std::string_view(reinterpret_cast<const char*>(p + 1), n));
-        }
-        p += abi::string_slot_bytes(n);
-      } else {
-        p += 8;
+    for (size_t i = 0; i < layout.string_runs; ++i) {
+      const Run& run = layout.runs[i];
+      p += run.scalar_bytes;
+      const uint32_t n = p[0];
+      if (run.string_column >= 0) {
+        const auto c = static_cast<size_t>(run.string_column);
+        s.codes[c][r] = code_of(*s.dictionary[c], *s.recent[c], p, n);
       }
+      p += abi::string_slot_bytes(n);
     }
+  }
+
+  // The code of the text of n bytes whose length byte is at p.
+  static uint32_t code_of(StringDictionary& dictionary, RecentCodes& recent, const uint8_t* p,
+                          uint32_t n) {
+    if (n >= 8)
+      return dictionary.code_of(std::string_view(reinterpret_cast<const char*>(p + 1), n));
+    const uint64_t word = load_u64(p) & (~uint64_t{0} >> (56 - 8 * n));  // length and text
+    const size_t i = (word * 0x9e3779b97f4a7c15ull) >> 59;
+    if (recent.code_plus_one[i] != 0 && recent.word[i] == word) return recent.code_plus_one[i] - 1;
+    const uint32_t code =
+        dictionary.code_of(std::string_view(reinterpret_cast<const char*>(p + 1), n));
+    recent.word[i] = word;
+    recent.code_plus_one[i] = code + 1;
+    return code;
   }
 
   Trace& trace;
@@ -524,6 +577,7 @@ struct ColumnReader::Impl {
   std::shared_ptr<StringDictionary> event_names;
   // Of the string columns, one per field name.
   std::vector<std::shared_ptr<StringDictionary>> dictionaries;
+  std::vector<RecentCodes> recent;  // by dictionary
   std::map<std::string, int> dictionary_of;
   std::vector<Sink> sinks;  // per table
   std::vector<reader::ColumnCursor> cursors;
@@ -597,6 +651,8 @@ const std::vector<uint64_t>& ColumnReader::rows_before() const {
 }
 
 bool ColumnReader::row_order() const { return impl_->options.row_order; }
+
+uint64_t ColumnReader::max_rows() const { return reader::stream_bytes(impl_->trace) / 8 + 1; }
 
 void ColumnReader::take_strings_of(const ColumnReader& later, const std::vector<uint64_t>& upto,
                                    ColumnSet* out) {

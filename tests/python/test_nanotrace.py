@@ -186,6 +186,56 @@ def test_dictionaries_of_strings_that_read_alike(traced, recovered):
         assert structured.dtype["dev"].metadata["categories"].tolist() == dev.categories.tolist()
 
 
+def values_of(tables):
+    """Each table's columns: a Categorical's values (its codes looked up), a number column's
+    dtype and bytes (NaN equals itself there)."""
+    out = {}
+    for name, table in tables.items():
+        columns = {}
+        for column, v in table.items():
+            if isinstance(v, nanotrace.Categorical):
+                check_encoding(v)
+                columns[column] = ("category", v.categories[v.codes].tolist())
+            else:
+                columns[column] = (v.dtype.str, v.tobytes())
+        out[name] = columns
+    return out
+
+
+def test_file_read_in_two_parts_equals_a_read_in_one(traced, recovered):
+    # A file of over 8 MiB is read in two parts at once where two CPUs are usable: each part
+    # codes strings with its own dictionaries and meets strings, alike strings and enum values
+    # the other does not. Pinned to one CPU, the same file is read in one part.
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2:
+        pytest.skip("one usable CPU: a read is never split")
+    n = 160000
+    path = recovered(traced("text_helper", "--large", n,
+                            env={"NANOTRACE_BUFFER": "16M", "NANOTRACE_MODE": "discard"}))
+    trace = nanotrace.open(path)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        whole = values_of(trace.events())
+        whole_frame = trace.to_pandas()
+    finally:
+        os.sched_setaffinity(0, cpus)
+    tables = trace.events()
+    assert values_of(tables) == whole
+    assert trace.to_pandas().equals(whole_frame)
+    assert tables["text:large"]["many"].categories is tables["text:tick"]["many"].categories
+    # The values the helper wrote: a function of each record's place along its thread.
+    large = {c: list(v) for c, v in tables["text:large"].items()}
+    half = n // 2
+    assert len(large["n"]) == n and sorted(large["t"]) == [0] * half + [1] * half
+    dev = ["d\ufffd"] * 4 + ["d", ""]
+    for i, at in enumerate(int(k) * 1000 // half for k in large["n"]):
+        assert large["many"][i] == f"s{at // 2}"
+        assert large["long"][i] == f"a longer text number {at // 50}"
+        assert large["dev"][i] == dev[at * 6 // 1000]
+        assert large["stage"][i] == (["open", "read", "close"][at // 300] if at < 900 else 9)
+    assert len(tables["text:tick"]["n"]) == 2 * len(range(0, half, 7))
+
+
 def test_stats_equal_cli_and_report_losses(traced):
     # 64 KiB rings overwritten many times over: the reader sees the gaps.
     overwrite = traced("nanotrace_test_producer", "--threads", 2, "--events", 50000,
