@@ -126,7 +126,5 @@ class TraceRows {
 
 // A block whose columns are table's.
 NativeBlock block_for(const TableDef& table);
-// The local hostname.
-std::string local_hostname();
 
 }  // namespace nanotrace::ship
