@@ -137,10 +137,11 @@ py::dict trace_stats(Trace& trace) {
     d["rate_per_s"] = e.rate.per_second();
     events.append(d);
   }
-  uint64_t corrupt = 0;
+  uint64_t corrupt = 0, unreadable = 0;
   for (size_t i = 0; i < st.threads.size(); ++i) {
     const ThreadStats& s = st.threads[i];
     corrupt += s.corrupt_blocks;
+    unreadable += s.unreadable;
     py::dict d;
     d["pid"] = s.info.pid;
     if (!trace.nodes().empty() && s.info.process < trace.processes().size()) {
@@ -159,6 +160,7 @@ py::dict trace_stats(Trace& trace) {
     d["overwritten"] = s.overwritten;
     d["dropped"] = s.dropped;
     d["corrupt_blocks"] = s.corrupt_blocks;
+    d["unreadable"] = s.unreadable;
     threads.append(d);
   }
   py::dict out;
@@ -172,6 +174,7 @@ py::dict trace_stats(Trace& trace) {
   out["lost_no_slot"] = st.lost_no_slot;
   out["lost_reclaimed"] = st.lost_reclaimed;
   out["corrupt_blocks"] = corrupt;
+  out["unreadable"] = unreadable;
   out["processes"] = trace.processes().size();
   out["events"] = events;
   out["threads"] = threads;

@@ -11,7 +11,7 @@
 
 namespace nanotrace::python {
 
-// Counts, rates and losses: the keys of `nanotrace stats --json`, plus corrupt_blocks.
+// Counts, rates and losses: the keys of `nanotrace stats --json` but its nodes and kernel parts.
 pybind11::dict trace_stats(Trace& trace);
 // The latency report: the keys of `nanotrace latency --json`. by: "" for no split.
 pybind11::dict trace_latency(Trace& trace, const std::string& begin, const std::string& end,

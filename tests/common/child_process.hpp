@@ -111,8 +111,10 @@ inline std::string segment_of(pid_t pid) { return "/dev/shm/nanotrace-" + std::t
 inline std::vector<std::string> segments_of(pid_t pid) {
   std::vector<std::string> out;
   glob_t g;
-  std::string pattern = segment_of(pid) + "*";
-  if (glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+  // Not "nanotrace-<pid>*": that also matches the segments of pid 12345 for pid 1234.
+  if (access(segment_of(pid).c_str(), F_OK) == 0) out.push_back(segment_of(pid));
+  const std::string alternatives = segment_of(pid) + ".*";
+  if (glob(alternatives.c_str(), 0, nullptr, &g) == 0) {
     for (size_t i = 0; i < g.gl_pathc; ++i) out.push_back(g.gl_pathv[i]);
   }
   globfree(&g);

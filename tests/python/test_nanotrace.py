@@ -197,8 +197,7 @@ def test_stats_equal_cli_and_report_losses(traced):
         trace = nanotrace.open(segment)
         stats = trace.stats()
         expected = cli_json("stats", "--json", segment)
-        corrupt = stats.pop("corrupt_blocks")
-        assert corrupt == 0
+        assert stats["corrupt_blocks"] == 0 and stats["unreadable"] == 0
         for key in ("rate_per_s", "span_s"):
             assert stats.pop(key) == pytest.approx(expected.pop(key))
         for a, b in zip(stats["threads"], expected["threads"]):
@@ -420,7 +419,8 @@ def test_example_runs():
 def test_diff_equals_cli_json(traced):
     # stages_program: B adds 400 us to its parse stage; nanotrace.diff() returns what
     # `nanotrace diff --json` prints, and names that stage first among the changes observed
-    # (one run a side: not attributable).
+    # (one run a side: not attributable). The delay is a spin on the wall clock: on a busy
+    # machine a preempted spin only lengthens, so the delta is at least the delay, not near it.
     a = traced("stages_program", "--requests", 500)
     b = traced("stages_program", "--requests", 500, "--delay-stage", "parse", "--delay-us", 400)
     got = nanotrace.diff(a, [b])
@@ -429,6 +429,6 @@ def test_diff_equals_cli_json(traced):
     first = got["subjects"][got["observed_ranked"][0]]
     assert first["name"] == "stage:parse_begin -> stage:parse_end by req"
     p50 = next(m for m in first["metrics"] if m["metric"] == "p50")
-    assert p50["observed"] and not p50["significant"] and abs(p50["delta"] - 400000) < 40000
+    assert p50["observed"] and not p50["significant"] and p50["delta"] > 360000
     with pytest.raises(nanotrace.Error, match="no event"):
         nanotrace.diff(a, b, pairs=["stage:nope,stage:parse_end,req"])
