@@ -5,7 +5,8 @@
    io:submit/io:complete pairs) against ClickHouse's own clickhouse-client inserting the same
    rows (the events, intervals and losses rows `ship` made, dumped once as Native files) into
    tables of the same schema, in interleaved rounds (ship, client, ship, client, ...; each into
-   a fresh database, dropped after), medians.
+   a fresh database, dropped after), medians; and, in the same rounds, the server's own
+   INSERT ... SELECT of the same rows from its local tables: the most it can take.
 2. Query time on TRACES traces shipped under TRACES node names into two shards (a Distributed
    table over two servers): the cookbook's p99-per-node-per-minute query (docs/clickhouse.md,
    as written) against `nanotrace latency` run on each of the same traces, interleaved rounds.
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -106,6 +108,25 @@ def timed(fn):
     return time.perf_counter() - t
 
 
+def process_cpu(pid):
+    """User + system CPU seconds of a running process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def measured(fn, server):
+    """(wall seconds, CPU seconds of the processes fn ran, CPU seconds of the server)."""
+    own, theirs = children_cpu(), process_cpu(server.proc.pid)
+    wall = timed(fn)
+    return wall, children_cpu() - own, process_cpu(server.proc.pid) - theirs
+
+
 def run(cmd, **kw):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, **kw)
 
@@ -132,17 +153,34 @@ def ship_rate(args, root, nanotrace, trace):
                 server.query(f"SELECT * FROM prep.{table}_local FORMAT Native", out=f)
             files[table] = path
         events = int(server.query("SELECT count() FROM prep.events_local"))
-        ship_s, client_s = [], []
-        for r in range(args.rounds):
-            db = f"ship_{r}"
-            ship_s.append(timed(lambda: run(
-                [nanotrace, "ship", trace, "--clickhouse", server.url(), "--database", db,
-                 "--node", f"bench-{r}"])))
-            server.query(f"DROP DATABASE {db}")
-            db = f"client_{r}"
+        rows = sum(int(server.query(f"SELECT count() FROM prep.{t}_local")) for t in files)
+        native_bytes = sum(os.path.getsize(p) for p in files.values())
+
+        def fresh(db):
             server.query(f"CREATE DATABASE {db}")
             for table in files:
                 server.query(f"CREATE TABLE {db}.{table}_local AS prep.{table}_local")
+
+        def check_and_drop(db):
+            got = int(server.query(f"SELECT count() FROM {db}.events_local"))
+            assert got == events, (got, events)
+            server.query(f"DROP DATABASE {db}")
+
+        ship_s, client_s, server_s = [], [], []
+        cpu = {"ship": [], "client": [], "insert_select": []}
+
+        def take(times, side, m):
+            times.append(m[0])
+            cpu[side].append({"own_cpu_s": m[1], "server_cpu_s": m[2]})
+
+        for r in range(args.rounds):
+            db = f"ship_{r}"
+            take(ship_s, "ship", measured(lambda: run(
+                [nanotrace, "ship", trace, "--clickhouse", server.url(), "--database", db,
+                 "--node", f"bench-{r}", *args.ship_args.split()]), server))
+            check_and_drop(db)
+            db = f"client_{r}"
+            fresh(db)
 
             def client():
                 for table, path in files.items():
@@ -150,20 +188,45 @@ def ship_rate(args, root, nanotrace, trace):
                         run(["clickhouse-client", "--host", "127.0.0.1", "--port",
                              str(server.tcp), "--query",
                              f"INSERT INTO {db}.{table}_local FORMAT Native"], stdin=f)
-            client_s.append(timed(client))
-            got = int(server.query(f"SELECT count() FROM {db}.events_local"))
-            assert got == events, (got, events)
-            server.query(f"DROP DATABASE {db}")
-        ship_med, client_med = statistics.median(ship_s), statistics.median(client_s)
+            take(client_s, "client", measured(client, server))
+            check_and_drop(db)
+            # The server's own ceiling: the same rows copied from a local table, nothing
+            # parsed from a client.
+            db = f"server_{r}"
+            fresh(db)
+
+            def insert_select():
+                for table in files:
+                    server.query(f"INSERT INTO {db}.{table}_local SELECT * FROM prep.{table}_local")
+            take(server_s, "insert_select", measured(insert_select, server))
+            check_and_drop(db)
+
+        def rates(times, side):
+            med = statistics.median(times)
+            return {"median_s": med, "events_per_s": events / med, "rows_per_s": rows / med,
+                    "native_mb_per_s": native_bytes / med / 1e6,
+                    # CPU seconds, medians: the side's own processes and the server's.
+                    "own_cpu_s": statistics.median(c["own_cpu_s"] for c in cpu[side]),
+                    "server_cpu_s": statistics.median(c["server_cpu_s"] for c in cpu[side])}
+        ship = rates(ship_s, "ship")
+        client = rates(client_s, "client")
+        ceiling = rates(server_s, "insert_select")
         return {
+            "ship_args": args.ship_args,
             "events": events,
-            "native_bytes": sum(os.path.getsize(p) for p in files.values()),
+            "rows": rows,
+            "native_bytes": native_bytes,
             "rounds": args.rounds,
             "ship_s": ship_s,
             "client_s": client_s,
-            "ship_events_per_s": events / ship_med,
-            "client_events_per_s": events / client_med,
-            "ship_vs_client": client_med / ship_med,
+            "insert_select_s": server_s,
+            "ship": ship,
+            "client": client,
+            "insert_select": ceiling,
+            "ship_events_per_s": ship["events_per_s"],
+            "client_events_per_s": client["events_per_s"],
+            "ship_vs_client": client["median_s"] / ship["median_s"],
+            "ship_vs_insert_select": ceiling["median_s"] / ship["median_s"],
         }
     finally:
         server.stop()
@@ -220,6 +283,10 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--traces", type=int, default=10)
     p.add_argument("--json", required=True)
+    p.add_argument("--ship-args", default="",
+                   help="more options of the timed ships (e.g. '--connections 1')")
+    p.add_argument("--only", choices=["ship_rate", "query_time"],
+                   help="run one of the two parts")
     args = p.parse_args()
     nanotrace = os.path.join(args.bin, "nanotrace")
     root = tempfile.mkdtemp(prefix="nt-ship-bench.")
@@ -227,9 +294,11 @@ def main():
         out = {
             "command": "scripts/ship-bench.sh",
             "clickhouse": "18.16 (Debian 12 clickhouse-server)",
-            "ship_rate": ship_rate(args, root, nanotrace, args.trace),
-            "query_time": query_time(args, root, nanotrace, args.trace),
         }
+        if args.only in (None, "ship_rate"):
+            out["ship_rate"] = ship_rate(args, root, nanotrace, args.trace)
+        if args.only in (None, "query_time"):
+            out["query_time"] = query_time(args, root, nanotrace, args.trace)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     with open(args.json, "w") as f:

@@ -8,6 +8,8 @@
 #
 #   scripts/ship-bench.sh [BUILD_DIR] [EVENTS] [ROUNDS] [TRACES]
 #   (default: build, 2000000, 5, 10: 20 M events over the two shards)
+#   SHIP_BENCH_ONLY=ship_rate or query_time: one of the two parts
+#   SHIP_ARGS: more options of the timed ships (e.g. "--connections 1 --compress zstd")
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -28,4 +30,5 @@ trap 'rm -f "$segment"; rm -rf "$out"' EXIT
 "$build/bin/nanotrace" recover "$segment" -o "$out/trace.ntr" >/dev/null 2>&1
 rm -f "$segment"
 /usr/bin/python3 "$root/bench/ship_bench.py" --bin "$build/bin" --source-dir "$root" \
-  --trace "$out/trace.ntr" --rounds "$rounds" --traces "$traces" --json "$build/bench/ship.json"
+  --trace "$out/trace.ntr" --rounds "$rounds" --traces "$traces" --json "$build/bench/ship.json" \
+  ${SHIP_BENCH_ONLY:+--only "$SHIP_BENCH_ONLY"} --ship-args "${SHIP_ARGS:-}"

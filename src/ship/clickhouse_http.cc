@@ -25,6 +25,29 @@ size_t collect(char* data, size_t size, size_t n, void* out) {
   return size * n;
 }
 
+// A request body of several pieces, handed to libcurl as it asks for it.
+struct BodyReader {
+  const std::vector<std::string_view>* pieces;
+  size_t piece = 0, at = 0;
+};
+
+size_t read_body(char* out, size_t size, size_t n, void* data) {
+  auto* r = static_cast<BodyReader*>(data);
+  size_t room = size * n, done = 0;
+  while (done < room && r->piece < r->pieces->size()) {
+    std::string_view p = (*r->pieces)[r->piece];
+    const size_t take = std::min(room - done, p.size() - r->at);
+    std::memcpy(out + done, p.data() + r->at, take);
+    done += take;
+    r->at += take;
+    if (r->at == p.size()) {
+      ++r->piece;
+      r->at = 0;
+    }
+  }
+  return done;
+}
+
 // Keeps the X-ClickHouse-Exception-Code header's value (newer servers send it).
 size_t header_line(char* data, size_t size, size_t n, void* out) {
   constexpr std::string_view kName = "x-clickhouse-exception-code:";
@@ -117,6 +140,14 @@ Result<std::unique_ptr<ClickHouseHttp>> ClickHouseHttp::open(const std::string& 
   const size_t at = c->shown_url_.rfind('@', c->shown_url_.find('/', authority));
   if (at != std::string::npos && at >= authority)
     c->shown_url_.erase(authority, at + 1 - authority);
+  // The host, without user, password and port: a loopback address is this machine.
+  std::string host =
+      c->shown_url_.substr(authority, c->shown_url_.find('/', authority) - authority);
+  host = host[0] == '[' ? host.substr(0, host.find(']') + 1) : host.substr(0, host.find(':'));
+  std::transform(host.begin(), host.end(), host.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  const bool ipv4 = host.find_first_not_of("0123456789.") == std::string::npos;
+  c->loopback_ = host == "localhost" || (ipv4 && host.rfind("127.", 0) == 0) || host == "[::1]";
   c->curl_ = curl_easy_init();
   if (c->curl_ == nullptr) return Status::IoError("curl_easy_init failed");
   return c;
@@ -126,15 +157,21 @@ ClickHouseHttp::~ClickHouseHttp() {
   if (curl_) curl_easy_cleanup(static_cast<CURL*>(curl_));
 }
 
-Result<std::string> ClickHouseHttp::post(const std::string& params, std::string_view body) {
+Result<std::string> ClickHouseHttp::post(const std::string& params,
+                                         const std::vector<std::string_view>& body) {
   CURL* curl = static_cast<CURL*>(curl_);
   std::string answer;
   const std::string target = url_ + "?" + params;
   curl_easy_reset(curl);
   curl_easy_setopt(curl, CURLOPT_URL, target.c_str());
   curl_easy_setopt(curl, CURLOPT_POST, 1L);
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  // The body as it lies, piece after piece (a Native block's columns): no copy into one buffer.
+  BodyReader reader{&body};
+  curl_off_t size = 0;
+  for (std::string_view piece : body) size += static_cast<curl_off_t>(piece.size());
+  curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_body);
+  curl_easy_setopt(curl, CURLOPT_READDATA, &reader);
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, size);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
   std::string exception_code;
@@ -181,7 +218,7 @@ Status ClickHouseHttp::server_error(const ServerError& e) const {
       fmt::format("ClickHouse at {} refused: {}: {}", shown_url_, code, e.message));
 }
 
-Result<std::string> ClickHouseHttp::query(std::string_view sql) { return post("", sql); }
+Result<std::string> ClickHouseHttp::query(std::string_view sql) { return post("", {sql}); }
 
 Result<uint64_t> ClickHouseHttp::query_count(std::string_view sql) {
   auto answer = query(sql);
@@ -208,16 +245,21 @@ Result<std::vector<std::vector<std::string>>> ClickHouseHttp::query_rows(std::st
 
 Status ClickHouseHttp::insert_native(std::string_view table, std::string_view native,
                                      bool compress) {
+  return insert_native(table, std::vector<std::string_view>{native}, compress);
+}
+
+Status ClickHouseHttp::insert_native(std::string_view table,
+                                     const std::vector<std::string_view>& native, bool compress) {
   CURL* curl = static_cast<CURL*>(curl_);
   std::string params = "query=" + escape(curl, fmt::format("INSERT INTO {} FORMAT Native", table));
-  std::string_view body = native;
   if (compress) {
     params += "&decompress=1&http_native_compression_disable_checksumming_on_decompress=1";
     compressed_.clear();
-    compress_blocks(native, &compressed_);
-    body = compressed_;
+    for (std::string_view piece : native) compress_blocks(piece, &compressed_);
+    auto answer = post(params, {std::string_view(compressed_)});
+    return answer.ok() ? Status::Ok() : answer.status();
   }
-  auto answer = post(params, body);
+  auto answer = post(params, native);
   return answer.ok() ? Status::Ok() : answer.status();
 }
 

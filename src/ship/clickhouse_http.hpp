@@ -56,20 +56,26 @@ class ClickHouseHttp {
   Result<uint64_t> query_count(std::string_view sql);
   // The rows of a query whose answer is TabSeparated (the default), each of `columns` values.
   Result<std::vector<std::vector<std::string>>> query_rows(std::string_view sql, size_t columns);
-  // INSERT INTO `table` FORMAT Native with body: Native blocks (NativeBlock::write).
+  // INSERT INTO `table` FORMAT Native with body: Native blocks (NativeBlock::write), or the
+  // pieces that are them one after another (NativeBlock::pieces), sent without a copy.
   // compress: send them as zstd-compressed ClickHouse blocks.
   Status insert_native(std::string_view table, std::string_view native, bool compress);
+  Status insert_native(std::string_view table, const std::vector<std::string_view>& native,
+                       bool compress);
 
   // The server's URL without user and password (what messages show).
   const std::string& url() const { return shown_url_; }
+  // True if the URL names this machine (localhost, 127.0.0.0/8, [::1]).
+  bool loopback() const { return loopback_; }
 
  private:
   ClickHouseHttp() = default;
-  Result<std::string> post(const std::string& params, std::string_view body);
+  Result<std::string> post(const std::string& params, const std::vector<std::string_view>& body);
   Status server_error(const ServerError& e) const;
 
   std::string url_;
   std::string shown_url_;
+  bool loopback_ = false;
   void* curl_ = nullptr;  // CURL*
   const std::atomic<bool>* cancel_ = nullptr;
   std::string compressed_;

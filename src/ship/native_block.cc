@@ -23,6 +23,15 @@ std::string_view value_type_name(ValueType v) {
 
 }  // namespace
 
+void ByteBuffer::grow(size_t need) {
+  size_t capacity = capacity_ < 4096 ? 4096 : capacity_ * 2;
+  while (capacity < need) capacity *= 2;
+  auto* p = static_cast<char*>(std::realloc(data_, capacity));
+  if (p == nullptr) std::abort();  // as std::string's operator new would (no exceptions here)
+  data_ = p;
+  capacity_ = capacity;
+}
+
 void put_varint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
     out->push_back(static_cast<char>(v | 0x80));
@@ -77,9 +86,8 @@ void NativeBlock::put_string(size_t column, std::string_view s) {
     return mistyped(column, ValueType::kString);
   }
   ++c.elements;
-  std::string& d = c.data;
-  put_varint(&d, s.size());
-  d.append(s);
+  c.data.append_varint(s.size());
+  c.data.append(s.data(), s.size());
 }
 
 void NativeBlock::put_text(size_t column, std::string_view s) {
@@ -95,9 +103,7 @@ void NativeBlock::end_array(size_t column) {
     if (mistake_.empty()) mistake_ = fmt::format("column {} is not an array", c.name);
     return;
   }
-  const size_t at = c.offsets.size();
-  c.offsets.resize(at + sizeof(uint64_t));
-  std::memcpy(c.offsets.data() + at, &c.elements, sizeof(uint64_t));
+  c.offsets.append_value(c.elements);
 }
 
 size_t NativeBlock::bytes() const {
@@ -106,7 +112,7 @@ size_t NativeBlock::bytes() const {
   return n;
 }
 
-Status NativeBlock::write(std::string* out) const {
+Status NativeBlock::check() const {
   if (!bad_type_.empty()) return Status::Invalid(bad_type_);
   if (!mistake_.empty()) return Status::Invalid(mistake_);
   for (const Column& c : columns_) {
@@ -116,16 +122,39 @@ Status NativeBlock::write(std::string* out) const {
                                          c.type.array ? "arrays" : "values", rows_));
     }
   }
-  put_varint(out, columns_.size());
-  put_varint(out, rows_);
+  return Status::Ok();
+}
+
+Status NativeBlock::pieces(std::string* headers, std::vector<std::string_view>* out) const {
+  if (Status s = check(); !s.ok()) return s;
+  // Every header first, so that the views into *headers do not move as it grows.
+  headers->clear();
+  std::vector<size_t> ends;
+  put_varint(headers, columns_.size());
+  put_varint(headers, rows_);
+  ends.push_back(headers->size());
   for (const Column& c : columns_) {
-    put_varint(out, c.name.size());
-    out->append(c.name);
-    put_varint(out, c.type_name.size());
-    out->append(c.type_name);
-    out->append(c.offsets);
-    out->append(c.data);
+    put_varint(headers, c.name.size());
+    headers->append(c.name);
+    put_varint(headers, c.type_name.size());
+    headers->append(c.type_name);
+    ends.push_back(headers->size());
   }
+  const std::string_view h = *headers;
+  out->push_back(h.substr(0, ends[0]));
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    out->push_back(h.substr(ends[i], ends[i + 1] - ends[i]));
+    if (columns_[i].offsets.size() > 0) out->push_back(columns_[i].offsets.view());
+    if (columns_[i].data.size() > 0) out->push_back(columns_[i].data.view());
+  }
+  return Status::Ok();
+}
+
+Status NativeBlock::write(std::string* out) const {
+  std::string headers;
+  std::vector<std::string_view> views;
+  if (Status s = pieces(&headers, &views); !s.ok()) return s;
+  for (std::string_view v : views) out->append(v);
   return Status::Ok();
 }
 

@@ -16,11 +16,13 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "nanotrace/status.hpp"
@@ -50,6 +52,57 @@ struct ColumnType {
 std::optional<ColumnType> parse_column_type(std::string_view name);
 // The type's name as ClickHouse writes it.
 std::string column_type_name(ColumnType type);
+
+// Bytes appended at the end: like std::string, but growing without zeroing what it grows
+// into, by realloc (which moves a large buffer's pages instead of copying them).
+class ByteBuffer {
+ public:
+  ByteBuffer() = default;
+  ~ByteBuffer() { std::free(data_); }
+  ByteBuffer(ByteBuffer&& o) noexcept : data_(o.data_), size_(o.size_), capacity_(o.capacity_) {
+    o.data_ = nullptr;
+    o.size_ = o.capacity_ = 0;
+  }
+  ByteBuffer& operator=(ByteBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    std::swap(capacity_, o.capacity_);
+    return *this;
+  }
+  ByteBuffer(const ByteBuffer&) = delete;
+  ByteBuffer& operator=(const ByteBuffer&) = delete;
+
+  void append(const void* p, size_t n) {
+    if (size_ + n > capacity_) grow(size_ + n);
+    std::memcpy(data_ + size_, p, n);
+    size_ += n;
+  }
+  template <class T>
+  void append_value(T v) {
+    if (size_ + sizeof(T) > capacity_) grow(size_ + sizeof(T));
+    std::memcpy(data_ + size_, &v, sizeof(T));
+    size_ += sizeof(T);
+  }
+  // An unsigned LEB128 varint (ClickHouse's VarUInt).
+  void append_varint(uint64_t v) {
+    if (size_ + 10 > capacity_) grow(size_ + 10);
+    while (v >= 0x80) {
+      data_[size_++] = static_cast<char>(v | 0x80);
+      v >>= 7;
+    }
+    data_[size_++] = static_cast<char>(v);
+  }
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::string_view view() const { return {data_, size_}; }
+  void clear() { size_ = 0; }  // the memory stays
+
+ private:
+  void grow(size_t need);
+  char* data_ = nullptr;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
 
 class NativeBlock {
  public:
@@ -95,6 +148,9 @@ class NativeBlock {
   // Appends the block in Native format to out. Errors: kInvalidArgument for a value of the
   // wrong type, a column without one value per row or an unknown type (nothing appended).
   Status write(std::string* out) const;
+  // The same bytes without a copy: pieces that, one after another, are the block (they point
+  // into the block and into *headers, valid until either changes). Errors: as write().
+  Status pieces(std::string* headers, std::vector<std::string_view>* out) const;
   // Empties every column (declarations kept, memory kept) and forgets a mistake.
   void clear();
 
@@ -103,8 +159,8 @@ class NativeBlock {
     std::string name;
     std::string type_name;
     ColumnType type;
-    std::string data;       // the values, or an array's elements
-    std::string offsets;    // Array(T): one UInt64 per row
+    ByteBuffer data;        // the values, or an array's elements
+    ByteBuffer offsets;     // Array(T): one UInt64 per row
     uint64_t elements = 0;  // values put (an array's running count)
   };
 
@@ -125,12 +181,10 @@ class NativeBlock {
   template <class T>
   static void append(Column& c, T value) {
     ++c.elements;
-    std::string& d = c.data;
-    const size_t at = d.size();
-    d.resize(at + sizeof(T));
-    std::memcpy(d.data() + at, &value, sizeof(T));
+    c.data.append_value(value);
   }
   void mistyped(size_t column, ValueType given);
+  Status check() const;
 
   std::vector<Column> columns_;
   size_t rows_ = 0;

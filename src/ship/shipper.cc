@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <future>
 #include <thread>
 
+#include "ship/block_senders.hpp"
 #include "ship/clickhouse_answer.hpp"
 #include "ship/clickhouse_http.hpp"
 #include "ship/schema.hpp"
@@ -24,6 +24,29 @@ std::string date_literal(uint16_t day) {
   const std::chrono::year_month_day d{std::chrono::sys_days{std::chrono::days{day}}};
   return fmt::format("toDate('{:04}-{:02}-{:02}')", static_cast<int>(d.year()),
                      static_cast<unsigned>(d.month()), static_cast<unsigned>(d.day()));
+}
+
+// Several counts in one query: SELECT (SELECT count() FROM ...), (...), ...
+Result<std::vector<uint64_t>> counts(ClickHouseHttp& server,
+                                     const std::vector<std::string>& queries) {
+  std::vector<uint64_t> out;
+  if (queries.empty()) return out;
+  std::string sql = "SELECT ";
+  for (size_t i = 0; i < queries.size(); ++i) sql += (i ? ", (" : "(") + queries[i] + ")";
+  auto rows = server.query_rows(sql, queries.size());
+  if (!rows.ok()) return rows.status();
+  if (rows->size() != 1) {
+    return Status::IoError(
+        fmt::format("ClickHouse at {}: {} rows of counts, not 1", server.url(), rows->size()));
+  }
+  for (const std::string& v : (*rows)[0]) {
+    auto n = parse_count(v);
+    if (!n.ok())
+      return Status::IoError(
+          fmt::format("ClickHouse at {}: {}", server.url(), n.status().message()));
+    out.push_back(*n);
+  }
+  return out;
 }
 
 }  // namespace
@@ -43,6 +66,7 @@ struct Shipper::Attempt {
   uint64_t trace_id = 0;
   std::string db;                    // quoted
   std::vector<std::string> staging;  // per table of schema_tables() but traces
+  std::vector<bool> created;         // which of them exist (made at their first block)
   std::vector<uint64_t> expected;    // rows per staging table
   // WHERE clause that finds the trace's rows in a real table (the days' partitions only).
   std::string where;
@@ -59,6 +83,9 @@ Result<std::unique_ptr<Shipper>> Shipper::connect(const ShipOptions& options) {
   if (options.servers.empty()) return Status::Invalid("no ClickHouse server given (--clickhouse)");
   if (options.database.empty()) return Status::Invalid("--database: empty name");
   if (options.batch_rows == 0) return Status::Invalid("--batch-rows: must be at least 1");
+  if (options.connections == 0 || options.connections > 16) {
+    return Status::Invalid("--connections: 1 to 16");
+  }
   std::unique_ptr<Shipper> s(new Shipper(options));
   for (const std::string& url : options.servers) {
     auto server = ClickHouseHttp::open(url, options.cancel);
@@ -78,69 +105,109 @@ Result<std::unique_ptr<Shipper>> Shipper::connect(const ShipOptions& options) {
   return s;
 }
 
-void Shipper::drop_staging(ClickHouseHttp& server, const Attempt& a) {
-  for (const std::string& t : a.staging) (void)server.query("DROP TABLE IF EXISTS " + t);
+bool Shipper::compress(const ClickHouseHttp& server) const {
+  return options_.compress == Compression::kZstd ||
+         (options_.compress == Compression::kAuto && !server.loopback());
 }
 
-Status Shipper::stage(ClickHouseHttp& server, TraceRows& rows, Attempt& a) {
-  const std::vector<TableDef>& tables = schema_tables();
-  for (size_t i = 0; i + 1 < tables.size(); ++i) {
-    const std::string name =
-        a.db + "." + quote_identifier(fmt::format("_stage_{:016x}_{}", a.trace_id, tables[i].name));
-    a.staging.push_back(name);
-    for (const std::string& sql :
-         {"DROP TABLE IF EXISTS " + name, "CREATE TABLE " + name + " AS " + a.local(tables[i])}) {
-      auto done = server.query(sql);
-      if (!done.ok()) return done.status();
+void Shipper::drop_staging(ClickHouseHttp& server, const Attempt& a) {
+  for (size_t i = 0; i < a.staging.size(); ++i) {
+    if (i < a.created.size() && a.created[i]) {
+      (void)server.query("DROP TABLE IF EXISTS " + a.staging[i]);
     }
   }
-  // One block is sent (compressed, on its own thread) while the next is built: the server
-  // parses and writes one while we read the trace for the next.
-  std::future<Status> sending;
-  std::string buffers[2];
-  int next = 0;
-  auto wait = [&]() -> Status { return sending.valid() ? sending.get() : Status::Ok(); };
-  auto sink = [&](const TableDef& table, const NativeBlock& block) -> Status {
+}
+
+Result<std::vector<ClickHouseHttp*>> Shipper::senders(size_t shard) {
+  std::vector<std::unique_ptr<ClickHouseHttp>>& pool = senders_[shard];
+  while (pool.size() < options_.connections) {
+    auto c = ClickHouseHttp::open(options_.servers[shard], options_.cancel);
+    if (!c.ok()) return c.status();
+    pool.push_back(std::move(*c));
+  }
+  std::vector<ClickHouseHttp*> out;
+  for (auto& c : pool) out.push_back(c.get());
+  return out;
+}
+
+Status Shipper::stage(ClickHouseHttp& server, size_t shard, TraceRows& rows, Attempt& a) {
+  const std::vector<TableDef>& tables = schema_tables();
+  const std::string prefix = fmt::format("_stage_{:016x}_", a.trace_id);
+  // Staging tables a dead connection left: gone before anything is staged.
+  auto left = server.query_rows(
+      fmt::format("SELECT name FROM system.tables WHERE database = {} AND startsWith(name, {})",
+                  quote_string(options_.database), quote_string(prefix)),
+      1);
+  if (!left.ok()) return left.status();
+  for (const auto& row : *left) {
+    auto done = server.query("DROP TABLE IF EXISTS " + a.db + "." + quote_identifier(row[0]));
+    if (!done.ok()) return done.status();
+  }
+  for (size_t i = 0; i + 1 < tables.size(); ++i) {
+    a.staging.push_back(a.db + "." + quote_identifier(prefix + tables[i].name));
+  }
+  a.created.assign(a.staging.size(), false);
+  // Each staging table is made when its first block comes (a trace without I/O stages or
+  // losses makes none for them). Its blocks go on `connections` connections at once, while
+  // the next ones are built.
+  auto connections = senders(shard);
+  if (!connections.ok()) return connections.status();
+  BlockSenders sending(connections->size(),
+                       [&, compressed = compress(server)](size_t c, const std::string& into,
+                                                          const std::vector<std::string_view>& b) {
+                         return (*connections)[c]->insert_native(into, b, compressed);
+                       });
+  auto sink = [&](const TableDef& table, NativeBlock& block) -> Status {
     size_t i = 0;
     while (tables[i].name != table.name) ++i;
-    std::string& bytes = buffers[next];
-    if (Status s = wait(); !s.ok()) return s;
-    next ^= 1;
-    bytes.clear();
-    if (Status s = block.write(&bytes); !s.ok()) {
-      return Status::Invalid(fmt::format("a block of {}: {}", table.name, s.message()));
+    if (!a.created[i]) {
+      auto done = server.query("CREATE TABLE " + a.staging[i] + " AS " + a.local(tables[i]));
+      if (!done.ok()) return done.status();
+      a.created[i] = true;
     }
-    sending = std::async(std::launch::async,
-                         [&server, &bytes, table = a.staging[i], compress = options_.compress] {
-                           return server.insert_native(table, bytes, compress);
-                         });
-    return Status::Ok();
+    return sending.send(table, a.staging[i], &block);
   };
   Status written = rows.write(options_.batch_rows, sink);
-  Status sent = wait();
+  Status sent = sending.finish();
   if (!written.ok()) return written;
   if (!sent.ok()) return sent;
   const RowCounts& c = rows.counts();
   a.expected = {c.events, c.intervals, c.ios, c.losses};  // in schema_tables()' order
+  std::vector<std::string> queries;
+  std::vector<size_t> which;
   for (size_t i = 0; i < a.staging.size(); ++i) {
-    auto n = server.query_count("SELECT count() FROM " + a.staging[i]);
-    if (!n.ok()) return n.status();
-    if (*n != a.expected[i]) {
+    if (!a.created[i]) continue;
+    queries.push_back("SELECT count() FROM " + a.staging[i]);
+    which.push_back(i);
+  }
+  auto n = counts(server, queries);
+  if (!n.ok()) return n.status();
+  for (size_t k = 0; k < which.size(); ++k) {
+    const size_t i = which[k];
+    if ((*n)[k] != a.expected[i]) {
       return Status::IoError(fmt::format("{} holds {} rows after the insert, not the {} sent",
-                                         a.staging[i], *n, a.expected[i]));
+                                         a.staging[i], (*n)[k], a.expected[i]));
     }
   }
   return Status::Ok();
 }
 
+Result<std::vector<uint64_t>> Shipper::trace_counts(ClickHouseHttp& server, const Attempt& a) {
+  std::vector<std::string> queries;
+  for (const TableDef& t : schema_tables()) {
+    if (std::string_view(t.name) == "traces") continue;
+    queries.push_back(fmt::format("SELECT count() FROM {} WHERE {}", a.local(t), a.where));
+  }
+  return counts(server, queries);
+}
+
 Status Shipper::delete_leftovers(ClickHouseHttp& server, Attempt& a, uint64_t* deleted) {
   const std::vector<TableDef>& tables = schema_tables();
+  auto n = trace_counts(server, a);
+  if (!n.ok()) return n.status();
   for (size_t i = 0; i + 1 < tables.size(); ++i) {
-    auto n = server.query_count(
-        fmt::format("SELECT count() FROM {} WHERE {}", a.local(tables[i]), a.where));
-    if (!n.ok()) return n.status();
-    if (*n == 0) continue;
-    *deleted += *n;
+    if ((*n)[i] == 0) continue;
+    *deleted += (*n)[i];
     auto done = server.query(
         fmt::format("ALTER TABLE {} DELETE WHERE trace_id = {}", a.local(tables[i]), a.trace_id));
     if (!done.ok()) return done.status();
@@ -169,26 +236,41 @@ Status Shipper::delete_leftovers(ClickHouseHttp& server, Attempt& a, uint64_t* d
 Status Shipper::commit(ClickHouseHttp& server, TraceRows& rows, const std::string& source,
                        Attempt& a) {
   const std::vector<TableDef>& tables = schema_tables();
+  // Each staged partition (a day) attached: its parts are linked into the real table.
+  std::string names;
   for (size_t i = 0; i < a.staging.size(); ++i) {
+    if (!a.created[i]) continue;
+    names += (names.empty() ? "" : ", ") +
+             quote_string(fmt::format("_stage_{:016x}_{}", a.trace_id, tables[i].name));
+  }
+  if (!names.empty()) {
     auto parts = server.query_rows(
-        fmt::format("SELECT DISTINCT partition_id FROM system.parts WHERE database = {} AND "
-                    "table = {} AND active",
-                    quote_string(options_.database),
-                    quote_string(fmt::format("_stage_{:016x}_{}", a.trace_id, tables[i].name))),
-        1);
+        fmt::format("SELECT DISTINCT table, partition_id FROM system.parts WHERE database = {} "
+                    "AND table IN ({}) AND active",
+                    quote_string(options_.database), names),
+        2);
     if (!parts.ok()) return parts.status();
     for (const auto& part : *parts) {
-      const std::string& id = part[0];
-      auto done = server.query(fmt::format("ALTER TABLE {} ATTACH PARTITION ID {} FROM {}",
-                                           a.local(tables[i]), quote_string(id), a.staging[i]));
+      size_t i = 0;
+      while (i < a.staging.size() &&
+             part[0] != fmt::format("_stage_{:016x}_{}", a.trace_id, tables[i].name)) {
+        ++i;
+      }
+      if (i == a.staging.size()) continue;
+      auto done =
+          server.query(fmt::format("ALTER TABLE {} ATTACH PARTITION ID {} FROM {}",
+                                   a.local(tables[i]), quote_string(part[1]), a.staging[i]));
       if (!done.ok()) return done.status();
     }
-    auto n = server.query_count(
-        fmt::format("SELECT count() FROM {} WHERE {}", a.local(tables[i]), a.where));
-    if (!n.ok()) return n.status();
-    if (*n != a.expected[i]) {
+  }
+  // Every table holds the trace's rows as sent (a table nothing was staged for: none).
+  auto n = trace_counts(server, a);
+  if (!n.ok()) return n.status();
+  for (size_t i = 0; i < a.staging.size(); ++i) {
+    const uint64_t want = a.created[i] ? a.expected[i] : 0;
+    if ((*n)[i] != want) {
       return Status::IoError(fmt::format("{} holds {} rows of trace {:016x}, not the {} sent",
-                                         a.local(tables[i]), *n, a.trace_id, a.expected[i]));
+                                         a.local(tables[i]), (*n)[i], a.trace_id, want));
     }
   }
   NativeBlock row = block_for(traces_table());
@@ -197,16 +279,16 @@ Status Shipper::commit(ClickHouseHttp& server, TraceRows& rows, const std::strin
   if (Status s = row.write(&block_bytes_); !s.ok()) {
     return Status::Invalid(fmt::format("the traces row: {}", s.message()));
   }
-  if (Status s = server.insert_native(a.local(traces_table()), block_bytes_, options_.compress);
+  if (Status s = server.insert_native(a.local(traces_table()), block_bytes_, compress(server));
       !s.ok()) {
     return s;
   }
-  auto n = server.query_count(fmt::format("SELECT count() FROM {} WHERE trace_id = {}",
-                                          a.local(traces_table()), a.trace_id));
-  if (!n.ok()) return n.status();
-  if (*n != row.rows()) {
+  auto stored = server.query_count(fmt::format("SELECT count() FROM {} WHERE trace_id = {}",
+                                               a.local(traces_table()), a.trace_id));
+  if (!stored.ok()) return stored.status();
+  if (*stored != row.rows()) {
     return Status::IoError(fmt::format("{} holds {} rows of trace {:016x}, not {}",
-                                       a.local(traces_table()), *n, a.trace_id, row.rows()));
+                                       a.local(traces_table()), *stored, a.trace_id, row.rows()));
   }
   return Status::Ok();
 }
@@ -275,7 +357,8 @@ Result<ShipReport> Shipper::ship(Trace& trace, const std::string& source) {
     report.skipped_pairs = rows.skipped_pairs();
     report.pairs = rows.pair_labels();
     report.damage = assumed;
-    ClickHouseHttp& server = *servers_[rows.trace_id() % servers_.size()];
+    const size_t shard = rows.trace_id() % servers_.size();
+    ClickHouseHttp& server = *servers_[shard];
     report.server = server.url();
     Attempt a;
     a.trace_id = rows.trace_id();
@@ -301,7 +384,7 @@ Result<ShipReport> Shipper::ship(Trace& trace, const std::string& source) {
       }
       return report;
     }
-    if (Status s = stage(server, rows, a); !s.ok()) {
+    if (Status s = stage(server, shard, rows, a); !s.ok()) {
       drop_staging(server, a);
       return Status(s.code(), fmt::format("trace {} from {}: {}; nothing of it is stored", id,
                                           source, s.message()));

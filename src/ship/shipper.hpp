@@ -14,7 +14,8 @@
 //      the report says under which node names and with which pairs it is stored.
 //   2. Rows an interrupted earlier attempt attached are deleted (ALTER ... DELETE, waited for).
 //   3. Every row goes into staging tables of its own (CREATE TABLE ... AS <table>_local), in
-//      Native blocks compressed with zstd, and the staged counts are checked.
+//      Native blocks (compressed with zstd unless the server is on this machine), sent on
+//      several connections at once (BlockSenders), and the staged counts are checked.
 //   4. Each staged partition (a day) is attached to the real table (ATTACH PARTITION ID ...
 //      FROM: the parts are linked in, at once per partition), the counts are checked there,
 //      and the trace's row is inserted: the trace is stored.
@@ -32,6 +33,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +47,8 @@ namespace nanotrace::ship {
 
 class ClickHouseHttp;
 
+enum class Compression { kAuto, kZstd, kNone };
+
 struct ShipOptions {
   std::vector<std::string> servers;  // one HTTP URL per shard
   std::string database = "nanotrace";
@@ -55,7 +59,12 @@ struct ShipOptions {
   std::string node;
   std::vector<PairRule> pairs;  // empty: the pairs the event names suggest
   size_t batch_rows = 1 << 20;  // rows per Native block (ClickHouse's max_insert_block_size)
-  bool compress = true;
+  // Inserts in flight at once, each on its own connection (the server writes each on a
+  // thread of its own).
+  size_t connections = 2;
+  // kAuto: zstd to a server elsewhere, none to one on this machine (a loopback address),
+  // where compressing only costs CPU on both sides.
+  Compression compress = Compression::kAuto;
   // Optional, outliving the Shipper: once true, a ship in progress ends within about a
   // second (kIoError; as any dropped connection, it leaves nothing a retry cannot replace).
   const std::atomic<bool>* cancel = nullptr;
@@ -91,14 +100,21 @@ class Shipper {
  private:
   explicit Shipper(ShipOptions options);
   struct Attempt;
-  Status stage(ClickHouseHttp& server, TraceRows& rows, Attempt& a);
+  Status stage(ClickHouseHttp& server, size_t shard, TraceRows& rows, Attempt& a);
+  // The connections shard's blocks are inserted on (options_.connections, kept open).
+  Result<std::vector<ClickHouseHttp*>> senders(size_t shard);
   Status commit(ClickHouseHttp& server, TraceRows& rows, const std::string& source, Attempt& a);
   Status delete_leftovers(ClickHouseHttp& server, Attempt& a, uint64_t* deleted);
   Status compare_stored(ClickHouseHttp& server, const Attempt& a, ShipReport* report);
+  // The trace's rows in each real table but traces (schema_tables()' order), in one query.
+  Result<std::vector<uint64_t>> trace_counts(ClickHouseHttp& server, const Attempt& a);
   void drop_staging(ClickHouseHttp& server, const Attempt& a);
 
   ShipOptions options_;
+  // Whether blocks to the shard are compressed (ShipOptions::compress resolved).
+  bool compress(const ClickHouseHttp& server) const;
   std::vector<std::unique_ptr<ClickHouseHttp>> servers_;
+  std::map<size_t, std::vector<std::unique_ptr<ClickHouseHttp>>> senders_;  // by shard
   std::string block_bytes_;
 };
 

@@ -35,8 +35,9 @@
 
 namespace nanotrace::ship {
 
-// Takes a full block of one table's rows (the block is cleared after it returns).
-using BlockSink = std::function<Status(const TableDef& table, const NativeBlock& block)>;
+// Takes a full block of one table's rows: it may take the rows themselves, leaving an empty
+// block of the same columns (BlockSenders::send); the block is cleared after it returns.
+using BlockSink = std::function<Status(const TableDef& table, NativeBlock& block)>;
 
 struct RowCounts {
   uint64_t events = 0;

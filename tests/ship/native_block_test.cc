@@ -118,6 +118,60 @@ TEST(NativeBlockTest, ArraysAreOffsetsThenElements) {
                      varint(6) + "values" + varint(13) + "Array(UInt32)");
 }
 
+// Columns past their first buffer (grown by realloc), a block moved whole (what BlockSenders
+// does to a full block), and the pieces without a copy: one after another, the same bytes.
+TEST(NativeBlockTest, GrownMovedAndInPiecesTheSameBytes) {
+  NativeBlock b;
+  const size_t id = b.add_column("id", "UInt64");
+  const size_t name = b.add_column("name", "String");
+  std::string ids, names;
+  for (uint64_t row = 0; row < 5000; ++row) {
+    b.put<uint64_t>(id, row * 3);
+    b.put_string(name, std::string(row % 5, 'q'));
+    b.end_row();
+    ids += le<uint64_t>(row * 3);
+    names += varint(row % 5) + std::string(row % 5, 'q');
+  }
+  const std::string want = varint(2) + varint(5000) + varint(2) + "id" + varint(6) + "UInt64" +
+                           ids + varint(4) + "name" + varint(6) + "String" + names;
+  NativeBlock moved = std::move(b);
+  std::string out;
+  ASSERT_TRUE(moved.write(&out).ok());
+  EXPECT_EQ(out, want);
+  std::string headers;
+  std::vector<std::string_view> pieces;
+  ASSERT_TRUE(moved.pieces(&headers, &pieces).ok());
+  std::string joined;
+  for (std::string_view p : pieces) joined.append(p);
+  EXPECT_EQ(joined, want);
+  // Cleared, the memory stays and new rows start from nothing.
+  moved.clear();
+  moved.put<uint64_t>(id, 9);
+  moved.put_string(name, "z");
+  moved.end_row();
+  out.clear();
+  ASSERT_TRUE(moved.write(&out).ok());
+  EXPECT_EQ(out, varint(2) + varint(1) + varint(2) + "id" + varint(6) + "UInt64" + le<uint64_t>(9) +
+                     varint(4) + "name" + varint(6) + "String" + varint(1) + "z");
+}
+
+// Blocks to a server on this machine go uncompressed by default: which URLs are this machine.
+TEST(ClickHouseUrlTest, LoopbackAddressesAreThisMachine) {
+  for (const char* url : {"http://127.0.0.1:8123", "http://localhost:8123/", "http://[::1]:8123",
+                          "http://u:p@127.0.0.2/", "http://localhost"}) {
+    auto c = ClickHouseHttp::open(url);
+    ASSERT_TRUE(c.ok()) << url << ": " << c.status().message();
+    EXPECT_TRUE((*c)->loopback()) << url;
+  }
+  for (const char* url :
+       {"http://10.0.0.1:8123", "http://ch.example:8123/", "http://127.0.0.1.example/",
+        "http://localhost@db.example:8123/", "http://[::2]:8123"}) {
+    auto c = ClickHouseHttp::open(url);
+    ASSERT_TRUE(c.ok()) << url << ": " << c.status().message();
+    EXPECT_FALSE((*c)->loopback()) << url;
+  }
+}
+
 TEST(NativeBlockTest, TextIsMadeValidUtf8) {
   NativeBlock b;
   const size_t s = b.add_column("s", "String");

@@ -192,7 +192,10 @@ int cmd_ship(const ShipCommand& c) {
   options.cluster = c.cluster;
   options.node = c.node;
   options.batch_rows = c.batch_rows;
-  options.compress = !c.no_compress;
+  options.connections = c.connections;
+  options.compress = c.no_compress || c.compress == "none" ? ship::Compression::kNone
+                     : c.compress == "zstd"                ? ship::Compression::kZstd
+                                                           : ship::Compression::kAuto;
   for (const std::string& p : c.pairs) {
     auto rule = parse_pair_rule(p);
     if (!rule.ok()) return fail(rule.status());

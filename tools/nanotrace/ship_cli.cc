@@ -30,11 +30,21 @@ void register_ship_command(CLI::App& app, ShipCommand* c) {
   c->ship->add_option("--batch-rows", c->batch_rows, "Rows per insert block")
       ->capture_default_str();
   c->ship
+      ->add_option("--connections", c->connections,
+                   "Inserts in flight at once, each on its own connection (1 to 16)")
+      ->capture_default_str();
+  c->ship
       ->add_option("--retry-for", c->retry_for,
                    "How long to retry a trace after a transient error (connection, server "
                    "busy), with backoff; refusals are not retried (0: no retry)")
       ->capture_default_str();
-  c->ship->add_flag("--no-compress", c->no_compress, "Send blocks uncompressed");
+  c->ship
+      ->add_option("--compress", c->compress,
+                   "Blocks sent zstd-compressed (zstd), as they are (none), or zstd unless the "
+                   "server is on this machine (auto)")
+      ->check(CLI::IsMember({"auto", "zstd", "none"}))
+      ->capture_default_str();
+  c->ship->add_flag("--no-compress", c->no_compress, "Send blocks uncompressed (--compress none)");
   c->ship->add_flag("--json", c->json, "One JSON object per trace");
 }
 

@@ -17,8 +17,10 @@ struct ShipCommand {
   std::string node;
   std::vector<std::string> pairs;  // BEGIN,END,KEY
   size_t batch_rows = 1 << 20;
+  size_t connections = 2;
   std::string retry_for = "30s";  // how long transient errors are retried, per trace
-  bool no_compress = false;
+  std::string compress = "auto";  // auto, zstd, none
+  bool no_compress = false;       // --compress none
   bool json = false;
 };
 
