@@ -17,6 +17,7 @@
 //          (a begin and an end) with it armed against none.
 // Prints one JSON document (--json FILE also writes it).
 //   duration_bench [--quick] [--json FILE]
+//   duration_bench --stuck REPS   the stuck lateness alone (nothing else flowing), REPS runs
 //   duration_bench --workload SECONDS   2 M pairs/s for SECONDS with one pair of 10 ms in the
 //                                       middle, no trigger (for `record` then `latency`)
 //   duration_bench --named-loop N       N pairs with the trigger armed, nothing else (for a
@@ -336,6 +337,12 @@ int main(int argc, char** argv) {
         NANOTRACE(bench, begin, "req={}", req);
         NANOTRACE(bench, end, "req={}", req);
       }
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--stuck") == 0 && i + 1 < argc) {  // stuck lateness alone
+      const int reps = std::atoi(argv[++i]);
+      (void)header();
+      std::printf("%s\n", stuck_lateness(reps, 20).dump().c_str());
       return 0;
     }
     if (std::strcmp(argv[i], "--workload") == 0 && i + 1 < argc) {
