@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -37,9 +38,24 @@ struct Broker::Impl {
   std::mutex url_mu;
   std::string current_url;  // the server connected to last; guarded by url_mu
   // The library calls back on its own threads, even while the connection closes: the
-  // teardown stops new calls and waits for those running before freeing what they use.
+  // teardown stops new calls and waits for those running before freeing what they use. Its
+  // connection callbacks (disconnected, closed...) come from one queue, in order, and the
+  // closed one is the last: the teardown waits for it too, since a disconnected callback may
+  // still be queued when natsConnection_Close returns.
   std::atomic<bool> closing{false};
   std::atomic<int> in_callback{0};
+  std::mutex closed_mu;
+  std::condition_variable closed_cv;
+  bool closed = false;  // guarded by closed_mu
+  bool shut = false;
+  // One inbox subscription (<inbox>.*) for the gathers, made at the first: each ask replies to
+  // <inbox>.<n>, and the answers of an ask that ended arrive to a subscription that lives on.
+  // (A subscription destroyed per ask while late answers to it arrived crashed libnats's
+  // reader thread.) One gather at a time uses it; another at the same time has its own.
+  std::mutex gather_mu;
+  std::string inbox;
+  natsSubscription* inbox_subscription = nullptr;
+  uint64_t asks = 0;
 
   bool enter() {
     in_callback.fetch_add(1, std::memory_order_acq_rel);
@@ -49,17 +65,31 @@ struct Broker::Impl {
   }
   void leave() { in_callback.fetch_sub(1, std::memory_order_acq_rel); }
 
-  ~Impl() {
+  // Closes the connection and frees the library's objects. False if the library's closed
+  // callback did not come (then a callback may still use this object: it must not be freed).
+  bool shut_down() {
+    if (shut) return true;
+    shut = true;
     closing.store(true, std::memory_order_release);
+    if (inbox_subscription != nullptr) natsSubscription_Unsubscribe(inbox_subscription);
     for (natsSubscription* s : subscriptions) natsSubscription_Unsubscribe(s);
-    if (connection != nullptr) natsConnection_Close(connection);
+    bool last_callback_came = true;
+    if (connection != nullptr) {
+      natsConnection_Close(connection);
+      std::unique_lock lock(closed_mu);
+      last_callback_came =
+          closed_cv.wait_for(lock, std::chrono::seconds(10), [this] { return closed; });
+    }
     while (in_callback.load(std::memory_order_acquire) != 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    if (inbox_subscription != nullptr) natsSubscription_Destroy(inbox_subscription);
     for (natsSubscription* s : subscriptions) natsSubscription_Destroy(s);
     if (connection != nullptr) natsConnection_Destroy(connection);
     if (options != nullptr) natsOptions_Destroy(options);
+    return last_callback_came;
   }
+  ~Impl() { shut_down(); }
 };
 
 namespace {
@@ -226,6 +256,13 @@ void on_reconnected(natsConnection* nc, void* closure) { on_up(nc, closure, "rec
 
 void on_connected(natsConnection* nc, void* closure) { on_up(nc, closure, "connected"); }
 
+void on_closed(natsConnection*, void* closure) {
+  auto* impl = static_cast<Broker::Impl*>(closure);
+  std::lock_guard lock(impl->closed_mu);
+  impl->closed = true;
+  impl->closed_cv.notify_all();
+}
+
 void on_error(natsConnection* nc, natsSubscription*, natsStatus s, void* closure) {
   auto* impl = static_cast<Broker::Impl*>(closure);
   if (!impl->enter()) return;
@@ -256,7 +293,10 @@ void on_message(natsConnection*, natsSubscription*, natsMsg* msg, void* closure)
 }  // namespace
 
 Broker::Broker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Broker::~Broker() = default;
+Broker::~Broker() {
+  // A callback that never came may still use the Impl: it is left allocated, not freed.
+  if (impl_ != nullptr && !impl_->shut_down()) (void)impl_.release();
+}
 
 Result<std::unique_ptr<Broker>> Broker::connect(const BrokerOptions& o) {
   auto impl = std::make_unique<Impl>();
@@ -302,6 +342,7 @@ Result<std::unique_ptr<Broker>> Broker::connect(const BrokerOptions& o) {
   natsOptions_SetDisconnectedCB(opts, on_disconnected, impl.get());
   natsOptions_SetReconnectedCB(opts, on_reconnected, impl.get());
   natsOptions_SetErrorHandler(opts, on_error, impl.get());
+  natsOptions_SetClosedCB(opts, on_closed, impl.get());
   s = natsConnection_Connect(&impl->connection, opts);
   // libnats says why a server that answered refused (credentials); of servers that did not
   // answer, only that none did.
@@ -383,40 +424,74 @@ Result<std::vector<std::string>> Broker::gather(const std::string& subject, cons
   return answers;
 }
 
+namespace {
+
+// Answers from sub until on_answer has enough or the deadline passes; a message to another
+// subject than `reply` (an earlier ask's late answer) is dropped.
+natsStatus collect(natsSubscription* sub, const std::string& reply,
+                   std::chrono::steady_clock::time_point deadline,
+                   const std::function<bool(std::string&& answer)>& on_answer) {
+  for (bool enough = false; !enough;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) return NATS_OK;
+    natsMsg* msg = nullptr;
+    natsStatus r = natsSubscription_NextMsg(&msg, sub, left);
+    if (r == NATS_TIMEOUT) return NATS_OK;
+    if (r != NATS_OK) return r;
+    if (reply != natsMsg_GetSubject(msg)) {
+      natsMsg_Destroy(msg);
+      continue;
+    }
+    const char* bytes = natsMsg_GetData(msg);  // an empty answer may have none
+    std::string answer(bytes != nullptr ? bytes : "",
+                       bytes != nullptr ? static_cast<size_t>(natsMsg_GetDataLength(msg)) : 0);
+    natsMsg_Destroy(msg);
+    enough = on_answer(std::move(answer));
+  }
+  return NATS_OK;
+}
+
+}  // namespace
+
 Status Broker::gather_each(const std::string& subject, const std::string& data, int timeout_ms,
                            const std::function<bool(std::string&& answer)>& on_answer) {
+  std::unique_lock shared(impl_->gather_mu, std::try_to_lock);
+  natsStatus s = NATS_OK;
+  std::string reply;
+  natsSubscription* own = nullptr;  // when another gather holds the shared inbox
   natsInbox* inbox = nullptr;
-  natsStatus s = natsInbox_Create(&inbox);
-  if (s != NATS_OK) return nats_error("inbox", s);
-  natsSubscription* sub = nullptr;
-  s = natsConnection_SubscribeSync(&sub, impl_->connection, inbox);
+  if (shared.owns_lock() && impl_->inbox_subscription == nullptr) {
+    s = natsInbox_Create(&inbox);
+    if (s == NATS_OK) {
+      impl_->inbox = inbox;
+      natsInbox_Destroy(inbox);
+      inbox = nullptr;
+      s = natsConnection_SubscribeSync(&impl_->inbox_subscription, impl_->connection,
+                                       (impl_->inbox + ".*").c_str());
+    }
+    if (s != NATS_OK) impl_->inbox_subscription = nullptr;
+  }
+  if (s == NATS_OK && shared.owns_lock()) {
+    reply = impl_->inbox + "." + std::to_string(++impl_->asks);
+  } else if (s == NATS_OK) {
+    s = natsInbox_Create(&inbox);
+    if (s == NATS_OK) {
+      reply = inbox;
+      s = natsConnection_SubscribeSync(&own, impl_->connection, reply.c_str());
+    }
+  }
   if (s == NATS_OK) {
-    s = natsConnection_PublishRequest(impl_->connection, subject.c_str(), inbox, data.data(),
-                                      static_cast<int>(data.size()));
+    s = natsConnection_PublishRequest(impl_->connection, subject.c_str(), reply.c_str(),
+                                      data.data(), static_cast<int>(data.size()));
   }
   if (s == NATS_OK) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    for (bool enough = false; !enough;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      deadline - std::chrono::steady_clock::now())
-                      .count();
-      if (left <= 0) break;
-      natsMsg* msg = nullptr;
-      natsStatus r = natsSubscription_NextMsg(&msg, sub, left);
-      if (r == NATS_TIMEOUT) break;
-      if (r != NATS_OK) {
-        s = r;
-        break;
-      }
-      const char* bytes = natsMsg_GetData(msg);  // an empty answer may have none
-      std::string answer(bytes != nullptr ? bytes : "",
-                         bytes != nullptr ? static_cast<size_t>(natsMsg_GetDataLength(msg)) : 0);
-      natsMsg_Destroy(msg);
-      enough = on_answer(std::move(answer));
-    }
+    s = collect(own != nullptr ? own : impl_->inbox_subscription, reply, deadline, on_answer);
   }
-  if (sub != nullptr) natsSubscription_Destroy(sub);
-  natsInbox_Destroy(inbox);
+  if (own != nullptr) natsSubscription_Destroy(own);
+  if (inbox != nullptr) natsInbox_Destroy(inbox);
   if (s != NATS_OK) return nats_error("request " + subject, s, timeout_ms);
   return Status::Ok();
 }
