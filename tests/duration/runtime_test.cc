@@ -78,9 +78,12 @@ double ticks_to_ms(const Trace& trace, uint64_t ticks) {
 }
 
 // The record `seq` of the (only) traced thread.
-bool find_record(Trace& trace, uint64_t seq, Record* out) {
-  auto source = trace.read_all();
-  while (source->next(out)) {
+// The record numbered seq. Its strings point into the reader that found it, kept in
+// *readers until the test ends (each call adds one).
+bool find_record(Trace& trace, uint64_t seq, Record* out,
+                 std::vector<std::unique_ptr<RecordSource>>* readers) {
+  readers->push_back(trace.read_all());
+  while (readers->back()->next(out)) {
     if (out->seq == seq) return true;
   }
   return false;
@@ -94,6 +97,7 @@ TEST(DurationRuntimeTest, ASlowPairFiresOnItsEndRecord) {
   run.ready();
   auto trace = Trace::open_pid(run.pid);
   ASSERT_TRUE(trace.ok());
+  std::vector<std::unique_ptr<RecordSource>> readers;
   const TriggerInfo t = (*trace)->process().trigger;
   ASSERT_EQ(t.state, abi::TriggerState::kFrozen);
   const EventInfo* e = (*trace)->event_by_id(t.event);
@@ -115,12 +119,12 @@ TEST(DurationRuntimeTest, ASlowPairFiresOnItsEndRecord) {
   // milliseconds on a loaded machine.
   EXPECT_NEAR(ticks_to_ms(**trace, t.duration.threshold_ticks), 10.0, 0.5);
   Record r;
-  ASSERT_TRUE(find_record(**trace, t.seq, &r));
+  ASSERT_TRUE(find_record(**trace, t.seq, &r, &readers));
   EXPECT_EQ(r.event->full_name(), "dur:end");
   EXPECT_EQ(r.values[0].bits, key);
   EXPECT_EQ(r.ticks, t.ticks);  // the matching record is stamped at the firing
   Record begin;
-  ASSERT_TRUE(find_record(**trace, t.seq - 1, &begin));
+  ASSERT_TRUE(find_record(**trace, t.seq - 1, &begin, &readers));
   EXPECT_EQ(begin.event->full_name(), "dur:begin");
   EXPECT_EQ(begin.values[0].bits, key);
   EXPECT_EQ(begin.ticks, t.duration.begin_ticks);
@@ -146,6 +150,7 @@ TEST(DurationRuntimeTest, AStuckOperationFiresWhileOpenAndIsNamed) {
       "the stuck trigger to freeze");
   auto trace = Trace::open_pid(run.pid);
   ASSERT_TRUE(trace.ok());
+  std::vector<std::unique_ptr<RecordSource>> readers;
   t = (*trace)->process().trigger;
   const EventInfo* e = (*trace)->event_by_id(t.event);
   ASSERT_NE(e, nullptr);
@@ -157,7 +162,7 @@ TEST(DurationRuntimeTest, AStuckOperationFiresWhileOpenAndIsNamed) {
   EXPECT_EQ(t.duration.stuck_count, 1u);
   EXPECT_GT(ticks_to_ms(**trace, t.duration.duration_ticks), 30.0);
   Record r;
-  ASSERT_TRUE(find_record(**trace, 200, &r));
+  ASSERT_TRUE(find_record(**trace, 200, &r, &readers));
   EXPECT_EQ(r.event->full_name(), "dur:begin");
   EXPECT_EQ(r.values[0].bits, 777u);
   EXPECT_EQ(r.values[1].bits, 65536u);
@@ -286,16 +291,17 @@ TEST(DurationRuntimeTest, AKeyOfAStringAndANumberPairsAndTheWindowFollows) {
   run.ready();
   auto trace = Trace::open_pid(run.pid);
   ASSERT_TRUE(trace.ok());
+  std::vector<std::unique_ptr<RecordSource>> readers;
   const TriggerInfo t = (*trace)->process().trigger;
   ASSERT_EQ(t.state, abi::TriggerState::kFrozen);
   EXPECT_EQ(t.duration.kind, 1u);
   EXPECT_EQ(t.duration.key_hashed, 1u);
   Record r;  // its strings live until the next read
-  ASSERT_TRUE(find_record(**trace, t.seq, &r));
+  ASSERT_TRUE(find_record(**trace, t.seq, &r, &readers));
   EXPECT_EQ(r.event->full_name(), "str:end");
   const std::string end_name(r.values[1].text);
   const uint64_t end_shard = r.values[0].bits;
-  ASSERT_TRUE(find_record(**trace, t.duration.begin_seq, &r));
+  ASSERT_TRUE(find_record(**trace, t.duration.begin_seq, &r, &readers));
   EXPECT_EQ(r.event->full_name(), "str:begin");
   EXPECT_EQ(r.values[0].text, end_name);   // the same name
   EXPECT_EQ(r.values[1].bits, end_shard);  // and shard
@@ -326,9 +332,10 @@ TEST(DurationRuntimeTest, AStuckOperationAmongFlowingOnesIsNamed) {
   EXPECT_GE(t.duration.stuck_count, 1u);
   auto trace = Trace::open_pid(run.pid);
   ASSERT_TRUE(trace.ok());
+  std::vector<std::unique_ptr<RecordSource>> readers;
   EXPECT_GT(ticks_to_ms(**trace, t.duration.duration_ticks), 30.0);
   Record r;
-  ASSERT_TRUE(find_record(**trace, t.seq, &r));
+  ASSERT_TRUE(find_record(**trace, t.seq, &r, &readers));
   EXPECT_EQ(r.event->full_name(), "dur:begin");
   EXPECT_EQ(r.values[0].bits, 424242u);
   run.child.close_stdin();
