@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "nanotrace/field_value.hpp"
+
 namespace nanotrace::pairing {
 
 // One open operation: its begin record and the key it is open under.
@@ -203,5 +205,24 @@ class FireLimiter {
 
 // A key's 64 bits from bytes (a string key, or a key of several fields): FNV-1a mixed.
 uint64_t hash_key_bytes(const void* data, size_t size, uint64_t seed = 0xcbf29ce484222325ull);
+
+// The key of a record whose key is a string or several fields, hashed the same way in the
+// traced process and in a recorder: each field in the rule's order, a string as its length
+// (4 bytes) then its bytes, any other value as its 8 bytes. `fields`: indexes into values.
+template <class Fields>
+uint64_t hash_key_fields(const FieldValue* values, const Fields& fields) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (auto f : fields) {
+    const FieldValue& v = values[f];
+    if (v.type == abi::FieldType::kString) {
+      const auto n = static_cast<uint32_t>(v.text.size());
+      h = hash_key_bytes(&n, sizeof(n), h);
+      h = hash_key_bytes(v.text.data(), v.text.size(), h);
+    } else {
+      h = hash_key_bytes(&v.bits, sizeof(v.bits), h);
+    }
+  }
+  return h;
+}
 
 }  // namespace nanotrace::pairing

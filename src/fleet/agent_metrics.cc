@@ -10,23 +10,11 @@
 
 #include <cmath>
 
+#include "base/openmetrics.hpp"
 #include "fleet/agent_state.hpp"
 
 namespace nanotrace::fleet {
 namespace {
-
-std::string escape_label(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
 
 struct Family {
   std::string name, type, help;
@@ -57,8 +45,8 @@ std::vector<Family> process_families(LocalProcesses& locals, const std::string& 
   std::lock_guard lock(locals.mu());
   for (auto& p : locals.all()) {
     RingHealth h = ring_health(*p);
-    std::string l =
-        fmt::format("{},pid=\"{}\",process=\"{}\"", node, p->pid, escape_label(p->name));
+    std::string l = fmt::format("{},pid=\"{}\",process=\"{}\"", node, p->pid,
+                                openmetrics::label_value(p->name));
     add(history, l, h.history_seconds);
     add(overwritten, l, static_cast<double>(h.overwritten_bytes));
     add(records, l, static_cast<double>(h.records));
@@ -185,7 +173,7 @@ std::string live_families(const LiveSampler& sampler, const std::string& node) {
 }  // namespace
 
 std::string Agent::Impl::render_metrics(MetricsFormat format) {
-  const std::string node = "node=\"" + escape_label(options.node) + "\"";
+  const std::string node = "node=\"" + openmetrics::label_value(options.node) + "\"";
   std::vector<Family> families = process_families(locals, node);
   std::vector<Family> more = agent_families(counters, node);
   families.insert(families.end(), more.begin(), more.end());

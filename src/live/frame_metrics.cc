@@ -7,24 +7,11 @@
 
 #include <cmath>
 
+#include "base/openmetrics.hpp"
 #include "live/live_view.hpp"
 
 namespace nanotrace::live {
 namespace {
-
-// A label value: backslash, double quote and newline escaped (OpenMetrics text format).
-std::string escape_label(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
 
 std::string number(double v) { return std::isnan(v) ? "NaN" : fmt::format("{}", v); }
 
@@ -62,8 +49,9 @@ std::string frame_metric_families(const LiveFrame& frame, const std::string& lab
     out += fmt::format("# TYPE {} {}\n# HELP {} {}\n", f.name, f.type, f.name, f.help);
     for (const LivePair& p : frame.pairs) {
       out += fmt::format("{}{{{}{}begin=\"{}\",end=\"{}\",key=\"{}\"}} {}\n", f.name, labels,
-                         labels.empty() ? "" : ",", escape_label(p.rule.begin),
-                         escape_label(p.rule.end), escape_label(p.rule.key), number(f.value(p)));
+                         labels.empty() ? "" : ",", openmetrics::label_value(p.rule.begin),
+                         openmetrics::label_value(p.rule.end), openmetrics::label_value(p.rule.key),
+                         number(f.value(p)));
     }
   }
   return out;

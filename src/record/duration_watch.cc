@@ -71,19 +71,7 @@ Status DurationWatch::init(const Trigger& trigger, const Trace& trace) {
 uint64_t DurationWatch::key_of(const Role& role, const Record& r) const {
   const FieldValue& first = r.values[role.key_fields[0]];
   if (!role.hashed) return first.bits;
-  // As the runtime hashes it: a string's length and bytes, a scalar's 8 bytes, in order.
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int f : role.key_fields) {
-    const FieldValue& v = r.values[f];
-    if (v.type == abi::FieldType::kString) {
-      const auto n = static_cast<uint32_t>(v.text.size());
-      h = pairing::hash_key_bytes(&n, sizeof(n), h);
-      h = pairing::hash_key_bytes(v.text.data(), v.text.size(), h);
-    } else {
-      h = pairing::hash_key_bytes(&v.bits, sizeof(v.bits), h);
-    }
-  }
-  return h;
+  return pairing::hash_key_fields(r.values, role.key_fields);
 }
 
 double DurationWatch::ticks_ms(uint64_t ticks) const {

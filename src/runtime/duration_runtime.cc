@@ -36,18 +36,7 @@ uint64_t decoded_key(const DurationPairing::Role& role, const uint64_t* record) 
         values[f].text = text;
       });
   if (!role.key_hashed) return values[role.key_fields[0]].bits;
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (uint32_t f : role.key_fields) {
-    const FieldValue& v = values[f];
-    if (v.type == abi::FieldType::kString) {
-      const auto n = static_cast<uint32_t>(v.text.size());
-      h = pairing::hash_key_bytes(&n, sizeof(n), h);
-      h = pairing::hash_key_bytes(v.text.data(), v.text.size(), h);
-    } else {
-      h = pairing::hash_key_bytes(&v.bits, sizeof(v.bits), h);
-    }
-  }
-  return h;
+  return pairing::hash_key_fields(values, role.key_fields);
 }
 
 uint64_t monotonic_ns() {
