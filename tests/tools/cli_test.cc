@@ -289,7 +289,8 @@ TEST(NetworkCommandsTest, OtherCommandsDoNotLoadTheNetworkLibraries) {
 
 // agent, fleet and ship run in nanotrace-net, with the same arguments; without it beside
 // nanotrace, one line says so.
-TEST(NetworkCommandsTest, RunInTheHelperOrSayItIsMissing) {
+// Its fixture's live process is a source `ship` can open.
+TEST_F(CliTest, NetworkCommandsRunInTheHelperOrSayItIsMissing) {
   const std::string creds = ::testing::TempDir() + "/network-commands-creds";
   { std::ofstream(creds) << "token = t\n"; }
   chmod(creds.c_str(), 0600);
@@ -299,7 +300,14 @@ TEST(NetworkCommandsTest, RunInTheHelperOrSayItIsMissing) {
                                 &code);
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("cannot connect to nats://127.0.0.1:1"), std::string::npos) << out;
+  // A missing file is said before the server is contacted; an unreachable server after the
+  // retries --retry-for allows (none here).
   out = run_command(kCli + " ship /nonexistent.nt --clickhouse http://127.0.0.1:1 2>&1", &code);
+  EXPECT_NE(code, 0);
+  EXPECT_NE(out.find("/nonexistent.nt"), std::string::npos) << out;
+  EXPECT_EQ(out.find("127.0.0.1"), std::string::npos) << out;
+  out = run_command(kCli + " ship " + pid_ + " --clickhouse http://127.0.0.1:1 --retry-for 0 2>&1",
+                    &code);
   EXPECT_NE(code, 0);
   EXPECT_NE(out.find("127.0.0.1"), std::string::npos) << out;
   const std::string alone = ::testing::TempDir() + "/nanotrace-alone";

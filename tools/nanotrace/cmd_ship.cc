@@ -205,16 +205,23 @@ int cmd_ship(const ShipCommand& c) {
   if (!retry_ns.ok()) return fail(retry_ns.status());
   auto sources = expand_sources(c.sources);
   if (!sources.ok()) return fail(sources.status());
-  Retrying shipper(options, *retry_ns);
-  if (Status s = shipper.connect(); !s.ok()) return fail(s);
+  // Every source is opened before the server is contacted: a mistyped path is said at once,
+  // not after the retries of an unreachable server.
   int status = 0;
+  std::vector<std::pair<std::string, std::unique_ptr<Trace>>> traces;
   for (const std::string& source : *sources) {
     auto trace = open_source(source);
     if (!trace.ok()) {
       status = fail(trace.status());
       continue;
     }
-    auto report = shipper.ship(**trace, source);
+    traces.emplace_back(source, std::move(*trace));
+  }
+  if (traces.empty()) return status;
+  Retrying shipper(options, *retry_ns);
+  if (Status s = shipper.connect(); !s.ok()) return fail(s);
+  for (auto& [source, trace] : traces) {
+    auto report = shipper.ship(*trace, source);
     if (!report.ok()) {
       status = fail(report.status());
       continue;
