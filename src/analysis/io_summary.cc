@@ -13,7 +13,7 @@
 namespace nanotrace {
 namespace {
 
-enum class Kind : uint8_t {
+enum class SummaryKind : uint8_t {
   kOther,
   kBegin,
   kEnd,
@@ -27,7 +27,7 @@ enum class Kind : uint8_t {
 
 // Where an interposer event keeps the fields the summary reads (-1: absent).
 struct Shape {
-  Kind kind = Kind::kOther;
+  SummaryKind kind = SummaryKind::kOther;
   bool transfers = false;  // its result counts bytes (read, write, copy groups)
   int call = -1, op = -1, fd = -1, result = -1, newfd = -1;
   int ring = -1, user_data = -1, res = -1, ctx = -1, obj = -1, bytes = -1, submitted = -1;
@@ -54,25 +54,25 @@ Shape shape_of(const EventInfo& e) {
   s.result = field(e, "result");
   s.transfers = e.group == "io_read" || e.group == "io_write" || e.group == "io_copy";
   if (e.group == "io_open" && e.name == "path") {
-    s.kind = Kind::kPath;
+    s.kind = SummaryKind::kPath;
     const char* names[4] = {"path", "path2", "path3", "path4"};
     for (int i = 0; i < 4; ++i) s.path[i] = field(e, names[i]);
   } else if (e.group == "io_uring" && e.name == "sqe") {
-    s.kind = Kind::kSqe;
+    s.kind = SummaryKind::kSqe;
   } else if (e.group == "io_uring" && e.name == "cqe") {
-    s.kind = Kind::kCqe;
+    s.kind = SummaryKind::kCqe;
   } else if (e.group == "io_uring" && e.name == "ring_totals") {
-    s.kind = Kind::kRingTotals;
+    s.kind = SummaryKind::kRingTotals;
   } else if (e.group == "io_aio" && e.name == "iocb") {
-    s.kind = Kind::kIocb;
+    s.kind = SummaryKind::kIocb;
   } else if (e.group == "io_aio" && e.name == "event") {
-    s.kind = Kind::kAioEvent;
+    s.kind = SummaryKind::kAioEvent;
   } else if (s.call >= 0 && s.op >= 0 && ends_with(e.name, "begin")) {
-    s.kind = Kind::kBegin;
+    s.kind = SummaryKind::kBegin;
   } else if (s.call >= 0 && s.op >= 0 && ends_with(e.name, "end")) {
-    s.kind = Kind::kEnd;
+    s.kind = SummaryKind::kEnd;
   }
-  if (s.result < 0 && s.kind == Kind::kEnd) s.result = s.fd;  // open_end: the new fd
+  if (s.result < 0 && s.kind == SummaryKind::kEnd) s.result = s.fd;  // open_end: the new fd
   s.newfd = e.group == "io_open" && e.name == "dup_end" ? s.result : -1;
   s.ring = field(e, "ring");
   s.user_data = field(e, "user_data");
@@ -203,10 +203,10 @@ void IoSummarizer::add(const Record& r) {
     return;
   }
   const Shape& sh = r.event->id < shapes_.size() ? shapes_[r.event->id] : shapes_[0];
-  if (sh.kind == Kind::kOther) return;
+  if (sh.kind == SummaryKind::kOther) return;
   const uint64_t process = r.thread < threads_.size() ? threads_[r.thread].process : 0;
   switch (sh.kind) {
-    case Kind::kPath: {
+    case SummaryKind::kPath: {
       std::string p;
       for (int i : sh.path) {
         if (i >= 0) p += std::string(r.values[i].text);
@@ -214,21 +214,21 @@ void IoSummarizer::add(const Record& r) {
       paths_[{process, value_of(r, sh.fd)}] = p;
       break;
     }
-    case Kind::kBegin:
+    case SummaryKind::kBegin:
       begin_call(r, sh, process);
       break;
-    case Kind::kEnd:
+    case SummaryKind::kEnd:
       end_call(r, sh, process);
       break;
-    case Kind::kSqe:
-    case Kind::kIocb:
+    case SummaryKind::kSqe:
+    case SummaryKind::kIocb:
       submit_request(r, sh, process);
       break;
-    case Kind::kCqe:
-    case Kind::kAioEvent:
+    case SummaryKind::kCqe:
+    case SummaryKind::kAioEvent:
       complete_request(r, sh, process);
       break;
-    case Kind::kRingTotals:
+    case SummaryKind::kRingTotals:
       if (sh.submitted >= 0) {
         ring_submitted_[{process, value_of(r, sh.ring)}] +=
             static_cast<uint64_t>(value_of(r, sh.submitted));
@@ -277,7 +277,7 @@ void IoSummarizer::follow_descriptors(const Record& r, const Shape& sh, uint64_t
 }
 
 void IoSummarizer::submit_request(const Record& r, const Shape& sh, uint64_t process) {
-  const bool uring = sh.kind == Kind::kSqe;
+  const bool uring = sh.kind == SummaryKind::kSqe;
   FieldValue op = display_value(r, static_cast<uint32_t>(sh.op));
   std::string name = std::string(uring ? "uring_" : "aio_") + format_value(op);
   uint64_t ring = static_cast<uint64_t>(value_of(r, uring ? sh.ring : sh.ctx));
@@ -291,7 +291,7 @@ void IoSummarizer::submit_request(const Record& r, const Shape& sh, uint64_t pro
 }
 
 void IoSummarizer::complete_request(const Record& r, const Shape& sh, uint64_t process) {
-  const bool uring = sh.kind == Kind::kCqe;
+  const bool uring = sh.kind == SummaryKind::kCqe;
   uint64_t ring = static_cast<uint64_t>(value_of(r, uring ? sh.ring : sh.ctx));
   uint64_t id = static_cast<uint64_t>(value_of(r, uring ? sh.user_data : sh.obj));
   auto it = requests_.find({process, ring, id});
@@ -369,7 +369,7 @@ Result<IoSummary> summarize_io(Trace& trace) {
   std::vector<Shape> shapes(trace.events().size() + 1);
   for (const EventInfo& e : trace.events()) shapes[e.id] = shape_of(e);
   if (std::all_of(shapes.begin(), shapes.end(),
-                  [](const Shape& s) { return s.kind == Kind::kOther; })) {
+                  [](const Shape& s) { return s.kind == SummaryKind::kOther; })) {
     return Status::NotFound(
         "no I/O records of the interposer in this trace (record with "
         "`nanotrace run -- CMD`)");

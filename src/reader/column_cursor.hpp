@@ -12,12 +12,6 @@
 
 namespace nanotrace::reader {
 
-inline uint64_t load_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
 // The size of the record at data[off, bytes), checked by the walk's rules (record_walk.hpp);
 // 0 where the span's records end: at its end, at an end marker (a zero first word), or at a
 // malformed record.

@@ -7,16 +7,6 @@
 #include "reader/thread_stream.hpp"
 
 namespace nanotrace::reader {
-namespace {
-
-uint64_t load_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
-}  // namespace
-
 RecordSizer::RecordSizer(const std::vector<EventInfo>& events) {
   uint32_t max_id = 0;
   for (const EventInfo& e : events) max_id = e.id > max_id ? e.id : max_id;

@@ -5,11 +5,19 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace::reader {
+
+// A record's first word (id and clock), read from bytes of any alignment.
+inline uint64_t load_u64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
 
 // Record sizes by event id, from a trace's event table: each event's abi::RecordLayout (the
 // one sizing rule, nanotrace/detail/record_layout.hpp) in a table by id. A record is valid

@@ -3,11 +3,11 @@
 #include "runtime/duration_runtime.hpp"
 
 #include <sys/mman.h>
-#include <time.h>
 
 #include <cstring>
 #include <string>
 
+#include "base/clock.hpp"
 #include "nanotrace/detail/record_layout.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/duration_state.hpp"
@@ -39,12 +39,6 @@ uint64_t decoded_key(const DurationPairing::Role& role, const uint64_t* record) 
   return pairing::hash_key_fields(values, role.key_fields);
 }
 
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 // A slow pair: fires on its end record unless another firing holds the token, the trigger
 // changed, or the fire limits hold it back.
 void fire_slow(const Runtime::ArmedTrigger& armed, DurationState& st, const detail::Site& site,
@@ -54,7 +48,7 @@ void fire_slow(const Runtime::ArmedTrigger& armed, DurationState& st, const deta
     hook(TriggerHookPoint::kSlowPairFound);  // a test pauses here: a descheduled writer
   }
   if (!take_fire_token(armed_state)) return;
-  if (!st.limiter.admit(monotonic_ns())) {
+  if (!st.limiter.admit(sys::monotonic_ns())) {
     st.held_back.store(st.limiter.held_back(), std::memory_order_relaxed);
     give_back_fire_token();
     return;

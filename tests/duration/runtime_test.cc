@@ -15,14 +15,15 @@
 #include <thread>
 
 #include "common/child_process.hpp"
+#include "duration/programs.hpp"
 #include "nanotrace/controller.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace {
 namespace {
 
-const std::string kProducer = std::string(NANOTRACE_BIN_DIR) + "/nanotrace_pairs_producer";
-const std::string kCli = std::string(NANOTRACE_BIN_DIR) + "/nanotrace";
+using duration_test::kCli;
+using duration_test::kProducer;
 
 // A producer run: started with the trigger in NANOTRACE_TRIGGER, its pid read.
 struct ProducerRun {

@@ -12,10 +12,6 @@
 namespace nanotrace::cli {
 namespace {
 
-nlohmann::json bound_json(uint64_t ns) {
-  return ns == kUnknownErrorBound ? nlohmann::json(nullptr) : nlohmann::json(ns);
-}
-
 void print_json(const MergeSummary& m, const std::string& output) {
   nlohmann::json nodes = nlohmann::json::array();
   for (size_t i = 0; i < m.nodes.size(); ++i) {
@@ -26,10 +22,10 @@ void print_json(const MergeSummary& m, const std::string& output) {
                      {"processes", n.processes},
                      {"data_bytes", n.data_bytes},
                      {"alignment", n.alignment},
-                     {"error_bound_ns", bound_json(n.error_bound_ns)},
+                     {"error_bound_ns", error_bound_json(n.error_bound_ns)},
                      {"pair_error_ns", n.pair_error_ns},
                      {"sync_source", n.sync_source},
-                     {"sync_bound_ns", bound_json(n.sync_bound_ns)}});
+                     {"sync_bound_ns", error_bound_json(n.sync_bound_ns)}});
   }
   nlohmann::json origin = nullptr;
   if (m.origin.found) {

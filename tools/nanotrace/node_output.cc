@@ -18,10 +18,6 @@ std::string duration_text(uint64_t ns) {
   return fmt::format("{:.2f} s", static_cast<double>(ns) / 1e9);
 }
 
-nlohmann::json bound_json(uint64_t ns) {
-  return ns == kUnknownErrorBound ? nlohmann::json(nullptr) : nlohmann::json(ns);
-}
-
 const NodeInfo* first_origin(const Trace& trace) {
   const NodeInfo* best = nullptr;
   for (const NodeInfo& n : trace.nodes()) {
@@ -31,6 +27,10 @@ const NodeInfo* first_origin(const Trace& trace) {
 }
 
 }  // namespace
+
+nlohmann::json error_bound_json(uint64_t ns) {
+  return ns == kUnknownErrorBound ? nlohmann::json(nullptr) : nlohmann::json(ns);
+}
 
 std::string error_bound_text(uint64_t ns, bool exact_when_zero) {
   if (ns == kUnknownErrorBound) return "unknown";
@@ -70,14 +70,14 @@ nlohmann::json nodes_json(const Trace& trace) {
                            {"boot_id", utf8::valid(n.boot_id)},
                            {"pids", pids},
                            {"alignment", n.alignment},
-                           {"error_bound_ns", bound_json(n.error_bound_ns)},
+                           {"error_bound_ns", error_bound_json(n.error_bound_ns)},
                            {"clock_sync",
                             {{"source", n.sync_source},
                              {"synchronised", n.synchronised},
                              {"offset_ns", n.sync_offset_ns},
                              {"root_delay_ns", n.sync_root_delay_ns},
                              {"root_dispersion_ns", n.sync_root_dispersion_ns},
-                             {"bound_ns", bound_json(n.sync_bound_ns)},
+                             {"bound_ns", error_bound_json(n.sync_bound_ns)},
                              {"reference", utf8::valid(n.sync_reference)}}},
                            {"clock_pairs", n.clock_pairs.size()}};
     if (n.has_origin) {

@@ -11,6 +11,8 @@ namespace nanotrace::cli {
 
 // "exact", "±1.2 us", "unknown".
 std::string error_bound_text(uint64_t ns, bool exact_when_zero = true);
+// An error bound in JSON: nanoseconds, or null when unknown.
+nlohmann::json error_bound_json(uint64_t ns);
 // "chrony ±35 us (offset -1.2 us, 10.0.0.1)", "unknown".
 std::string sync_text(const NodeInfo& node);
 // An RFC 3339 UTC time with nanoseconds.
