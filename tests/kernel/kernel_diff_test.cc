@@ -185,7 +185,9 @@ TEST(KernelDiffTest, SleepShowsAsOffCpuTimeOfTheThread) {
   EXPECT_GE((*off)["count_a"].get<double>(), 300) << out;
   EXPECT_GE((*off)["count_b"].get<double>(), 300) << out;
   for (const json& m : (*off)["metrics"]) {
-    if (m["metric"] == "p50") EXPECT_NEAR(m["delta"].get<double>(), 2e6, 0.2e6) << out;
+    if (m["metric"] == "p50") {
+      EXPECT_NEAR(m["delta"].get<double>(), 2e6, 0.2e6) << out;
+    }
   }
   // Each sleep 2 ms longer: 0.6 s more off the CPU in all, less what a loaded machine's
   // preemptions happened to add to A's gaps (up to 0.06 s seen at load 3).
