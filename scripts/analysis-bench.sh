@@ -4,8 +4,9 @@
 # what users open; a kept segment could be removed by any `nanotrace clean` meanwhile), then
 # times in interleaved rounds (medians) the reader (record by record, and as columns),
 # `nanotrace latency`, the Python module loading every event into numpy and into pandas, and
-# python3-bt2 iterating the CTF export of the same trace (the bench driver exports it).
-# Writes BUILD/bench/analysis.json.
+# python3-bt2 iterating the CTF export of the same trace (the bench driver exports it); then
+# Python's first load and Perfetto against CTF (below). Writes BUILD/bench/analysis.json,
+# python-load.json and perfetto-ctf.txt.
 #
 #   scripts/analysis-bench.sh [BUILD_DIR] [EVENTS] [ROUNDS]   (default: build, 10000000, 5)
 set -euo pipefail
@@ -28,4 +29,11 @@ rm -f "$segment"
 /usr/bin/python3 "$root/bench/analysis_bench.py" --bin "$build/bin" \
   --python-path "$build/python" --source "$out/trace.ntr" --rounds "$rounds" \
   --json "$build/bench/analysis.json"
-echo "wrote $build/bench/analysis.json"
+# Issue 38's two waits, from the same file: the first `events()` in a fresh process (and warm,
+# and C++ read_columns) with the fresh memory per event, and Perfetto's export time against
+# CTF's, alternating.
+/usr/bin/python3 "$root/bench/python_load_compare.py" --source "$out/trace.ntr" \
+  --build "$build" --rounds "$rounds" --json "$build/bench/python-load.json"
+"$root/scripts/perfetto-ctf.sh" "$build" "$out/trace.ntr" "$rounds" |
+  tee "$build/bench/perfetto-ctf.txt"
+echo "wrote $build/bench/analysis.json, python-load.json, perfetto-ctf.txt"

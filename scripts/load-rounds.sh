@@ -5,6 +5,7 @@
 # the hog competes with the tests and both leave the machine's other work first.
 #
 #   scripts/load-rounds.sh BUILD_DIR ROUNDS REGEX [SEED]
+#   EXCLUDE=REGEX leaves the matching tests out (ctest -E), e.g. EXCLUDE=fuzz_
 #
 # Prints a line per round (its load, its failures) and a summary; exits 1 if any round
 # failed. ctest's own output of a failing round is kept in BUILD_DIR/load-rounds/round-N.log.
@@ -39,7 +40,7 @@ for r in $(seq "$ROUNDS"); do
     done
   fi
   start=$(date +%s)
-  (cd "$BUILD" && nice -n "$NICE" ctest -R "$REGEX" -j"$(nproc)" --output-on-failure \
+  (cd "$BUILD" && nice -n "$NICE" ctest -R "$REGEX" ${EXCLUDE:+-E "$EXCLUDE"} -j"$(nproc)" --output-on-failure \
     >"$LOGS/round-$r.log" 2>&1)
   status=$?
   stop_hogs
