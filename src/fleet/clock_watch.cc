@@ -7,7 +7,8 @@
 
 namespace nanotrace::fleet {
 
-ClockWatch::ClockWatch(int interval_ms) : interval_ms_(interval_ms), thread_([this] { loop(); }) {}
+ClockWatch::ClockWatch(int interval_ms, Reader reader)
+    : interval_ms_(interval_ms), reader_(std::move(reader)), thread_([this] { loop(); }) {}
 
 ClockWatch::~ClockWatch() {
   {
@@ -27,13 +28,21 @@ void ClockWatch::loop() {
   std::unique_lock lock(mu_);
   while (!stop_) {
     lock.unlock();
-    Reading r;
-    r.sync = rec::read_clock_sync();
-    r.read_monotonic_ns = sys::monotonic_ns();
+    rec::ClockSync sync = reader_();
     lock.lock();
-    reading_ = std::move(r);
+    store(std::move(sync));
     wake_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [this] { return stop_; });
   }
+}
+
+void ClockWatch::store(rec::ClockSync sync) {
+  const bool answered = sync.source != file::SyncSource::kUnknown;
+  unanswered_ = answered ? 0 : unanswered_ + 1;
+  const bool last_stands =
+      reading_.sync.source != file::SyncSource::kUnknown && unanswered_ < kUnansweredToForget;
+  if (!answered && last_stands) return;
+  reading_.sync = std::move(sync);
+  reading_.read_monotonic_ns = sys::monotonic_ns();
 }
 
 }  // namespace nanotrace::fleet

@@ -6,13 +6,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/child_process.hpp"
 #include "fleet/agent_announcer.hpp"
+#include "fleet/clock_watch.hpp"
 #include "fleet/credentials.hpp"
 #include "fleet/local_processes.hpp"
 #include "fleet/protocol.hpp"
@@ -351,6 +357,44 @@ TEST(ProtocolTest, NamesThatAreNotUtf8AreReplacedNotThrown) {
   auto back = Freeze::parse(text);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->event, "io:\xef\xbf\xbd\xef\xbf\xbd");  // U+FFFD twice
+}
+
+// A daemon that misses a reply or two (its client timed out on a busy machine) leaves its last
+// answer standing with that answer's time; the third miss in a row makes the clock unknown,
+// and the next answer stands again.
+TEST(ClockWatchTest, AnAnswerStandsThroughTwoMissedReadings) {
+  const std::vector<file::SyncSource> script = {
+      file::SyncSource::kChrony,  file::SyncSource::kUnknown, file::SyncSource::kUnknown,
+      file::SyncSource::kUnknown, file::SyncSource::kChrony,  file::SyncSource::kChrony};
+  std::atomic<size_t> entered{0};  // times the watch asked for a reading
+  std::atomic<size_t> allowed{0};  // readings the test lets it have
+  ClockWatch watch(1, [&] {
+    const size_t index = entered++;
+    while (index >= allowed.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    rec::ClockSync s;
+    s.source = script[std::min(index, script.size() - 1)];
+    s.synchronised = s.source != file::SyncSource::kUnknown;
+    s.bound_ns = s.synchronised ? 1000 : file::kUnknownBound;
+    return s;
+  });
+  // What reading k left: let it through, and look once the watch waits for reading k + 1.
+  auto after = [&](size_t k) {
+    allowed = k + 1;
+    while (entered.load() < k + 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return watch.current();
+  };
+  const ClockWatch::Reading first = after(0);
+  EXPECT_EQ(first.sync.source, file::SyncSource::kChrony);
+  for (size_t k : {1, 2}) {
+    const ClockWatch::Reading r = after(k);
+    EXPECT_EQ(r.sync.source, file::SyncSource::kChrony) << "reading " << k;
+    EXPECT_EQ(r.read_monotonic_ns, first.read_monotonic_ns) << "reading " << k;
+  }
+  EXPECT_EQ(after(3).sync.source, file::SyncSource::kUnknown);
+  const ClockWatch::Reading again = after(4);
+  EXPECT_EQ(again.sync.source, file::SyncSource::kChrony);
+  EXPECT_GT(again.read_monotonic_ns, first.read_monotonic_ns);
+  allowed = SIZE_MAX;  // the watch's last reading ends, and it stops
 }
 
 }  // namespace
