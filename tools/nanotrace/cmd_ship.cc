@@ -205,23 +205,29 @@ int cmd_ship(const ShipCommand& c) {
   if (!retry_ns.ok()) return fail(retry_ns.status());
   auto sources = expand_sources(c.sources);
   if (!sources.ok()) return fail(sources.status());
-  // Every source is opened before the server is contacted: a mistyped path is said at once,
-  // not after the retries of an unreachable server.
+  // Every source is opened once before the server is contacted: a mistyped path is said at
+  // once, not after the retries of an unreachable server. Each is closed again (a directory
+  // may hold more traces than a process may keep open) and opened again to be shipped.
   int status = 0;
-  std::vector<std::pair<std::string, std::unique_ptr<Trace>>> traces;
+  std::vector<std::string> openable;
   for (const std::string& source : *sources) {
+    auto trace = Trace::open(source);  // its warnings are printed when it is shipped
+    if (!trace.ok()) {
+      status = fail(trace.status());
+      continue;
+    }
+    openable.push_back(source);
+  }
+  if (openable.empty()) return status;
+  Retrying shipper(options, *retry_ns);
+  if (Status s = shipper.connect(); !s.ok()) return fail(s);
+  for (const std::string& source : openable) {
     auto trace = open_source(source);
     if (!trace.ok()) {
       status = fail(trace.status());
       continue;
     }
-    traces.emplace_back(source, std::move(*trace));
-  }
-  if (traces.empty()) return status;
-  Retrying shipper(options, *retry_ns);
-  if (Status s = shipper.connect(); !s.ok()) return fail(s);
-  for (auto& [source, trace] : traces) {
-    auto report = shipper.ship(*trace, source);
+    auto report = shipper.ship(**trace, source);
     if (!report.ok()) {
       status = fail(report.status());
       continue;
