@@ -21,7 +21,8 @@ chmod 700 "$T"
 TAG=$$
 BR=ntfd$((TAG % 100000))
 NET=10.$((150 + TAG % 50)).$((TAG / 50 % 250)).
-PORT=$((20000 + (TAG + 7) % 20000))
+. "$(dirname "$0")/test_port.sh"
+PORT=$(test_port $((TAG + 7)) 0)
 NATS_PID=""
 
 cleanup() {

@@ -31,7 +31,8 @@ command -v nats-server >/dev/null || skip "nats-server is not installed"
 T=$(mktemp -d /tmp/nanotrace-fleet-hostile.XXXXXX)
 chmod 700 "$T"
 TAG=$$
-PORT=$((20000 + (TAG * 7) % 20000))
+. "$(dirname "$0")/test_port.sh"
+PORT=$(test_port $((TAG * 7)) 0)
 NATS_PID=""; HOSTILE_PID=""; NODE_PIDS=""
 
 cleanup() {

@@ -20,7 +20,8 @@ command -v promtool >/dev/null || skip "promtool (package prometheus) is not ins
 
 T=$(mktemp -d /tmp/nanotrace-fleet-local.XXXXXX)
 chmod 700 "$T"
-METRICS=127.0.0.1:$((20000 + $$ % 20000))
+. "$(dirname "$0")/test_port.sh"
+METRICS=127.0.0.1:$(test_port $$ 0)
 cleanup() {
   touch "$T/stop"
   for _ in $(seq 100); do [ -e "$T/done" ] && break; sleep 0.05; done

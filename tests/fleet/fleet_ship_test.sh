@@ -31,7 +31,8 @@ PY=/usr/bin/python3
 T=$(mktemp -d /tmp/nanotrace-fleet-ship.XXXXXX)
 chmod 700 "$T"
 TAG=$$
-PORT=$((20000 + TAG % 20000))  # nats; then ClickHouse's HTTP and TCP ports, the agents' metrics
+. "$(dirname "$0")/test_port.sh"
+PORT=$(test_port "$TAG" 4)  # nats; then ClickHouse's HTTP and TCP ports, the agents' metrics
 CH_HTTP=$((PORT + 1)); CH_TCP=$((PORT + 2)); METRICS1=$((PORT + 3)); METRICS2=$((PORT + 4))
 CH=http://127.0.0.1:$CH_HTTP
 NATS_PID=""; CH_PID=""; NODE_PIDS=""

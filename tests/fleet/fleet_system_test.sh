@@ -49,7 +49,8 @@ chmod 700 "$T"
 TAG=$$
 BR=ntfb$((TAG % 100000))
 NET=10.$((200 + TAG % 50)).$((TAG / 50 % 250)).
-PORT=$((20000 + TAG % 20000))  # server i (1-3): clients PORT+i, routes PORT+10+i, monitor PORT+20+i
+. "$(dirname "$0")/test_port.sh"
+PORT=$(test_port "$TAG" 30)  # server i (1-3): clients PORT+i, routes PORT+10+i, monitor PORT+20+i
 PROM_PORT=$((PORT + 30))
 NATS_PIDS=(0 "" "" ""); PROM_PID=""; CHRONY_PID=""
 
