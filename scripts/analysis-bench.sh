@@ -29,7 +29,7 @@ rm -f "$segment"
 /usr/bin/python3 "$root/bench/analysis_bench.py" --bin "$build/bin" \
   --python-path "$build/python" --source "$out/trace.ntr" --rounds "$rounds" \
   --json "$build/bench/analysis.json"
-# Issue 38's two waits, from the same file: the first `events()` in a fresh process (and warm,
+# Where an analyst waits, from the same file: the first `events()` in a fresh process (and warm,
 # and C++ read_columns) with the fresh memory per event, and Perfetto's export time against
 # CTF's, alternating.
 /usr/bin/python3 "$root/bench/python_load_compare.py" --source "$out/trace.ntr" \
