@@ -12,8 +12,6 @@
 // It must not keep the process alive: when every other thread has gone (the program's last
 // thread left through pthread_exit), it ends the process with status 0, as the exit of that
 // last thread would have.
-#include <dirent.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -21,8 +19,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
-#include <string>
 
 #include "base/process.hpp"
 #include "nanotrace/nanotrace.hpp"
@@ -95,48 +91,6 @@ bool prepare_free_slots(Runtime& rt) {
   return prepared;
 }
 
-// Threads of this process, from field 20 of /proc/self/stat (0 if unknown).
-int thread_count() {
-  int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[1024];
-  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char* p = std::strrchr(buf, ')');  // the name may hold spaces and parentheses
-  for (int field = 2; p != nullptr && field < 20; ++field) p = std::strchr(p + 1, ' ');
-  return p != nullptr ? std::atoi(p + 1) : 0;
-}
-
-// True when no thread of the program is left but this one. A main thread that left through
-// pthread_exit stays in the count as a zombie until the process ends, so with two threads
-// left the other one's state is read too.
-bool only_control_thread_left() {
-  int n = thread_count();
-  if (n == 1) return true;
-  if (n != 2) return false;
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return false;
-  int live = 0;
-  const pid_t self = gettid();
-  while (dirent* d = readdir(dir)) {
-    if (d->d_name[0] < '0' || d->d_name[0] > '9' || std::atoi(d->d_name) == self) continue;
-    std::string path = std::string("/proc/self/task/") + d->d_name + "/stat";
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char buf[512];
-    ssize_t len = ::read(fd, buf, sizeof(buf) - 1);
-    ::close(fd);
-    if (len <= 0) continue;
-    buf[len] = '\0';
-    const char* p = std::strrchr(buf, ')');
-    if (p != nullptr && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X') ++live;
-  }
-  closedir(dir);
-  return live == 0;
-}
-
 void* control_loop(void*) {
   pthread_setname_np(pthread_self(), "nanotrace-ctl");
   // SCHED_BATCH: its fair share of the CPU, but its wake-ups never preempt the program's
@@ -187,7 +141,10 @@ void* control_loop(void*) {
       // A window's deadline may pass while rings are being prepared.
       window_left_ns = rt.end_time_window_locked();
     }
-    if (only_control_thread_left()) std::exit(0);  // the program's last thread is gone
+    SelfStat::Reading stat;
+    if (rt.self_stat.read(&stat) && SelfStat::only_caller_left(stat)) {
+      std::exit(0);  // the program's last thread is gone
+    }
     // Frequent clock pairs early (the rate estimate converges), then ten times a second; at a
     // time window's deadline or a duration trigger's next aging if one comes first.
     long wait_ns = more ? 0 : wakeups < 20 ? 10 * 1000 * 1000 : 100 * 1000 * 1000;
@@ -248,6 +205,7 @@ void Runtime::stop_control_thread(bool wait) {
   }
   if (wait) {
     pthread_join(thread, nullptr);
+    self_stat.close_if_ours();
   } else {
     pthread_detach(thread);  // it ends by itself, or with the process
   }

@@ -261,6 +261,7 @@ void Runtime::after_fork_in_child() {
   detail::t_writer = detail::Writer{nullptr, 0, &detail::g_unclaimed_slot, nullptr};
   pthread_setspecific(exit_key, nullptr);
   control_thread_running = false;  // threads do not survive fork
+  self_stat.close_if_ours();
   control_stop.store(false, std::memory_order_relaxed);
   reset_trigger_after_fork();
   consumer_seen.store(false, std::memory_order_relaxed);  // the child's segment is its own

@@ -22,6 +22,7 @@
 #include "nanotrace/detail/fields.hpp"
 #include "nanotrace/status.hpp"
 #include "nanotrace/trigger.hpp"
+#include "runtime/self_stat.hpp"
 
 namespace nanotrace::detail {
 struct Writer;
@@ -164,8 +165,8 @@ class Runtime {
 
   // Control thread (control_thread.cc).
   void start_control_thread();
-  // Stops and joins it (module unload); REQUIRES: mu not held.
   // Stops the control thread; waits for it to end only if `wait` (its code may be unloaded).
+  // REQUIRES: mu not held.
   void stop_control_thread(bool wait);
   // Wakes it to prepare more rings.
   void request_ring_preparation();
@@ -173,6 +174,7 @@ class Runtime {
   void wake_control_thread();
   pthread_t control_thread{};
   bool control_thread_running = false;
+  SelfStat self_stat;  // the control thread's; closed in a fork child and at unload
   std::atomic<bool> control_stop{false};
   std::atomic<uint32_t> prepare_seq{0};  // futex word: bumped when a prepared ring is taken
   // A consumer was attached to this process's segment once (ring_writer.cc, block mode).
