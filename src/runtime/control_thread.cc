@@ -115,6 +115,8 @@ void* control_loop(void*) {
       }
       abi::SegmentHeader* h = rt.segment.header();
       word = &h->control_seq;
+      // Ring memory is allocated through the descriptor: ours again before a claim needs it.
+      reclaim_segment_fd(&rt.segment);
       seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
       rt.process_trigger_request_locked();
       // A freeze signalled without a request (a fleet agent's, from any of its threads).

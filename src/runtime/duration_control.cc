@@ -43,11 +43,6 @@ uint64_t ticks_to_ns(uint64_t ticks, uint64_t tps) {
   return ns >= 1.8e19 ? ~uint64_t{0} : static_cast<uint64_t>(ns);
 }
 
-template <typename T, typename V>
-void store_fact(T* fact, V value) {
-  __atomic_store_n(fact, static_cast<T>(value), __ATOMIC_RELAXED);
-}
-
 struct Totals {
   uint64_t begins = 0, pairs = 0, unmatched_ends = 0, replaced = 0, evicted = 0, unseen = 0;
 };
@@ -296,7 +291,7 @@ void publish_match(DurationState& st, const DurationMatch& m) {
   abi::DurationFacts& f = st.header->duration;
   store_fact(&f.kind, m.kind);
   store_fact(&f.begin_event, m.begin.event());
-  store_fact(&f.begin_tid, m.begin.tid);
+  store_fact(&f.begin_tid, static_cast<uint32_t>(m.begin.tid));
   store_fact(&f.begin_slot, m.begin.slot());
   store_fact(&f.begin_seq, m.begin.seq());
   store_fact(&f.begin_ticks, m.begin.begin_ticks());

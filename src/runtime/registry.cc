@@ -233,7 +233,7 @@ void Runtime::move_segment_fd_from(int fd) {
   std::lock_guard lock(mu);
   if (!started.load(std::memory_order_acquire) || segment.fd != fd) return;
   const int moved = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
-  if (moved >= 0) segment.fd = moved;
+  if (moved >= 0) __atomic_store_n(&segment.fd, moved, __ATOMIC_RELAXED);
 }
 
 namespace {
@@ -267,9 +267,7 @@ void Runtime::after_fork_in_child() {
   consumer_seen.store(false, std::memory_order_relaxed);  // the child's segment is its own
   if (started.load(std::memory_order_relaxed)) {
     started.store(false, std::memory_order_release);
-    munmap(segment.base, segment.size);
-    ::close(segment.fd);
-    segment = Segment();
+    destroy_segment(&segment, /*unlink=*/false);
   }
   start_failed = false;
   any_ring_claimed.store(false, std::memory_order_relaxed);

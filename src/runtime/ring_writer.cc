@@ -389,7 +389,14 @@ bool block_memory_ready(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t
   uint64_t index = next / block;
   if (index < __atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE)) return true;
   uint64_t offset = static_cast<uint64_t>(t_writer.data - rt.segment.base) + next;
-  if (posix_fallocate(rt.segment.fd, static_cast<off_t>(offset), static_cast<off_t>(block)) != 0) {
+  if (!segment_fd_is_ours(rt.segment)) {
+    // The program took our descriptor's number (segment_descriptor.cc). Never wait for the
+    // lock here: this thread may hold it (a signal handler's record).
+    std::unique_lock lock(rt.mu, std::try_to_lock);
+    if (!lock.owns_lock() || !reclaim_segment_fd(&rt.segment)) return false;
+  }
+  if (posix_fallocate(__atomic_load_n(&rt.segment.fd, __ATOMIC_RELAXED), static_cast<off_t>(offset),
+                      static_cast<off_t>(block)) != 0) {
     return false;
   }
   map_for_writing(rt.segment, offset, abi::kBlockHeaderBytes);  // where the block starts

@@ -67,7 +67,9 @@ bool group_enabled_by_spec(const std::string& spec, const std::string& group);
 // An open, mapped segment owned by this process. The descriptor holds the writer lock
 // (sys::kWriterLockByte) for as long as the process lives in this image.
 struct Segment {
-  int fd = -1;
+  int fd = -1;    // may be taken by the program: see segment_descriptor.cc
+  dev_t dev = 0;  // the file's identity, to tell whether fd still names it
+  ino_t ino = 0;
   uint8_t* base = nullptr;
   uint64_t size = 0;
   std::string path;               // e.g. /dev/shm/nanotrace-1234
@@ -78,6 +80,16 @@ struct Segment {
   uint64_t ring_offset(uint32_t i) const;
 };
 
+// Publishes one fact in the segment header (a trigger's firing, a duration trigger's
+// counts). Firings of successive rounds may run on different threads, and a freeze may still
+// be stamping while the next round is armed: each fact is one atomic store, and readers take
+// them after the state (a release).
+template <typename T, typename V>
+void store_fact(T* fact, V value) {
+  static_assert(sizeof(V) <= sizeof(T));
+  __atomic_store_n(fact, static_cast<T>(value), __ATOMIC_RELAXED);
+}
+
 // Distinguishes the images of one process: exec keeps the pid and the start time, but the
 // kernel gives each image new AT_RANDOM bytes.
 uint64_t this_image_id();
@@ -87,6 +99,18 @@ uint64_t this_image_id();
 // earlier image of this process (exec) is removed; one left by an earlier process with the
 // same pid is set aside as evidence; a name taken by someone else is avoided.
 Result<Segment> create_segment(const Config& config, pid_t pid);
+
+// The segment's descriptor (segment_descriptor.cc). A program may close it and reuse its
+// number: nothing is allocated, locked or closed through it before these say it is ours.
+// Records the identity of segment->fd's file. False if it cannot be read.
+bool note_segment_identity(Segment* segment);
+// True if segment.fd still names the segment's file.
+bool segment_fd_is_ours(const Segment& segment);
+// Opens the segment again by its path if the program took its descriptor (the taken number
+// is left to the program). False if that fails: allocations then fail and are counted as
+// losses. REQUIRES: the runtime mutex.
+bool reclaim_segment_fd(Segment* segment);
+// Unmaps the segment and closes its descriptor if still ours; removes the file if `unlink`.
 void destroy_segment(Segment* segment, bool unlink);
 // Makes sure the table bytes [begin, end) are allocated (whole pages, one fallocate for those
 // not yet allocated), so writing them cannot raise SIGBUS. REQUIRES: the runtime mutex.

@@ -205,6 +205,8 @@ Status abandon(int fd, const std::string& path, const char* what) {
 // first thread to trace, often the only one, finds its memory ready (its first event took
 // 30-50 us allocating and faulting it in here).
 Status allocate_and_map(int fd, const Layout& l, Segment* seg) {
+  seg->fd = fd;
+  if (!note_segment_identity(seg)) return abandon(fd, seg->path, "fstat");
   uint64_t threads_page = l.threads_off & ~(kPage - 1);
   if (ftruncate(fd, static_cast<off_t>(l.size)) != 0 ||
       posix_fallocate(fd, 0, static_cast<off_t>(align_up(l.events_off, kPage))) != 0 ||
@@ -214,7 +216,6 @@ Status allocate_and_map(int fd, const Layout& l, Segment* seg) {
   }
   void* base = mmap(nullptr, l.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return abandon(fd, seg->path, "mmap");
-  seg->fd = fd;
   seg->base = static_cast<uint8_t*>(base);
   seg->size = l.size;
   seg->table_pages.assign(align_up(l.events_off, kPage) / kPage, true);  // allocated above
@@ -284,13 +285,6 @@ Result<Segment> create_segment(const Config& config, pid_t pid) {
   return seg;
 }
 
-void destroy_segment(Segment* seg, bool unlink) {
-  if (seg->base) munmap(seg->base, seg->size);
-  if (seg->fd >= 0) ::close(seg->fd);
-  if (unlink && !seg->path.empty()) ::unlink(seg->path.c_str());
-  *seg = Segment();
-}
-
 bool reserve_table_bytes(Segment* seg, uint64_t begin, uint64_t end) {
   if (end <= begin) return true;
   const uint64_t first = begin / kPage, last = (end - 1) / kPage;
@@ -300,6 +294,7 @@ bool reserve_table_bytes(Segment* seg, uint64_t begin, uint64_t end) {
   if (from > last) return true;
   uint64_t to = last;
   while (seg->table_pages[to]) --to;
+  if (!reclaim_segment_fd(seg)) return false;
   // One call for the pages not yet allocated (any allocated among them stay as they are).
   if (posix_fallocate(seg->fd, static_cast<off_t>(from * kPage),
                       static_cast<off_t>((to - from + 1) * kPage)) != 0) {
@@ -342,6 +337,7 @@ void map_first_page(const Segment& seg, uint32_t i) {
 bool prepare_ring(const Segment& seg, uint32_t i) {
   abi::ThreadSlot* s = seg.slot(i);
   if (__atomic_load_n(&s->prepared, __ATOMIC_ACQUIRE) != 0) return true;
+  if (!segment_fd_is_ours(seg)) return false;
   abi::SegmentHeader* h = seg.header();
   for (uint64_t at = 0; at < h->ring_size; at += h->block_size) {
     const uint64_t bytes = std::min<uint64_t>(h->block_size, h->ring_size - at);
@@ -358,6 +354,7 @@ bool prepare_ring(const Segment& seg, uint32_t i) {
 bool prepare_first_block(const Segment& seg, uint32_t i) {
   abi::ThreadSlot* s = seg.slot(i);
   if (__atomic_load_n(&s->allocated_blocks, __ATOMIC_ACQUIRE) != 0) return true;
+  if (!segment_fd_is_ours(seg)) return false;
   if (posix_fallocate(seg.fd, static_cast<off_t>(seg.ring_offset(i)),
                       static_cast<off_t>(seg.header()->block_size)) != 0) {
     return false;

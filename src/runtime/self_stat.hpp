@@ -14,8 +14,8 @@ namespace nanotrace::runtime {
 class SelfStat {
  public:
   struct Reading {
-    int threads = 0;          // field 20: threads of the process, a main thread that left included
-    char main_state = '?';    // field 3: the main thread's (Z once it left through pthread_exit)
+    int threads = 0;        // field 20: threads of the process, a main thread that left included
+    char main_state = '?';  // field 3: the main thread's (Z once it left through pthread_exit)
   };
 
   // Reads the file, opening it when there is no descriptor yet or the program took our

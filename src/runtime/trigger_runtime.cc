@@ -110,15 +110,6 @@ void publish_state(abi::SegmentHeader* h) {
   }
 }
 
-// The facts a firing publishes in the header. Firings of successive rounds may run on
-// different threads, and a freeze may still be stamping while the next round is armed: each
-// fact is one atomic store, and readers take them after the state (a release).
-template <typename T, typename V>
-void store_fact(T* fact, V value) {
-  static_assert(sizeof(V) <= sizeof(T));
-  __atomic_store_n(fact, static_cast<T>(value), __ATOMIC_RELAXED);
-}
-
 bool is_idle_phase(uint32_t phase) { return phase == kArmedPhase || phase == kNonePhase; }
 bool is_firing_phase(uint32_t phase) { return phase == kFiring || phase == kCompleting; }
 

@@ -81,8 +81,8 @@ TEST(SelfStatTest, AFileDupedOntoTheNumberIsNotTakenForOurs) {
   const int file = mkstemp(path);
   ::unlink(path);
   // A line that parses as a one-thread process: taken for ours, it would end the process.
-  const std::string fake = std::to_string(getpid()) +
-                           " (x) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 0 0 0\n";
+  const std::string fake =
+      std::to_string(getpid()) + " (x) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 0 0 0\n";
   ASSERT_EQ(::write(file, fake.data(), fake.size()), static_cast<ssize_t>(fake.size()));
   ASSERT_EQ(dup2(file, ours), ours);
   SelfStat::Reading again;
