@@ -63,7 +63,8 @@ bool consumer_alive(Runtime& rt) {
   if (pid == 0) return false;
   uint64_t now = monotonic_ns();
   if (pid != t_slow.consumer_pid || now - t_slow.consumer_checked_ns > 1000000) {
-    t_slow.consumer_live = sys::segment_byte_locked(rt.segment.fd, sys::kConsumerLockByte);
+    t_slow.consumer_live = sys::segment_byte_locked(
+        __atomic_load_n(&rt.segment.fd, __ATOMIC_RELAXED), sys::kConsumerLockByte);
     t_slow.consumer_pid = pid;
     t_slow.consumer_checked_ns = now;
   }

@@ -25,8 +25,8 @@ TEST(DescriptorSafetyTest, ATakenSegmentDescriptorIsNeitherWrittenNorClosedAndIs
   ASSERT_NE(mkdtemp(dir), nullptr);
   constexpr int kThreads = 8;
   constexpr uint64_t kRecords = 10000;  // 6-7 blocks of a 1 MiB ring each, allocated as needed
-  testing::ChildProcess helper(
-      {kHelper, dir, std::to_string(kThreads), std::to_string(kRecords)}, {"NANOTRACE_KEEP=1"});
+  testing::ChildProcess helper({kHelper, dir, std::to_string(kThreads), std::to_string(kRecords)},
+                               {"NANOTRACE_KEEP=1"});
   std::istringstream first(helper.read_line());
   std::string word;
   pid_t pid = -1;
