@@ -242,17 +242,18 @@ void ProcessFollower::add_pending(const RecordSpan& span, uint32_t offset, uint3
     const ResolvedPair& rp = rules_[rule].resolved;
     const int first = rp.key_field[id];
     if (first < 0) continue;
-    PendingRecord p{ticks,
-                    thread,
-                    static_cast<uint32_t>(buf_->pending.size()),
-                    rule,
-                    static_cast<uint8_t>(role == 1 ? 0 : 1),
-                    false,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0};
+    // Filled where it stays: a copy from the stack, after stores of single bytes, stalled on
+    // store forwarding (two thirds of this function's time in perf).
+    const auto order = static_cast<uint32_t>(buf_->pending.size());
+    PendingRecord& p = buf_->pending.emplace_back();
+    p.ticks = ticks;
+    p.thread = thread;
+    p.order = order;
+    p.rule = rule;
+    p.kind = role == 1 ? 0 : 1;
+    p.text_key = false;
+    p.key_bits = 0;
+    p.key_at = p.key_len = p.raw_at = p.raw_len = 0;
     const std::vector<int>& more = rp.more_key_fields[id];
     if (more.empty() && e.fields[first].type != abi::FieldType::kString) {
       p.key_bits = scalar(first);
@@ -277,7 +278,6 @@ void ProcessFollower::add_pending(const RecordSpan& span, uint32_t offset, uint3
       buf_->arena.append(reinterpret_cast<const char*>(span.data + offset), size);
       p.raw_len = size;
     }
-    buf_->pending.push_back(p);
   }
 }
 
