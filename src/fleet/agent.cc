@@ -40,7 +40,7 @@ bool Agent::Impl::in_interval() {
 
 Claim Agent::Impl::claim_round(const std::string& round, bool always) {
   std::lock_guard lock(round_mu);
-  if (!known_rounds.insert(round).second) return Claim::kKnown;
+  if (!known_rounds.insert(round)) return Claim::kKnown;
   const uint64_t now = monotonic_ns();
   if (always) {
     rate.force(now);

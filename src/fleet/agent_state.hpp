@@ -11,7 +11,6 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +27,7 @@
 #include "fleet/message_status.hpp"
 #include "fleet/metrics_server.hpp"
 #include "fleet/protocol.hpp"
+#include "fleet/seen_rounds.hpp"
 #include "fleet/snapshot_shipper.hpp"
 #include "fleet/spool.hpp"
 #include "kernel/kernel_capture.hpp"
@@ -106,8 +106,8 @@ struct Agent::Impl {
   // The rate policy's state, shared by the watcher and the broker's delivery thread, which
   // freezes the node on an announcement itself (a wake-up sooner than the watcher could).
   std::mutex round_mu;
-  std::set<std::string> known_rounds;  // guarded by round_mu
-  RatePolicy rate;                     // on CLOCK_MONOTONIC; guarded by round_mu
+  SeenRounds known_rounds;  // guarded by round_mu
+  RatePolicy rate;          // on CLOCK_MONOTONIC; guarded by round_mu
   // Records a round as seen and applies the rate policy to it (`always`: a freeze on request,
   // which the interval does not hold back). Takes round_mu.
   Claim claim_round(const std::string& round, bool always);

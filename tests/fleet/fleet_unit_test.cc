@@ -22,6 +22,7 @@
 #include "fleet/credentials.hpp"
 #include "fleet/local_processes.hpp"
 #include "fleet/protocol.hpp"
+#include "fleet/seen_rounds.hpp"
 #include "fleet/spool.hpp"
 
 namespace nanotrace::fleet {
@@ -395,6 +396,23 @@ TEST(ClockWatchTest, AnAnswerStandsThroughTwoMissedReadings) {
   EXPECT_EQ(again.sync.source, file::SyncSource::kChrony);
   EXPECT_GT(again.read_monotonic_ns, first.read_monotonic_ns);
   allowed = SIZE_MAX;  // the watch's last reading ends, and it stops
+}
+
+// Rounds seen are remembered, up to a bound: a stream of made-up round ids cannot grow an
+// agent's memory without end, and the oldest are forgotten first.
+TEST(SeenRoundsTest, ARoundIsNewOnceAndTheOldestAreForgottenPastTheBound) {
+  SeenRounds seen(3);
+  EXPECT_TRUE(seen.insert("a"));
+  EXPECT_FALSE(seen.insert("a"));
+  EXPECT_TRUE(seen.insert("b"));
+  EXPECT_TRUE(seen.insert("c"));
+  EXPECT_TRUE(seen.insert("d"));  // past the bound: "a" goes
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_FALSE(seen.insert("b"));
+  EXPECT_FALSE(seen.insert("d"));
+  EXPECT_TRUE(seen.insert("a"));  // forgotten, so new again (the rate policy still applies)
+  for (int i = 0; i < 100000; ++i) seen.insert("made-up-" + std::to_string(i));
+  EXPECT_EQ(seen.size(), 3u);
 }
 
 }  // namespace
