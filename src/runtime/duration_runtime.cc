@@ -60,16 +60,22 @@ void fire_slow(const Runtime::ArmedTrigger& armed, DurationState& st, const deta
 
 }  // namespace
 
+const DurationPairing::Role* DurationPairing::role_of(const detail::Site& site) const {
+  if (site.id < role_by_id.size() && role_by_id[site.id] != 0) {
+    const Role& r = roles[role_by_id[site.id] - 1];
+    if (r.site == &site) return &r;
+  }
+  // Not by its id (ids are given again when the segment is rebuilt): in order.
+  for (const Role& r : roles) {
+    if (r.site == &site) return &r;
+  }
+  return nullptr;
+}
+
 void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& site, uint64_t* record,
                      uint64_t armed_state) noexcept {
   const DurationPairing& d = *armed.duration;
-  const DurationPairing::Role* role = nullptr;
-  for (const DurationPairing::Role& r : d.roles) {
-    if (r.site == &site) {
-      role = &r;
-      break;
-    }
-  }
+  const DurationPairing::Role* role = d.role_of(site);
   if (role == nullptr) return;
   DurationState& st = *d.state;
   const uint64_t key = role->key_word >= 0 ? record[role->key_word] : decoded_key(*role, record);
@@ -129,7 +135,7 @@ Result<const Runtime::ArmedTrigger*> bind_duration_trigger_locked(Runtime& rt, T
                                                                   uint64_t after_events,
                                                                   uint64_t after_ns) {
   const DurationRule& rule = *trigger.duration;
-  auto* pairing = new DurationPairing{rule, {}, nullptr};
+  auto* pairing = new DurationPairing{rule, {}, {}, nullptr};
   std::unordered_map<const detail::Site*, std::vector<uint32_t>> fields;
   abi::SegmentHeader* h = rt.segment.header();
   Status error = Status::Ok();
@@ -157,7 +163,9 @@ Result<const Runtime::ArmedTrigger*> bind_duration_trigger_locked(Runtime& rt, T
       scalars_before = scalars_before && site->types[f] != abi::FieldType::kString;
     }
     if (key->size() == 1 && scalars_before) role.key_word = static_cast<int>(1 + (*key)[0]);
+    if (pairing->role_by_id.size() <= site->id) pairing->role_by_id.resize(site->id + 1, 0);
     pairing->roles.push_back(std::move(role));
+    pairing->role_by_id[site->id] = static_cast<uint16_t>(pairing->roles.size());
     fields[site] = *key;
     (begin ? begins : ends) = true;
   }
