@@ -79,11 +79,20 @@ std::optional<uint64_t> OpenOperations::pair_with_kept(const OpKey& key, uint64_
 std::optional<uint64_t> OpenOperations::begin(const OpKey& key, uint64_t begin_ticks,
                                               OpenOperation** slot) {
   if (auto paired = pair_with_kept(key, begin_ticks)) return paired;
+  replace(key);
+  open(key, begin_ticks, slot);
+  return std::nullopt;
+}
+
+void OpenOperations::replace(const OpKey& key) {
   if (uint32_t* existing = find(key)) {
     // The earlier begin of this key never ended: it is replaced, as the interval matcher does.
     ++replaced_;
     erase(*existing);
   }
+}
+
+void OpenOperations::open(const OpKey& key, uint64_t begin_ticks, OpenOperation** slot) {
   if (live_ >= capacity_) drop_oldest();
   uint32_t index = allocate();
   Slot& s = slots_[index];
@@ -102,7 +111,6 @@ std::optional<uint64_t> OpenOperations::begin(const OpKey& key, uint64_t begin_t
   ++live_;
   compact();
   *slot = &s.op;
-  return std::nullopt;
 }
 
 std::optional<uint64_t> OpenOperations::end(const OpKey& key, uint64_t end_ticks) {

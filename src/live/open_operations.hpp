@@ -56,6 +56,16 @@ class OpenOperations {
   // An end at end_ticks. Returns the begin ticks of the operation it closes, or nullopt if
   // none is open (the end is kept for the next pass).
   std::optional<uint64_t> end(const OpKey& key, uint64_t end_ticks);
+
+  // begin() in its three steps, for a reader that pairs a pass's own begins and ends itself
+  // and opens only the begins left over: the end read before this begin that it pairs with,
+  // if any (see above); then the operation open under the key is replaced, if any; then the
+  // begin opens (past capacity the oldest is dropped; *slot as for begin()).
+  std::optional<uint64_t> pair_with_kept(const OpKey& key, uint64_t begin_ticks);
+  void replace(const OpKey& key);
+  void open(const OpKey& key, uint64_t begin_ticks, OpenOperation** slot);
+  // A begin replaced by a later one of its key before it was opened.
+  void count_replaced() { ++replaced_; }
   // A pass over the rings ends: ends kept from the pass before that found no begin become
   // unmatched for good.
   void end_pass();
@@ -94,7 +104,6 @@ class OpenOperations {
   uint32_t allocate();
   void drop_oldest();
   void compact();
-  std::optional<uint64_t> pair_with_kept(const OpKey& key, uint64_t begin_ticks);
 
   uint32_t capacity_;
   std::vector<Slot> slots_;

@@ -171,7 +171,7 @@ void ProcessFollower::read_thread(const ThreadInfo& info, uint32_t thread, bool 
     if (now > overwritten && !(past && first)) {
       stats_.missed += now - overwritten;
       stats_.missed_interval += now - overwritten;
-      buf_->pending.push_back(PendingRecord{ticks, thread, 0, 0, 2, false, 0, 0, 0, 0, 0});
+      buf_->pending.push_back(PendingRecord{ticks, thread, 0, 2, false, 0, 0, 0, 0, 0});
     }
     overwritten = now;
   };
@@ -244,11 +244,9 @@ void ProcessFollower::add_pending(const RecordSpan& span, uint32_t offset, uint3
     if (first < 0) continue;
     // Filled where it stays: a copy from the stack, after stores of single bytes, stalled on
     // store forwarding (two thirds of this function's time in perf).
-    const auto order = static_cast<uint32_t>(buf_->pending.size());
     PendingRecord& p = buf_->pending.emplace_back();
     p.ticks = ticks;
     p.thread = thread;
-    p.order = order;
     p.rule = rule;
     p.kind = role == 1 ? 0 : 1;
     p.text_key = false;
@@ -281,9 +279,9 @@ void ProcessFollower::add_pending(const RecordSpan& span, uint32_t offset, uint3
   }
 }
 
-void ProcessFollower::match_pending(Totals* totals, bool counting) {
-  // Time order across threads, each thread's own order kept (an end after its begin): the
-  // threads' runs merged pairwise. One thread's run is already in order: nothing to do.
+// Time order across threads, each thread's own order kept (an end after its begin): the
+// threads' runs merged pairwise. One thread's run is already in order: nothing to do.
+void ProcessFollower::merge_pending_runs() {
   buf_->run_starts.push_back(buf_->pending.size());
   auto by_ticks = [](const PendingRecord& a, const PendingRecord& b) { return a.ticks < b.ticks; };
   for (size_t runs = buf_->run_starts.size() - 1; runs > 1; runs = buf_->run_starts.size() - 1) {
@@ -299,11 +297,19 @@ void ProcessFollower::match_pending(Totals* totals, bool counting) {
     merged.push_back(buf_->pending.size());
     buf_->run_starts = std::move(merged);
   }
-  auto latency = [&](uint64_t begin, uint64_t end) {
+}
+
+void ProcessFollower::match_pending(Totals* totals, bool counting) {
+  merge_pending_runs();
+  auto add_latency = [&](PairTotals& to, uint64_t begin, uint64_t end) {
+    if (!counting) return;
     const uint64_t b = trace_->ticks_to_ns(begin), e = trace_->ticks_to_ns(end);
-    return e > b ? e - b : 0;
+    to.last.add(e > b ? e - b : 0);
+    to.total.add(e > b ? e - b : 0);
   };
-  for (const PendingRecord& p : buf_->pending) {
+  const std::vector<PendingRecord>& pending = buf_->pending;
+  for (uint32_t i = 0; i < pending.size(); ++i) {
+    const PendingRecord& p = pending[i];
     if (p.kind == 2) {
       ++loss_count_;
       continue;
@@ -316,29 +322,35 @@ void ProcessFollower::match_pending(Totals* totals, bool counting) {
     } else {
       key.bits = p.key_bits;
     }
-    PairTotals& totals_of_rule = totals->pairs[rule.pair];
+    PairTotals& of_rule = totals->pairs[rule.pair];
     if (p.kind == 0) {
-      OpenOperation* op = nullptr;
-      if (auto end = rule.open->begin(key, p.ticks, &op)) {
-        if (counting) {
-          totals_of_rule.last.add(latency(p.ticks, *end));
-          totals_of_rule.total.add(latency(p.ticks, *end));
-        }
-        continue;
+      if (auto end = rule.open->pair_with_kept(key, p.ticks)) {
+        add_latency(of_rule, p.ticks, *end);
+      } else if (p.text_key) {
+        rule.open->replace(key);
+        OpenOperation* op = nullptr;
+        rule.open->open(key, p.ticks, &op);
+        op->pass_thread = p.thread;
+        op->raw_at = p.raw_at;
+        op->raw_len = p.raw_len;
+        op->loss_mark = loss_count_;
+      } else if (auto [earlier, fresh] = rule.pass_begins.try_emplace(p.key_bits, {i, loss_count_});
+                 fresh) {
+        rule.open->replace(key);  // one still open from an earlier pass
+      } else {
+        rule.open->count_replaced();  // one of this pass that never ended
+        *earlier = {i, loss_count_};
       }
-      op->pass_thread = p.thread;
-      op->raw_at = p.raw_at;
-      op->raw_len = p.raw_len;
-      op->loss_mark = loss_count_;
       continue;
     }
-    if (auto begin = rule.open->end(key, p.ticks)) {
-      if (counting) {
-        totals_of_rule.last.add(latency(*begin, p.ticks));
-        totals_of_rule.total.add(latency(*begin, p.ticks));
-      }
+    Rule::PassBegin begun;
+    if (!p.text_key && rule.pass_begins.take(p.key_bits, &begun)) {
+      add_latency(of_rule, pending[begun.index].ticks, p.ticks);
+    } else if (auto begin = rule.open->end(key, p.ticks)) {
+      add_latency(of_rule, *begin, p.ticks);
     }
   }
+  open_pass_begins();
   // The details of the operations that stayed open, copied out of this pass's buffers.
   for (Rule& rule : rules_) {
     rule.open->take_fresh([&](OpenOperation& op) {
@@ -348,6 +360,29 @@ void ProcessFollower::match_pending(Totals* totals, bool counting) {
       op.raw.assign(buf_->arena, op.raw_at, op.raw_len);
       std::memcpy(&op.event, op.raw.data(), 2);
     });
+  }
+}
+
+// This pass's begins that did not end in it stay open: into the table, oldest first.
+void ProcessFollower::open_pass_begins() {
+  std::vector<Rule::PassBegin> left;
+  for (Rule& rule : rules_) {
+    left.clear();
+    rule.pass_begins.for_each([&](uint64_t, const Rule::PassBegin& b) { left.push_back(b); });
+    rule.pass_begins.clear();
+    std::sort(left.begin(), left.end(),
+              [](const auto& a, const auto& b) { return a.index < b.index; });
+    for (const Rule::PassBegin& b : left) {
+      const PendingRecord& p = buf_->pending[b.index];
+      OpKey key;
+      key.bits = p.key_bits;
+      OpenOperation* op = nullptr;
+      rule.open->open(key, p.ticks, &op);
+      op->pass_thread = p.thread;
+      op->raw_at = p.raw_at;
+      op->raw_len = p.raw_len;
+      op->loss_mark = b.loss_mark;
+    }
   }
 }
 
