@@ -77,9 +77,11 @@ wait_for 10 test -e "$T/armed" || fail "not armed"
 [ "$(cat "$T/armed")" = 0 ] || fail "arm: $(cat "$T/arm.out")"
 sleep 0.5  # kernel events before the match
 touch "$T/slow"
-wait_for 20 sh -c "ls '$T'/spool/*.json >/dev/null 2>&1" || fail "no round: $(cat "$T/agent.log")"
-manifest=$(ls "$T"/spool/*.json)
-snap=$(ls "$T"/spool/*.nt)
+# The spool writes each file under a tmp- name and renames it; the manifest comes last.
+wait_for 20 sh -c "ls '$T'/spool/*.json 2>/dev/null | grep -qv '/tmp-'" ||
+  fail "no round: $(cat "$T/agent.log")"
+manifest=$(ls "$T"/spool/*.json | grep -v '/tmp-')
+snap=$(ls "$T"/spool/*.nt | grep -v '/tmp-')
 "$NT" dump --json "$snap" >"$T/dump.jsonl" || fail "dump of $snap"
 /usr/bin/python3 - "$manifest" "$T/dump.jsonl" "$(cat "$T/producer.pid")" <<'PY' || fail "the round's kernel events"
 import json, sys
