@@ -121,6 +121,17 @@ void mark_stuck_reported(DurationState& st, uint64_t now, uint64_t threshold) {
   });
 }
 
+// A stuck operation's begin record, as the firing names it.
+EarlierRecord earlier_record_of(const pairing::OpenOp& op) {
+  EarlierRecord match;
+  match.event = op.event();
+  match.tid = static_cast<uint32_t>(op.tid);
+  match.slot = op.slot();
+  match.seq = op.seq();
+  match.begin_ticks = op.begin_ticks();
+  return match;
+}
+
 // Fires on the oldest stuck operation. False if it could not now (another firing, or the
 // trigger changed): the next pass tries again.
 bool fire_stuck(const Runtime::ArmedTrigger& armed, DurationState& st, const Scan& s, uint64_t now,
@@ -137,12 +148,7 @@ bool fire_stuck(const Runtime::ArmedTrigger& armed, DurationState& st, const Sca
   publish_match(st, DurationMatch{2, op, now - op.begin_ticks(), threshold,
                                   armed.duration->roles.front().key_hashed,
                                   static_cast<uint32_t>(std::min<uint64_t>(s.stuck, UINT32_MAX))});
-  EarlierRecord match;
-  match.event = op.event();
-  match.tid = static_cast<uint32_t>(op.tid);
-  match.slot = op.slot();
-  match.seq = op.seq();
-  fire_on_earlier_record(armed, match, armed_state);
+  fire_on_earlier_record(armed, earlier_record_of(op), armed_state);
   return true;
 }
 
@@ -179,12 +185,7 @@ void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState
   // counts every one past the threshold when it is the one that fires).
   publish_match(st, DurationMatch{2, op, now - op.begin_ticks(), threshold,
                                   armed.duration->roles.front().key_hashed, 1});
-  EarlierRecord match;
-  match.event = op.event();
-  match.tid = static_cast<uint32_t>(op.tid);
-  match.slot = op.slot();
-  match.seq = op.seq();
-  fire_on_earlier_record(armed, match, armed_state);
+  fire_on_earlier_record(armed, earlier_record_of(op), armed_state);
 }
 
 namespace {

@@ -64,6 +64,10 @@ struct EarlierRecord {
   uint32_t tid = 0;
   uint32_t slot = 0;
   uint64_t seq = 0;
+  // A stuck operation's begin: its age in the duration facts is then given as of the firing's
+  // stamp, so that the stamp minus the begin is the age (the scan that found it may be a
+  // descheduled millisecond earlier).
+  uint64_t begin_ticks = 0;
 };
 // REQUIRES: the token. Fires with `match` as the matching record, stamped now.
 void fire_on_earlier_record(const Runtime::ArmedTrigger& armed, const EarlierRecord& match,

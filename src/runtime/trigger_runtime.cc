@@ -207,6 +207,9 @@ bool complete_fire(Runtime& rt) {
   store_fact(&h->trigger_event, g_fire_id.load(std::memory_order_relaxed));
   store_fact(&h->trigger_ticks, ticks);
   if (record == nullptr) {
+    if (g_fire_earlier.begin_ticks != 0 && ticks > g_fire_earlier.begin_ticks) {
+      store_fact(&h->duration.duration_ticks, ticks - g_fire_earlier.begin_ticks);
+    }
     store_fact(&h->trigger_tid, g_fire_earlier.tid);
     store_fact(&h->trigger_slot, g_fire_earlier.slot);
     store_fact(&h->trigger_seq, g_fire_earlier.seq);
