@@ -48,6 +48,16 @@ wait_for() {
   done
   fail "the screen never showed /$1/"
 }
+# until CONDITION... [-- MESSAGE]: until the command succeeds, for at most 10 s (a key's
+# effect shows at the next redraw, late on a loaded machine).
+until_true() {
+  local deadline=$((SECONDS + 10))
+  while [ $SECONDS -lt $deadline ]; do
+    "$@" && return 0
+    sleep 0.1
+  done
+  return 1
+}
 # The age of the waiter with key 424242, in microseconds.
 waiter_age_us() {
   screen | awk '/ 424242 / { v = $1; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);
@@ -107,8 +117,8 @@ frozen=$(screen)
 sleep 0.5
 [ "$(screen)" = "$frozen" ] || fail "the screen changed while paused"
 send p
-sleep 0.5
-screen | grep -q '\[paused\]' && fail "p did not resume"
+paused() { screen | grep -q '\[paused\]'; }
+until_true eval '! paused' || fail "p did not resume"
 [ "$(waiter_age_us)" -gt "$age2" ] || fail "the age did not grow after resuming"
 # Events, all idle now: the busiest since start first (noise:tick), then by name after s.
 events() { screen | awk '/^EVENT/ {on = 1; next} on && NF >= 4 {print $1}' | tr '\n' ' '; }
@@ -117,11 +127,11 @@ case "$(events)" in
   *) fail "events not sorted by rate, then records: $(events)" ;;
 esac
 send s
-sleep 0.5
-[ "$(events)" = "io:complete io:submit noise:tick " ] || fail "events not sorted by name: $(events)"
+until_true eval '[ "$(events)" = "io:complete io:submit noise:tick " ]' ||
+  fail "events not sorted by name: $(events)"
 send w
 wait_for '^IN FLIGHT'
-screen | grep -q '^PAIR' && fail "w still shows the pair rules"
+until_true eval '! screen | grep -q "^PAIR"' || fail "w still shows the pair rules"
 send q
 wait_for '^top exit 0$' 5
 echo "top in tmux: waiter, age, rates, latency, misses and keys as expected"
