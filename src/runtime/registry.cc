@@ -233,7 +233,7 @@ void Runtime::move_segment_fd_from(int fd) {
   std::lock_guard lock(mu);
   if (!started.load(std::memory_order_acquire) || segment.fd != fd) return;
   const int moved = fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
-  if (moved >= 0) __atomic_store_n(&segment.fd, moved, __ATOMIC_RELAXED);
+  if (moved >= 0) __atomic_store_n(&segment.fd, moved, __ATOMIC_RELEASE);
 }
 
 namespace {

@@ -64,7 +64,7 @@ bool consumer_alive(Runtime& rt) {
   uint64_t now = monotonic_ns();
   if (pid != t_slow.consumer_pid || now - t_slow.consumer_checked_ns > 1000000) {
     t_slow.consumer_live = sys::segment_byte_locked(
-        __atomic_load_n(&rt.segment.fd, __ATOMIC_RELAXED), sys::kConsumerLockByte);
+        __atomic_load_n(&rt.segment.fd, __ATOMIC_ACQUIRE), sys::kConsumerLockByte);
     t_slow.consumer_pid = pid;
     t_slow.consumer_checked_ns = now;
   }
@@ -396,7 +396,7 @@ bool block_memory_ready(Runtime& rt, abi::ThreadSlot* s, uint64_t next, uint64_t
     std::unique_lock lock(rt.mu, std::try_to_lock);
     if (!lock.owns_lock() || !reclaim_segment_fd(&rt.segment)) return false;
   }
-  if (posix_fallocate(__atomic_load_n(&rt.segment.fd, __ATOMIC_RELAXED), static_cast<off_t>(offset),
+  if (posix_fallocate(__atomic_load_n(&rt.segment.fd, __ATOMIC_ACQUIRE), static_cast<off_t>(offset),
                       static_cast<off_t>(block)) != 0) {
     return false;
   }

@@ -22,8 +22,10 @@ bool note_segment_identity(Segment* seg) {
   return true;
 }
 
+// The descriptor is published with a release and read with an acquire: the thread that
+// opened it again happens before every use of it by another.
 bool segment_fd_is_ours(const Segment& seg) {
-  const int fd = __atomic_load_n(&seg.fd, __ATOMIC_RELAXED);
+  const int fd = __atomic_load_n(&seg.fd, __ATOMIC_ACQUIRE);
   struct stat st;
   return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == seg.dev && st.st_ino == seg.ino;
 }
@@ -40,7 +42,7 @@ bool reclaim_segment_fd(Segment* seg) {
     ::close(fd);
     return false;
   }
-  __atomic_store_n(&seg->fd, fd, __ATOMIC_RELAXED);
+  __atomic_store_n(&seg->fd, fd, __ATOMIC_RELEASE);
   return true;
 }
 
