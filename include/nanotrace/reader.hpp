@@ -381,7 +381,11 @@ class RecordSource {
   // Fills the next record; false at the end. The record's strings and event pointer stay
   // valid until the next call.
   virtual bool next(Record* record) = 0;
-  // Per-thread statistics so far (complete once next() returned false).
+  // The next record where the source holds it, for a consumer that reads each record once
+  // (an exporter): no copy of its values. Null at the end. It stays valid, as next()'s
+  // would, until the next call of either.
+  virtual const Record* next_ref() = 0;
+  // Per-thread statistics so far (complete once the end was reached).
   virtual const std::vector<ThreadStats>& threads() const = 0;
 };
 

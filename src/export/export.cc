@@ -71,8 +71,9 @@ Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options) {
   }
   // Kernel events (a file recorded with --kernel) go to every format but CTF, merged by time.
   auto source = trace.read_all_with_kernel();
-  Record record;
-  if (!source->next(&record)) {
+  // Each record is encoded once, where the merge holds it (next_ref: no copy).
+  const Record* record = source->next_ref();
+  if (record == nullptr) {
     return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
                                         trace.process().pid, trace.process().path));
   }
@@ -80,9 +81,9 @@ Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options) {
   if (!st.ok()) return st;
   ExportSummary summary;
   do {
-    writer->write(record);
+    writer->write(*record);
     ++summary.records;
-  } while (source->next(&record));
+  } while ((record = source->next_ref()) != nullptr);
   st = writer->finish(*source, &summary);
   if (!st.ok()) return st;
   for (const ThreadStats& t : source->threads()) {

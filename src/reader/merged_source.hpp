@@ -39,33 +39,37 @@ class MergedSource : public RecordSource {
       : streams_(std::move(streams)) {
     pending_.resize(streams_.size());
     for (uint32_t i = 0; i < streams_.size(); ++i) advance(i);
+    std::make_heap(heap_.begin(), heap_.end(), [](const Entry& a, const Entry& b) {
+      return a.key > b.key;  // the earliest on top
+    });
     stats_.resize(streams_.size());
   }
 
   bool next(Record* out) override {
-    if (last_ >= 0) advance(static_cast<uint32_t>(last_));
-    last_ = -1;
-    if (heap_.empty()) {
-      refresh_stats();
-      return false;
-    }
-    std::pop_heap(heap_.begin(), heap_.end(), Later());
-    uint32_t i = heap_.back().stream;
-    heap_.pop_back();
+    const Record* p = next_ref();
+    if (p == nullptr) return false;
     // Only the used part of the record: a full Record is over 500 bytes.
-    const Record& p = pending_[i];
-    out->ticks = p.ticks;
-    out->time_ns = p.time_ns;
-    out->seq = p.seq;
-    out->thread = p.thread;
-    out->pid = p.pid;
-    out->event = p.event;
-    out->cpu = p.cpu;
-    out->task = p.task;
-    out->field_count = p.field_count;
-    std::copy_n(p.values, p.field_count, out->values);
-    last_ = static_cast<int>(i);
+    out->ticks = p->ticks;
+    out->time_ns = p->time_ns;
+    out->seq = p->seq;
+    out->thread = p->thread;
+    out->pid = p->pid;
+    out->event = p->event;
+    out->cpu = p->cpu;
+    out->task = p->task;
+    out->field_count = p->field_count;
+    std::copy_n(p->values, p->field_count, out->values);
     return true;
+  }
+
+  const Record* next_ref() override {
+    if (handed_out_) replace_top();
+    handed_out_ = !heap_.empty();
+    if (!handed_out_) {
+      refresh_stats();
+      return nullptr;
+    }
+    return &pending_[heap_[0].stream()];
   }
 
   const std::vector<ThreadStats>& threads() const override {
@@ -74,22 +78,46 @@ class MergedSource : public RecordSource {
   }
 
  private:
+  // The merge order, clock value then stream, as one number: compared without a branch
+  // (streams interleave record by record, so the outcome is not predictable).
   struct Entry {
-    uint64_t ticks;
-    uint32_t stream;
+    unsigned __int128 key;
+    uint32_t stream() const { return static_cast<uint32_t>(key); }
   };
-  struct Later {
-    bool operator()(const Entry& a, const Entry& b) const {
-      return a.ticks != b.ticks ? a.ticks > b.ticks : a.stream > b.stream;
-    }
-  };
+  static Entry entry(uint64_t ticks, uint32_t stream) {
+    return {static_cast<unsigned __int128>(ticks) << 32 | stream};
+  }
 
-  // The record handed out last stays valid until here: its stream's buffer is reused now.
   void advance(uint32_t i) {
+    if (streams_[i]->next(&pending_[i])) heap_.push_back(entry(pending_[i].ticks, i));
+  }
+
+  // The record handed out last (its stream at the top) stays valid until here: its stream's
+  // buffer is reused now. The stream's next record takes its place at the top and sinks to
+  // where it belongs: one pass down the heap, not a pop and a push.
+  void replace_top() {
+    const uint32_t i = heap_[0].stream();
     if (streams_[i]->next(&pending_[i])) {
-      heap_.push_back({pending_[i].ticks, i});
-      std::push_heap(heap_.begin(), heap_.end(), Later());
+      heap_[0] = entry(pending_[i].ticks, i);
+    } else {
+      heap_[0] = heap_.back();
+      heap_.pop_back();
+      if (heap_.empty()) return;
     }
+    sift_down();
+  }
+
+  void sift_down() {
+    const size_t n = heap_.size();
+    const Entry top = heap_[0];
+    size_t at = 0;
+    for (size_t child = 1; child < n; child = 2 * at + 1) {
+      if (child + 1 < n && heap_[child + 1].key < heap_[child].key) ++child;
+      if (!(heap_[child].key < top.key)) break;
+      heap_[at] = heap_[child];
+      at = child;
+    }
+    heap_[at] = top;
   }
 
   void refresh_stats() {
@@ -100,7 +128,7 @@ class MergedSource : public RecordSource {
   std::vector<Record> pending_;
   std::vector<Entry> heap_;
   std::vector<ThreadStats> stats_;
-  int last_ = -1;
+  bool handed_out_ = false;  // the top's record was handed out: advance its stream first
 };
 
 }  // namespace nanotrace::reader
