@@ -72,6 +72,11 @@ struct InternedEvent {
   uint64_t category = 0;
   uint64_t name = 0;
   std::vector<uint64_t> field_names;  // by field
+  // The same, encoded for instants (instant()): the TrackEvent's category_iids and name_iid,
+  // and each DebugAnnotation's name_iid. named: a field has value names (track_event() then).
+  ProtoRaw::Encoded names_encoded;
+  std::vector<ProtoRaw::Encoded> field_names_encoded;
+  bool named = false;
 };
 
 // The lanes of one slice rule: an open interval's tag is its lane.
@@ -279,7 +284,9 @@ class PerfettoWriter : public RecordWriter {
   void write_threads(const std::vector<ThreadStats>& threads, const ProcessLabels& labels) {
     Proto w(&side_);
     process_of_thread_.clear();
+    instant_heads_.clear();
     for (size_t i = 0; i < threads.size(); ++i) {
+      instant_heads_.push_back(ProtoRaw::uints({{9, kInstant}, {11, kThreadUuidBase + i}}));
       if (threads[i].info.kernel) {
         process_of_thread_.push_back(0);
         continue;
@@ -348,8 +355,11 @@ class PerfettoWriter : public RecordWriter {
     };
     in.category = add(1, category_iids_, e.group);  // event_categories
     in.name = add(2, name_iids_, e.full_name());    // event_names
+    in.names_encoded = ProtoRaw::uints({{3, in.category}, {10, in.name}});
     for (const FieldInfo& f : e.fields) {
       in.field_names.push_back(add(3, annotation_name_iids_, f.name));  // debug_annotation_names
+      in.field_names_encoded.push_back(ProtoRaw::uints({{1, in.field_names.back()}}));
+      in.named = in.named || !f.value_names.empty();
     }
     w.end(data);
     return in;
@@ -361,6 +371,9 @@ class PerfettoWriter : public RecordWriter {
   void event(const Record& r, uint64_t ts, EventType type, uint64_t track, bool with_fields) {
     const uint16_t id = r.event->id;
     if (id < interned_.size() && interned_[id].name != 0) {
+      if (type == kInstant && with_fields && !interned_[id].named) {
+        return instant(r, ts, interned_[id]);
+      }
       ProtoRaw raw(sink_.cursor());
       char* pkt = raw.begin(1);
       raw.uint(8, ts);
@@ -382,6 +395,27 @@ class PerfettoWriter : public RecordWriter {
     w.commit(raw.pos());
     w.end(pkt);
     emit_side();
+  }
+
+  // The most common packet, an instant on the record's thread track, as event() and
+  // track_event() write it, from bytes encoded beforehand.
+  void instant(const Record& r, uint64_t ts, const InternedEvent& names) {
+    ProtoRaw raw(sink_.cursor());
+    char* pkt = raw.begin(1);
+    raw.uint(8, ts);
+    raw.encoded(sequence_head_);
+    char* te = raw.begin(11);
+    raw.encoded(instant_heads_[r.thread]);
+    raw.encoded(names.names_encoded);
+    for (uint32_t i = 0; i < r.field_count; ++i) {
+      char* da = raw.begin(4);
+      raw.encoded(names.field_names_encoded[i]);
+      annotation_value(r.values[i], raw);
+      raw.end(da);
+    }
+    raw.end(te);
+    raw.end(pkt);
+    sink_.commit(raw.pos());
   }
 
   // The record's TrackEvent: type, track, names by iid and its fields as debug annotations.
@@ -439,6 +473,11 @@ class PerfettoWriter : public RecordWriter {
   uint32_t processes_ = 1;
   std::vector<Lanes> lane_sets_;             // by lane set (lane_set_of)
   std::vector<uint32_t> process_of_thread_;  // by thread index: its process's index
+  // instant()'s bytes: each packet's sequence fields, and per thread its TrackEvent's type
+  // (INSTANT) and track.
+  const ProtoRaw::Encoded sequence_head_ =
+      ProtoRaw::uints({{10, kSequenceId}, {13, kSeqNeedsIncrementalState}});
+  std::vector<ProtoRaw::Encoded> instant_heads_;
   TextSink sink_;
   fmt::memory_buffer side_;  // packets built with Proto, appended to sink_ in order
   uint64_t base_ns_ = 0;

@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "base/utf8.hpp"
 
@@ -112,6 +114,24 @@ class ProtoRaw {
  public:
   explicit ProtoRaw(char* p) : p_(p) {}
   char* pos() const { return p_; }
+  // Fields encoded beforehand (Encoded::of): one fixed-size copy, then the position moves by
+  // their size. Needs room for sizeof(Encoded) bytes.
+  struct Encoded {
+    char bytes[23] = {};
+    uint8_t size = 0;
+  };
+  void encoded(const Encoded& e) {
+    std::memcpy(p_, e.bytes, sizeof(e.bytes));
+    p_ += e.size;
+  }
+  // Varint fields as an Encoded: two fit, of field numbers below 16 (a one-byte tag).
+  static Encoded uints(std::initializer_list<std::pair<uint32_t, uint64_t>> fields) {
+    Encoded e;
+    ProtoRaw raw(e.bytes);
+    for (auto [field, v] : fields) raw.uint(field, v);
+    e.size = static_cast<uint8_t>(raw.pos() - e.bytes);
+    return e;
+  }
   void uint(uint32_t field, uint64_t v) {
     p_ = Proto::put_varint(Proto::put_varint(p_, uint64_t{field} << 3), v);
   }
