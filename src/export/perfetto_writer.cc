@@ -66,6 +66,14 @@ constexpr uint64_t kSeqNeedsIncrementalState = 2;
 // per field an annotation (32) with a string repaired (3 bytes per byte of text at most).
 constexpr size_t kMaxRecordPacket = 64 + abi::kMaxFields * (32 + 3 * size_t{abi::kMaxStringBytes});
 
+// How instant() writes a field's value: the field of DebugAnnotation its type takes, as
+// annotation_value() chooses it, is known per event; only the value is the record's.
+enum class ValueKind : uint8_t { kVarint, kBool, kFixed64, kString };
+struct AnnotationPlan {
+  ProtoRaw::Encoded head;  // name_iid, then the key of the value's field
+  ValueKind kind = ValueKind::kVarint;
+};
+
 // The interning ids (iid) of one event's names in the sequence's tables: its category (the
 // group), its name ("group:event") and its fields' debug annotation names. 0: not yet.
 struct InternedEvent {
@@ -73,9 +81,9 @@ struct InternedEvent {
   uint64_t name = 0;
   std::vector<uint64_t> field_names;  // by field
   // The same, encoded for instants (instant()): the TrackEvent's category_iids and name_iid,
-  // and each DebugAnnotation's name_iid. named: a field has value names (track_event() then).
+  // and each field's annotation. named: a field has value names (track_event() then).
   ProtoRaw::Encoded names_encoded;
-  std::vector<ProtoRaw::Encoded> field_names_encoded;
+  std::vector<AnnotationPlan> annotations;
   bool named = false;
 };
 
@@ -356,9 +364,10 @@ class PerfettoWriter : public RecordWriter {
     in.category = add(1, category_iids_, e.group);  // event_categories
     in.name = add(2, name_iids_, e.full_name());    // event_names
     in.names_encoded = ProtoRaw::uints({{3, in.category}, {10, in.name}});
-    for (const FieldInfo& f : e.fields) {
+    for (uint32_t i = 0; i < e.fields.size(); ++i) {
+      const FieldInfo& f = e.fields[i];
       in.field_names.push_back(add(3, annotation_name_iids_, f.name));  // debug_annotation_names
-      in.field_names_encoded.push_back(ProtoRaw::uints({{1, in.field_names.back()}}));
+      in.annotations.push_back(annotation_plan(in.field_names.back(), e.layout.type(i)));
       in.named = in.named || !f.value_names.empty();
     }
     w.end(data);
@@ -397,6 +406,42 @@ class PerfettoWriter : public RecordWriter {
     emit_side();
   }
 
+  // A field's annotation in instant(), by the type its records' values have (decode_record
+  // gives each value its layout's type): the same fields as annotation_value() writes.
+  static AnnotationPlan annotation_plan(uint64_t name_iid, abi::FieldType type) {
+    AnnotationPlan plan;
+    ProtoRaw raw(plan.head.bytes);
+    raw.uint(1, name_iid);
+    switch (type) {
+      case abi::FieldType::kI8:
+      case abi::FieldType::kI16:
+      case abi::FieldType::kI32:
+      case abi::FieldType::kI64:
+        raw.key(4, 0);
+        break;
+      case abi::FieldType::kF32:
+      case abi::FieldType::kF64:
+        raw.key(5, 1);
+        plan.kind = ValueKind::kFixed64;
+        break;
+      case abi::FieldType::kBool:
+        raw.key(2, 0);
+        plan.kind = ValueKind::kBool;
+        break;
+      case abi::FieldType::kString:
+        raw.key(6, 2);
+        plan.kind = ValueKind::kString;
+        break;
+      case abi::FieldType::kPointer:
+        raw.key(7, 0);
+        break;
+      default:
+        raw.key(3, 0);
+    }
+    plan.head.size = static_cast<uint8_t>(raw.pos() - plan.head.bytes);
+    return plan;
+  }
+
   // The most common packet, an instant on the record's thread track, as event() and
   // track_event() write it, from bytes encoded beforehand.
   void instant(const Record& r, uint64_t ts, const InternedEvent& names) {
@@ -408,9 +453,24 @@ class PerfettoWriter : public RecordWriter {
     raw.encoded(instant_heads_[r.thread]);
     raw.encoded(names.names_encoded);
     for (uint32_t i = 0; i < r.field_count; ++i) {
+      const AnnotationPlan& plan = names.annotations[i];
+      const FieldValue& v = r.values[i];
       char* da = raw.begin(4);
-      raw.encoded(names.field_names_encoded[i]);
-      annotation_value(r.values[i], raw);
+      raw.encoded(plan.head);
+      switch (plan.kind) {
+        case ValueKind::kVarint:
+          raw.varint(v.bits);
+          break;
+        case ValueKind::kBool:
+          raw.varint(v.bits != 0);
+          break;
+        case ValueKind::kFixed64:
+          raw.fixed64(v.bits);
+          break;
+        case ValueKind::kString:  // protobuf strings must be valid UTF-8
+          raw.length_delimited(utf8::is_valid(v.text) ? v.text : (repaired_ = utf8::valid(v.text)));
+          break;
+      }
       raw.end(da);
     }
     raw.end(te);
@@ -478,6 +538,7 @@ class PerfettoWriter : public RecordWriter {
   const ProtoRaw::Encoded sequence_head_ =
       ProtoRaw::uints({{10, kSequenceId}, {13, kSeqNeedsIncrementalState}});
   std::vector<ProtoRaw::Encoded> instant_heads_;
+  std::string repaired_;  // instant()'s copy of a string that was not valid UTF-8
   TextSink sink_;
   fmt::memory_buffer side_;  // packets built with Proto, appended to sink_ in order
   uint64_t base_ns_ = 0;

@@ -135,6 +135,20 @@ class ProtoRaw {
   void uint(uint32_t field, uint64_t v) {
     p_ = Proto::put_varint(Proto::put_varint(p_, uint64_t{field} << 3), v);
   }
+  // A field in two steps: its key, then its value (a key encoded beforehand, then this).
+  void key(uint32_t field, uint32_t wire) {
+    p_ = Proto::put_varint(p_, uint64_t{field} << 3 | wire);
+  }
+  void varint(uint64_t v) { p_ = Proto::put_varint(p_, v); }
+  void fixed64(uint64_t bits) {
+    std::memcpy(p_, &bits, 8);
+    p_ += 8;
+  }
+  void length_delimited(std::string_view s) {
+    p_ = Proto::put_varint(p_, s.size());
+    std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
   void fixed64(uint32_t field, uint64_t bits) {
     p_ = Proto::put_varint(p_, uint64_t{field} << 3 | 1);
     std::memcpy(p_, &bits, 8);
