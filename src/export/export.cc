@@ -37,6 +37,19 @@ const char* export_format_name(ExportFormat format) {
   return "unknown";
 }
 
+Status exporter::no_records(const Trace& trace) {
+  return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
+                                      trace.process().pid, trace.process().path));
+}
+
+void exporter::count_losses(const std::vector<ThreadStats>& threads, ExportSummary* summary) {
+  for (const ThreadStats& t : threads) {
+    summary->lost += t.lost();
+    summary->corrupt_blocks += t.corrupt_blocks;
+  }
+  summary->threads = static_cast<uint32_t>(threads.size());
+}
+
 Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options) {
   if (options.output.empty()) return Status::Invalid("no output given (-o)");
   if (options.format == ExportFormat::kCtf && options.output == "-") {
@@ -60,6 +73,10 @@ Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options) {
       writer = exporter::make_chrome_writer(options, std::move(slices));
       break;
     case ExportFormat::kPerfetto:
+      // Every record an instant: encoded from its bytes, without a Record.
+      if (slices.empty() && trace.kernel_events().empty()) {
+        return exporter::export_perfetto_instants(trace, options);
+      }
       writer = exporter::make_perfetto_writer(options, std::move(slices));
       break;
     case ExportFormat::kCsv:
@@ -73,10 +90,7 @@ Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options) {
   auto source = trace.read_all_with_kernel();
   // Each record is encoded once, where the merge holds it (next_ref: no copy).
   const Record* record = source->next_ref();
-  if (record == nullptr) {
-    return Status::NotFound(fmt::format("the trace of process {} ({}) holds no records",
-                                        trace.process().pid, trace.process().path));
-  }
+  if (record == nullptr) return exporter::no_records(trace);
   Status st = writer->begin(trace, *source);
   if (!st.ok()) return st;
   ExportSummary summary;
@@ -86,11 +100,7 @@ Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options) {
   } while ((record = source->next_ref()) != nullptr);
   st = writer->finish(*source, &summary);
   if (!st.ok()) return st;
-  for (const ThreadStats& t : source->threads()) {
-    summary.lost += t.lost();
-    summary.corrupt_blocks += t.corrupt_blocks;
-  }
-  summary.threads = static_cast<uint32_t>(source->threads().size());
+  exporter::count_losses(source->threads(), &summary);
   return summary;
 }
 

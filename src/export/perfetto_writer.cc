@@ -31,7 +31,10 @@
 // The encoder is protobuf_writer.hpp. A record whose event's names are interned already is
 // encoded through a raw pointer straight into the output (TextSink: a second thread writes
 // the filled buffers); everything else (descriptors, interned data, ftrace bundles) is built
-// in a scratch buffer and appended.
+// in a scratch buffer and appended. Without slice rules or kernel events every record is an
+// instant, and the records are not decoded at all: export_perfetto_instants() merges their
+// raw bytes (raw_merge.hpp) and instant() encodes each from its slots (perfetto_instant.hpp).
+// The output is the same byte for byte as through write().
 #include <algorithm>
 #include <set>
 #include <unordered_map>
@@ -41,9 +44,12 @@
 #include "export/node_groups.hpp"
 #include "export/output.hpp"
 #include "export/perfetto_ftrace.hpp"
+#include "export/perfetto_instant.hpp"
 #include "export/protobuf_writer.hpp"
+#include "export/raw_merge.hpp"
 #include "export/writers.hpp"
 #include "nanotrace/intervals.hpp"
+#include "reader/record_walk.hpp"
 
 namespace nanotrace::exporter {
 namespace {
@@ -65,14 +71,6 @@ constexpr uint64_t kSeqNeedsIncrementalState = 2;
 // The largest TracePacket of one record: its header and track event (64 bytes at most), and
 // per field an annotation (32) with a string repaired (3 bytes per byte of text at most).
 constexpr size_t kMaxRecordPacket = 64 + abi::kMaxFields * (32 + 3 * size_t{abi::kMaxStringBytes});
-
-// How instant() writes a field's value: the field of DebugAnnotation its type takes, as
-// annotation_value() chooses it, is known per event; only the value is the record's.
-enum class ValueKind : uint8_t { kVarint, kBool, kFixed64, kString };
-struct AnnotationPlan {
-  ProtoRaw::Encoded head;  // name_iid, then the key of the value's field
-  ValueKind kind = ValueKind::kVarint;
-};
 
 // The interning ids (iid) of one event's names in the sequence's tables: its category (the
 // group), its name ("group:event") and its fields' debug annotation names. 0: not yet.
@@ -99,8 +97,13 @@ class PerfettoWriter : public RecordWriter {
       : options_(options), slices_(std::move(slices)), intervals_(slices_) {}
 
   Status begin(const Trace& trace, RecordSource& source) override {
+    return start(trace, source.threads());
+  }
+  // begin(), given the threads' list (the record stream's threads()).
+  Status start(const Trace& trace, const std::vector<ThreadStats>& threads) {
     Status st = sink_.open(options_.output, kMaxRecordPacket);
     if (!st.ok()) return st;
+    trace_ = &trace;
     const abi::ClockPair& origin = trace.time_origin();
     base_ns_ = origin.monotonic_ns;
     processes_ = std::max<uint32_t>(1, static_cast<uint32_t>(trace.processes().size()));
@@ -117,7 +120,6 @@ class PerfettoWriter : public RecordWriter {
     // a pid of its own (node_groups.hpp).
     const ProcessLabels labels = process_labels(trace);
     write_processes(trace, labels);
-    const std::vector<ThreadStats>& threads = source.threads();
     write_threads(threads, labels);
     last_ts_.assign(threads.size(), 0);
     if (!trace.kernel_events().empty()) {
@@ -184,8 +186,36 @@ class PerfettoWriter : public RecordWriter {
     event(r, ts, kEnd, lane_uuid(lane_set_of(tag), lane_of(tag)), true);
   }
 
+  // write() without slice rules or kernel events, from a record's bytes: an instant encoded
+  // from its slots once its event's names are interned. An event's first record (which
+  // carries them) and records of events with value names are decoded and go through write().
+  void write_raw(const RawRecordMerge::Raw& raw) {
+    const uint64_t ts = base_ns_ + trace_->ticks_to_ns(raw.ticks);
+    const auto id = static_cast<uint16_t>(reader::load_u64(raw.data) & 0xffff);
+    if (id < interned_.size() && interned_[id].name != 0 && !interned_[id].named) {
+      last_ts_[raw.thread] = ts;
+      uint32_t at = abi::kWord0Bytes;
+      return instant(raw.thread, ts, interned_[id], [&](const AnnotationPlan& plan, ProtoRaw& out) {
+        uint64_t bits = 0;
+        std::string_view text;
+        read_slot(raw.data, plan.kind, &at, &bits, &text);
+        write_value(plan.kind, bits, text, out, &repaired_);
+      });
+    }
+    Record& r = decoded_;
+    reader::decode_record(*trace_, raw.data, 0, raw.size, 0, &r);
+    r.ticks = raw.ticks;
+    r.time_ns = trace_->ticks_to_ns(raw.ticks);
+    r.seq = raw.seq;
+    r.thread = raw.thread;
+    write(r);
+  }
+
   Status finish(RecordSource& source, ExportSummary* summary) override {
-    const std::vector<ThreadStats>& threads = source.threads();
+    return finish(source.threads(), summary);
+  }
+  // finish(), given the threads' list as the record stream ended.
+  Status finish(const std::vector<ThreadStats>& threads, ExportSummary* summary) {
     Proto w(&side_);
     uint64_t end_ts = base_ns_;
     for (uint64_t ts : last_ts_) end_ts = std::max(end_ts, ts);
@@ -381,7 +411,11 @@ class PerfettoWriter : public RecordWriter {
     const uint16_t id = r.event->id;
     if (id < interned_.size() && interned_[id].name != 0) {
       if (type == kInstant && with_fields && !interned_[id].named) {
-        return instant(r, ts, interned_[id]);
+        const FieldValue* v = r.values;
+        return instant(r.thread, ts, interned_[id], [&](const AnnotationPlan& plan, ProtoRaw& raw) {
+          write_value(plan.kind, v->bits, v->text, raw, &repaired_);
+          ++v;
+        });
       }
       ProtoRaw raw(sink_.cursor());
       char* pkt = raw.begin(1);
@@ -406,71 +440,21 @@ class PerfettoWriter : public RecordWriter {
     emit_side();
   }
 
-  // A field's annotation in instant(), by the type its records' values have (decode_record
-  // gives each value its layout's type): the same fields as annotation_value() writes.
-  static AnnotationPlan annotation_plan(uint64_t name_iid, abi::FieldType type) {
-    AnnotationPlan plan;
-    ProtoRaw raw(plan.head.bytes);
-    raw.uint(1, name_iid);
-    switch (type) {
-      case abi::FieldType::kI8:
-      case abi::FieldType::kI16:
-      case abi::FieldType::kI32:
-      case abi::FieldType::kI64:
-        raw.key(4, 0);
-        break;
-      case abi::FieldType::kF32:
-      case abi::FieldType::kF64:
-        raw.key(5, 1);
-        plan.kind = ValueKind::kFixed64;
-        break;
-      case abi::FieldType::kBool:
-        raw.key(2, 0);
-        plan.kind = ValueKind::kBool;
-        break;
-      case abi::FieldType::kString:
-        raw.key(6, 2);
-        plan.kind = ValueKind::kString;
-        break;
-      case abi::FieldType::kPointer:
-        raw.key(7, 0);
-        break;
-      default:
-        raw.key(3, 0);
-    }
-    plan.head.size = static_cast<uint8_t>(raw.pos() - plan.head.bytes);
-    return plan;
-  }
-
-  // The most common packet, an instant on the record's thread track, as event() and
-  // track_event() write it, from bytes encoded beforehand.
-  void instant(const Record& r, uint64_t ts, const InternedEvent& names) {
+  // The most common packet, an instant on its thread's track, as event() and track_event()
+  // write it, from bytes encoded beforehand. value(plan, raw): each field's value in turn.
+  template <class Value>
+  void instant(uint32_t thread, uint64_t ts, const InternedEvent& names, Value&& value) {
     ProtoRaw raw(sink_.cursor());
     char* pkt = raw.begin(1);
     raw.uint(8, ts);
     raw.encoded(sequence_head_);
     char* te = raw.begin(11);
-    raw.encoded(instant_heads_[r.thread]);
+    raw.encoded(instant_heads_[thread]);
     raw.encoded(names.names_encoded);
-    for (uint32_t i = 0; i < r.field_count; ++i) {
-      const AnnotationPlan& plan = names.annotations[i];
-      const FieldValue& v = r.values[i];
+    for (const AnnotationPlan& plan : names.annotations) {
       char* da = raw.begin(4);
       raw.encoded(plan.head);
-      switch (plan.kind) {
-        case ValueKind::kVarint:
-          raw.varint(v.bits);
-          break;
-        case ValueKind::kBool:
-          raw.varint(v.bits != 0);
-          break;
-        case ValueKind::kFixed64:
-          raw.fixed64(v.bits);
-          break;
-        case ValueKind::kString:  // protobuf strings must be valid UTF-8
-          raw.length_delimited(utf8::is_valid(v.text) ? v.text : (repaired_ = utf8::valid(v.text)));
-          break;
-      }
+      value(plan, raw);
       raw.end(da);
     }
     raw.end(te);
@@ -538,7 +522,9 @@ class PerfettoWriter : public RecordWriter {
   const ProtoRaw::Encoded sequence_head_ =
       ProtoRaw::uints({{10, kSequenceId}, {13, kSeqNeedsIncrementalState}});
   std::vector<ProtoRaw::Encoded> instant_heads_;
-  std::string repaired_;  // instant()'s copy of a string that was not valid UTF-8
+  std::string repaired_;  // write_value()'s copy of a string that was not valid UTF-8
+  const Trace* trace_ = nullptr;
+  Record decoded_;  // write_raw()'s record when it decodes one
   TextSink sink_;
   fmt::memory_buffer side_;  // packets built with Proto, appended to sink_ in order
   uint64_t base_ns_ = 0;
@@ -555,6 +541,25 @@ class PerfettoWriter : public RecordWriter {
 std::unique_ptr<RecordWriter> make_perfetto_writer(const ExportOptions& options,
                                                    std::vector<ResolvedPair> slices) {
   return std::make_unique<PerfettoWriter>(options, std::move(slices));
+}
+
+Result<ExportSummary> export_perfetto_instants(Trace& trace, const ExportOptions& options) {
+  RawRecordMerge merge(trace);
+  RawRecordMerge::Raw raw;
+  if (!merge.next(&raw)) return no_records(trace);
+  PerfettoWriter writer(options, {});
+  Status st = writer.start(trace, merge.threads());
+  if (!st.ok()) return st;
+  ExportSummary summary;
+  do {
+    writer.write_raw(raw);
+    ++summary.records;
+  } while (merge.next(&raw));
+  const std::vector<ThreadStats> threads = merge.threads();
+  st = writer.finish(threads, &summary);
+  if (!st.ok()) return st;
+  count_losses(threads, &summary);
+  return summary;
 }
 
 }  // namespace nanotrace::exporter

@@ -27,6 +27,12 @@ std::unique_ptr<RecordWriter> make_chrome_writer(const ExportOptions& options,
                                                  std::vector<ResolvedPair> slices);
 std::unique_ptr<RecordWriter> make_perfetto_writer(const ExportOptions& options,
                                                    std::vector<ResolvedPair> slices);
+// Perfetto without slice rules or kernel events (every record an instant): from the records'
+// bytes (RawRecordMerge), not through a RecordWriter.
+Result<ExportSummary> export_perfetto_instants(Trace& trace, const ExportOptions& options);
+// export_trace()'s error for a trace without records, and its summary's loss counts.
+Status no_records(const Trace& trace);
+void count_losses(const std::vector<ThreadStats>& threads, ExportSummary* summary);
 std::unique_ptr<RecordWriter> make_csv_writer(const ExportOptions& options);
 std::unique_ptr<RecordWriter> make_jsonl_writer(const ExportOptions& options);
 
