@@ -73,8 +73,10 @@ Result<ExportSummary> export_trace(Trace& trace, const ExportOptions& options) {
       writer = exporter::make_chrome_writer(options, std::move(slices));
       break;
     case ExportFormat::kPerfetto:
-      // Every record an instant: encoded from its bytes, without a Record.
-      if (slices.empty() && trace.kernel_events().empty()) {
+      // Every record an instant: encoded from its bytes, without a Record. From a trace
+      // file only: a live segment's span streams copy up to 256 KiB each (read_spans is
+      // for one stream at a time), where a merged read shares 16 MiB among them.
+      if (trace.is_file() && slices.empty() && trace.kernel_events().empty()) {
         return exporter::export_perfetto_instants(trace, options);
       }
       writer = exporter::make_perfetto_writer(options, std::move(slices));

@@ -178,6 +178,21 @@ TEST_F(ExportTest, PerfettoProtobufDecodes) {
   EXPECT_EQ(begins + ends + instants, static_cast<int>(records.size()));
 }
 
+// Without --slice, a trace file's records are encoded straight from their bytes and a
+// segment's decoded first (perfetto_writer.cc): the same bytes either way, every type of value
+// (test:types) included.
+TEST_F(ExportTest, PerfettoFromATraceFileIsTheSameAsFromItsSegment) {
+  Traced helper(NANOTRACE_BIN_DIR "/export_helper --pairs 50");
+  const std::string file = path("t.ntr");
+  ASSERT_EQ(run(kCli + " recover " + helper.path() + " -o " + file).code, 0);
+  const std::string from_segment = path("segment.pftrace"), from_file = path("file.pftrace");
+  ASSERT_EQ(run(kCli + " export " + helper.path() + " -f perfetto -o " + from_segment).code, 0);
+  ASSERT_EQ(run(kCli + " export " + file + " -f perfetto -o " + from_file).code, 0);
+  const std::string bytes = read_file(from_segment);
+  EXPECT_GT(bytes.size(), 1000u);
+  EXPECT_TRUE(bytes == read_file(from_file));
+}
+
 // The exact text of every kind of value in Chrome JSON: escapes, invalid UTF-8 (U+FFFD), the
 // longest string, extreme integers, doubles (shortest round trip, always with a point or an
 // exponent; non-finite ones as "NaN", "Infinity", "-Infinity"),
