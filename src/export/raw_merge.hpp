@@ -9,6 +9,7 @@
 
 #include "nanotrace/reader.hpp"
 #include "reader/column_cursor.hpp"
+#include "reader/time_order_heap.hpp"
 
 namespace nanotrace::exporter {
 
@@ -32,13 +33,11 @@ class RawRecordMerge {
 
  private:
   void advance_top();
-  void sift_down();
 
   reader::RecordSizer sizer_;  // before cursors_: they point to it
   std::vector<reader::ColumnCursor> cursors_;
-  // Cursors with a record left, as a min-heap on (clock value, thread index) in one number.
-  std::vector<unsigned __int128> heap_;
-  bool handed_out_ = false;  // the top cursor's record was handed out: move it on first
+  reader::TimeOrderHeap heap_;  // cursors with a record left, in the reader's merge order
+  bool handed_out_ = false;     // the top cursor's record was handed out: move it on first
 };
 
 }  // namespace nanotrace::exporter

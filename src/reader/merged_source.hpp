@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nanotrace/reader.hpp"
+#include "reader/time_order_heap.hpp"
 
 namespace nanotrace::reader {
 
@@ -38,10 +39,10 @@ class MergedSource : public RecordSource {
   explicit MergedSource(std::vector<std::unique_ptr<Stream>> streams)
       : streams_(std::move(streams)) {
     pending_.resize(streams_.size());
-    for (uint32_t i = 0; i < streams_.size(); ++i) advance(i);
-    std::make_heap(heap_.begin(), heap_.end(), [](const Entry& a, const Entry& b) {
-      return a.key > b.key;  // the earliest on top
-    });
+    for (uint32_t i = 0; i < streams_.size(); ++i) {
+      if (streams_[i]->next(&pending_[i])) heap_.add(pending_[i].ticks, i);
+    }
+    heap_.make();
     stats_.resize(streams_.size());
   }
 
@@ -69,7 +70,7 @@ class MergedSource : public RecordSource {
       refresh_stats();
       return nullptr;
     }
-    return &pending_[heap_[0].stream()];
+    return &pending_[heap_.top()];
   }
 
   const std::vector<ThreadStats>& threads() const override {
@@ -78,46 +79,15 @@ class MergedSource : public RecordSource {
   }
 
  private:
-  // The merge order, clock value then stream, as one number: compared without a branch
-  // (streams interleave record by record, so the outcome is not predictable).
-  struct Entry {
-    unsigned __int128 key;
-    uint32_t stream() const { return static_cast<uint32_t>(key); }
-  };
-  static Entry entry(uint64_t ticks, uint32_t stream) {
-    return {static_cast<unsigned __int128>(ticks) << 32 | stream};
-  }
-
-  void advance(uint32_t i) {
-    if (streams_[i]->next(&pending_[i])) heap_.push_back(entry(pending_[i].ticks, i));
-  }
-
   // The record handed out last (its stream at the top) stays valid until here: its stream's
-  // buffer is reused now. The stream's next record takes its place at the top and sinks to
-  // where it belongs: one pass down the heap, not a pop and a push.
+  // buffer is reused now.
   void replace_top() {
-    const uint32_t i = heap_[0].stream();
+    const uint32_t i = heap_.top();
     if (streams_[i]->next(&pending_[i])) {
-      heap_[0] = entry(pending_[i].ticks, i);
+      heap_.replace_top(pending_[i].ticks);
     } else {
-      heap_[0] = heap_.back();
-      heap_.pop_back();
-      if (heap_.empty()) return;
+      heap_.remove_top();
     }
-    sift_down();
-  }
-
-  void sift_down() {
-    const size_t n = heap_.size();
-    const Entry top = heap_[0];
-    size_t at = 0;
-    for (size_t child = 1; child < n; child = 2 * at + 1) {
-      if (child + 1 < n && heap_[child + 1].key < heap_[child].key) ++child;
-      if (!(heap_[child].key < top.key)) break;
-      heap_[at] = heap_[child];
-      at = child;
-    }
-    heap_[at] = top;
   }
 
   void refresh_stats() {
@@ -126,7 +96,7 @@ class MergedSource : public RecordSource {
 
   std::vector<std::unique_ptr<Stream>> streams_;
   std::vector<Record> pending_;
-  std::vector<Entry> heap_;
+  TimeOrderHeap heap_;
   std::vector<ThreadStats> stats_;
   bool handed_out_ = false;  // the top's record was handed out: advance its stream first
 };
