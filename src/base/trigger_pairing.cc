@@ -40,6 +40,10 @@ void OpenTable::release_pages() {
 }
 
 OpenTable::Begin OpenTable::begin(const OpenOp& op, OpenOp* dropped) {
+  // Keys that count up (request numbers, the common case) take each bucket in turn, one
+  // every four begins, and find it out of cache: the whole table lies between two visits.
+  // The bucket two ahead is fetched now (perf: 57 % of a begin was its first load).
+  __builtin_prefetch(&bucket_of(op.key + 2 * kKeysPerBucket), 1);
   Bucket& b = bucket_of(op.key);
   for (int attempt = 0; attempt < kHeldSpins; ++attempt) {
     // The entry to take: one open under the same key (replaced), else a free one, else the

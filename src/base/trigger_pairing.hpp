@@ -82,6 +82,7 @@ class OpenTable {
 
  private:
   static constexpr uint32_t kWays = 4;
+  static constexpr uint64_t kKeysPerBucket = 4;  // consecutive keys sharing a bucket
   static constexpr uint64_t kFree = 0;
   static constexpr uint64_t kHeld = 1;
   // Two cache lines: what a lookup compares, then what it reads once it found its entry.
@@ -98,6 +99,7 @@ class OpenTable {
   // over every bucket.
   Bucket& bucket_of(uint64_t key) const {
     const uint64_t folded = key ^ (key >> 7) ^ (key >> 17) ^ (key >> 31) ^ (key >> 47);
+    static_assert(kKeysPerBucket == 4);
     return buckets_[(folded >> 2) & (bucket_count_ - 1)];
   }
 
