@@ -193,9 +193,10 @@ TEST(KernelDiffTest, SleepShowsAsOffCpuTimeOfTheThread) {
       EXPECT_NEAR(m["delta"].get<double>(), 2e6, 0.2e6) << out;
     }
   }
-  // Each sleep 2 ms longer: 0.6 s more off the CPU in all, less what a loaded machine's
-  // wake-up latency happened to add to A's sleeps.
-  EXPECT_GT((*off)["added"].get<double>(), 300 * 1.5e6) << out;
+  // Each sleep 2 ms longer: more off the CPU in all. Not 0.6 s more: a total carries each
+  // run's wake-up latencies, which a loaded machine makes unequal (0.20 s more once, beside a
+  // build and two CPU hogs); the median above is the measure that holds.
+  EXPECT_GT((*off)["added"].get<double>(), 0) << out;
   fs::remove(a);
   fs::remove(b);
 }
