@@ -1,8 +1,6 @@
-// Parsing stored ftrace formats with libtraceevent, and turning a raw event's bytes into
+// Parsing stored ftrace formats (ftrace_format.hpp), and turning a raw event's bytes into
 // Record fields with every offset bounded by the event's size.
 #include "reader/kernel_tables.hpp"
-
-#include <event-parse.h>
 
 #include <cstring>
 
@@ -57,10 +55,6 @@ std::string_view bounded_text(const uint8_t* p, uint32_t n) {
 
 KernelTables::~KernelTables() = default;
 
-KernelTables::Node::~Node() {
-  if (tep) tep_free(tep);
-}
-
 int KernelTables::index_of(uint32_t node) const {
   for (size_t k = 0; k < nodes_.size(); ++k) {
     if (nodes_[k]->node == node) return static_cast<int>(k);
@@ -70,68 +64,64 @@ int KernelTables::index_of(uint32_t node) const {
 
 // One node's header_page and formats parsed: the events it can decode, in format order.
 Status KernelTables::parse_node(Node* n, std::vector<std::pair<EventInfo, Event>>* parsed) {
-  n->tep = tep_alloc();
-  if (!n->tep) return Status::IoError("libtraceevent: out of memory");
-  tep_set_file_bigendian(n->tep, TEP_LITTLE_ENDIAN);
-  tep_set_local_bigendian(n->tep, TEP_LITTLE_ENDIAN);
-  tep_set_long_size(n->tep, static_cast<int>(n->meta.long_size));
-  tep_set_page_size(n->tep, static_cast<int>(n->meta.page_size));
-  // libtraceevent parses in place: it wants writable, NUL-terminated text.
-  std::string header = n->meta.header_page;
-  if (tep_parse_header_page(n->tep, header.data(), header.size(),
-                            static_cast<int>(n->meta.long_size)) != 0) {
+  auto commit_size = parse_header_page_commit_size(n->meta.header_page);
+  if (!commit_size.ok()) {
     return Status::Corrupt("kernel meta: the stored header_page does not parse");
   }
-  if (tep_get_header_page_size(n->tep) != static_cast<int>(n->meta.long_size)) {
+  if (*commit_size != n->meta.long_size) {
     return Status::Corrupt("kernel meta: header_page commit size differs from the long size");
   }
   for (const file::KernelEventFormat& f : n->meta.events) {
-    std::string text = f.format;
-    tep_event* e = nullptr;
-    if (tep_parse_format(n->tep, &e, text.data(), text.size(), f.system.c_str()) != 0 || !e ||
-        !e->name || e->id < 0 || n->by_type.count(static_cast<uint32_t>(e->id))) {
-      continue;  // left out: its records are counted as unknown
-    }
-    EventInfo info;
-    info.group = f.system;
-    info.name = e->name;
-    info.is_kernel = true;
-    Event dec;
-    for (tep_format_field* field = e->format.fields; field; field = field->next) {
-      if (dec.fields.size() >= abi::kMaxFields) break;
-      if (!field->name || field->offset < 0 || field->size < 0) continue;
-      Field fd;
-      fd.name = field->name;
-      fd.offset = field->offset;
-      fd.size = field->size;
-      fd.flags = field->flags;
-      fd.is_char =
-          field->type && std::strstr(field->type, "char") != nullptr &&
-          (field->flags & (TEP_FIELD_IS_ARRAY | TEP_FIELD_IS_DYNAMIC | TEP_FIELD_IS_STRING));
-      FieldInfo fi;
-      fi.name = fd.name;
-      const bool scalar_size = fd.size == 1 || fd.size == 2 || fd.size == 4 || fd.size == 8;
-      if (fd.is_char || !scalar_size ||
-          (field->flags & (TEP_FIELD_IS_ARRAY | TEP_FIELD_IS_DYNAMIC))) {
-        fi.type = abi::FieldType::kString;
-      } else if (field->flags & TEP_FIELD_IS_POINTER) {
-        fi.type = abi::FieldType::kPointer;
-      } else {
-        fi.type = scalar_type(fd.size, field->flags & TEP_FIELD_IS_SIGNED);
-      }
-      info.format += (info.format.empty() ? "" : " ") + fd.name + "={}";
-      info.fields.push_back(std::move(fi));
-      dec.fields.push_back(std::move(fd));
-    }
-    if (n->pid_offset < 0) {
-      tep_format_field* pid = tep_find_common_field(e, "common_pid");
-      if (pid && pid->size == 4 && pid->offset >= 0) n->pid_offset = pid->offset;
-    }
-    n->by_type[static_cast<uint32_t>(e->id)] = static_cast<uint32_t>(parsed->size());
-    parsed->emplace_back(std::move(info), std::move(dec));
+    auto format = parse_ftrace_format(f.format);
+    if (!format.ok() || n->by_type.count(format->id)) continue;  // its records count as unknown
+    parsed->push_back(event_of(f.system, *format));
+    n->by_type[format->id] = static_cast<uint32_t>(parsed->size() - 1);
+    if (n->pid_offset < 0) n->pid_offset = common_pid_offset(*format);
   }
   if (parsed->empty()) return Status::Corrupt("kernel meta: no stored event format parses");
   return Status::Ok();
+}
+
+// The EventInfo an ftrace format describes, and how to decode its fields.
+std::pair<EventInfo, KernelTables::Event> KernelTables::event_of(const std::string& system,
+                                                                 const FtraceFormat& format) {
+  EventInfo info;
+  info.group = system;
+  info.name = format.name;
+  info.is_kernel = true;
+  Event dec;
+  for (const FtraceField& field : format.fields) {
+    if (dec.fields.size() >= abi::kMaxFields) break;
+    Field fd;
+    fd.name = field.name;
+    fd.offset = field.offset;
+    fd.size = field.size;
+    fd.is_dynamic = field.is_dynamic;
+    fd.is_relative = field.is_relative;
+    fd.is_char = field.is_text();
+    FieldInfo fi;
+    fi.name = fd.name;
+    const bool scalar_size = fd.size == 1 || fd.size == 2 || fd.size == 4 || fd.size == 8;
+    if (fd.is_char || !scalar_size || field.is_array || field.is_dynamic) {
+      fi.type = abi::FieldType::kString;
+    } else if (field.is_pointer) {
+      fi.type = abi::FieldType::kPointer;
+    } else {
+      fi.type = scalar_type(static_cast<int>(fd.size), field.is_signed);
+    }
+    info.format += (info.format.empty() ? "" : " ") + fd.name + "={}";
+    info.fields.push_back(std::move(fi));
+    dec.fields.push_back(std::move(fd));
+  }
+  return {std::move(info), std::move(dec)};
+}
+
+// Where a format's common_pid is, or -1.
+int KernelTables::common_pid_offset(const FtraceFormat& format) {
+  for (const FtraceField& f : format.common_fields) {
+    if (f.name == "common_pid" && f.size == 4) return static_cast<int>(f.offset);
+  }
+  return -1;
 }
 
 uint32_t KernelTables::entry_for(EventInfo info) {
@@ -206,17 +196,17 @@ bool KernelTables::decode(size_t k, const uint8_t* data, uint32_t size, Record* 
     if (end > size) continue;  // shown empty (0 or "")
     const uint8_t* p = data + f.offset;
     uint32_t n = static_cast<uint32_t>(f.size);
-    if (f.flags & TEP_FIELD_IS_DYNAMIC) {
+    if (f.is_dynamic) {
       if (f.size != 4) continue;
       uint32_t loc;
       std::memcpy(&loc, p, 4);
       uint64_t at = loc & 0xffff;
       n = loc >> 16;
-      if (f.flags & TEP_FIELD_IS_RELATIVE) at += end;
+      if (f.is_relative) at += end;
       if (at + n > size) continue;
       p = data + at;
     } else if (v.type != abi::FieldType::kString) {
-      v.bits = read_scalar(p, f.size,
+      v.bits = read_scalar(p, static_cast<int>(f.size),
                            v.type == abi::FieldType::kI8 || v.type == abi::FieldType::kI16 ||
                                v.type == abi::FieldType::kI32 || v.type == abi::FieldType::kI64);
       continue;

@@ -1,10 +1,10 @@
 // The kernel events of a trace file (KERNEL_META, one per node that recorded them): each
-// node's stored header_page and event formats parsed with libtraceevent, one table of
+// node's stored header_page and event formats parsed (ftrace_format.hpp), one table of
 // EventInfo entries over all nodes (an event of the same system, name and fields on two
 // nodes is one entry, as identical call sites of two processes share an event id), and the
 // decoding of one raw ftrace event into a Record's fields. Internal header.
 //
-// Every stored byte is untrusted: a format libtraceevent refuses leaves its event out; a
+// Every stored byte is untrusted: a format that does not parse leaves its event out; a
 // field whose offset or size falls outside the event's bytes is shown empty.
 #pragma once
 
@@ -17,10 +17,7 @@
 
 #include "base/kernel_meta.hpp"
 #include "nanotrace/reader.hpp"
-
-struct tep_handle;
-struct tep_event;
-struct tep_format_field;
+#include "reader/ftrace_format.hpp"
 
 namespace nanotrace::reader {
 
@@ -59,25 +56,27 @@ class KernelTables {
   KernelTables() = default;
   struct Field {
     std::string name;
-    int offset = 0;
-    int size = 0;
-    unsigned long flags = 0;
-    bool is_char = false;  // char array or __data_loc char[]: shown as text
+    uint32_t offset = 0;
+    uint32_t size = 0;
+    bool is_dynamic = false;   // a (length << 16 | offset) word locating the bytes
+    bool is_relative = false;  // that offset counts from the end of the word
+    bool is_char = false;      // char array or __data_loc char[]: shown as text
   };
   struct Event {
     std::vector<Field> fields;  // the shown ones, at most abi::kMaxFields
     uint32_t entry = 0;         // index into events_
   };
   struct Node {
-    ~Node();
     uint32_t node = 0;
     file::KernelMeta meta;
-    tep_handle* tep = nullptr;
     std::vector<Event> decoders;
     std::unordered_map<uint32_t, uint32_t> by_type;  // ftrace event id -> index in decoders
     int pid_offset = -1;                             // common_pid
   };
   static Status parse_node(Node* n, std::vector<std::pair<EventInfo, Event>>* parsed);
+  static std::pair<EventInfo, Event> event_of(const std::string& system,
+                                              const FtraceFormat& format);
+  static int common_pid_offset(const FtraceFormat& format);
   // The index into events_ of an entry equal to info (added if there is none).
   uint32_t entry_for(EventInfo info);
 
