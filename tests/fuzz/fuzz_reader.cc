@@ -3,13 +3,20 @@
 // Built twice, with the same code: FUZZ_SEGMENT=0 seeded with real trace files (the trace file
 // parser; merged files of several nodes among them), and FUZZ_SEGMENT=1 seeded with a real
 // segment (the segment parser). Any crash, out-of-bounds access (ASan) or leak fails the run.
+// A third build, FUZZ_REPAIR_CHECKSUMS=1, seeded with real files holding kernel events,
+// recomputes every chunk's checksums before the read: a mutated payload would otherwise fail
+// its CRC and never reach the decoders behind it (the kernel's ftrace sub-buffers, a THREAD
+// or LOSS chunk's fields), which is where a damaged file that passes its checks goes.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
+#include "base/file_format.hpp"
 #include "nanotrace/columns.hpp"
 #include "nanotrace/reader.hpp"
 
@@ -21,12 +28,40 @@ const std::string& input_path() {
   return path;
 }
 
+// Gives every chunk whose header frames a payload inside the input its right checksums and
+// sequence number, so that the reader checks and decodes the mutated payload.
+void repair_checksums(std::string& bytes) {
+  namespace file = nanotrace::file;
+  if (bytes.size() < sizeof(file::FileHeader)) return;
+  file::FileHeader h;
+  std::memcpy(&h, bytes.data(), sizeof(h));
+  h.header_crc = file::crc32c(0, &h, offsetof(file::FileHeader, header_crc));
+  std::memcpy(bytes.data(), &h, sizeof(h));
+  uint64_t index = 0;
+  for (size_t at = sizeof(h); bytes.size() - at >= sizeof(file::ChunkHeader);) {
+    file::ChunkHeader c;
+    std::memcpy(&c, bytes.data() + at, sizeof(c));
+    const size_t payload = at + sizeof(c);
+    if (c.magic != file::kChunkMagic || c.stored_size > bytes.size() - payload) return;
+    c.index = index++;
+    c.payload_crc = file::crc32c(0, bytes.data() + payload, c.stored_size);
+    c.header_crc = file::crc32c(0, &c, offsetof(file::ChunkHeader, header_crc));
+    std::memcpy(bytes.data() + at, &c, sizeof(c));
+    at = payload + c.stored_size;
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string& path = input_path();
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) std::abort();
+#if FUZZ_REPAIR_CHECKSUMS
+  std::string repaired(reinterpret_cast<const char*>(data), size);
+  repair_checksums(repaired);
+  data = reinterpret_cast<const uint8_t*>(repaired.data());
+#endif
   size_t done = 0;
   while (done < size) {
     ssize_t n = ::write(fd, data + done, size - done);

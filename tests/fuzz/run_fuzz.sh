@@ -1,8 +1,10 @@
 #!/bin/sh
 # Runs one fuzzer for a fixed number of inputs (a ctest test, tests/fuzz/CMakeLists.txt) from
 # a seed corpus: a committed directory of small inputs (and DIR.dict, a libFuzzer dictionary,
-# beside it if there is one), or for the reader's two fuzzers one built from a real traced
-# process (`segment`: its segment, kept on exit; `file`: trace files recovered from it).
+# beside it if there is one), or for the reader's fuzzers one built from a real traced
+# process (`segment`: its segment, kept on exit; `file`: trace files recovered from it;
+# `kernel`: trace files recorded with kernel events, which needs root and tracefs: without
+# them the test fails, it does not pass having fuzzed nothing).
 # The seed is random and printed ("Seed: N"): -seed=N reproduces a run.
 # Usage: run_fuzz.sh FUZZER BIN_DIR WORK_DIR segment|file|SEED_DIR RUNS [MAX_LEN]
 # Exit status: the fuzzer's (non-zero when it found a crash; the crashing input is kept in
@@ -11,6 +13,16 @@ set -eu
 fuzzer=$1 bin=$2 work=$3 seed=$4 runs=$5 max_len=${6:-}
 rm -rf "$work" && mkdir -p "$work/corpus"
 case $seed in
+  kernel)
+    mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+    for k in sched block,io_uring; do
+      "$bin/nanotrace" run --kernel "$k" --kernel-buffer 16 -o "$work/corpus/$k.ntr" -- \
+        "$bin/nanotrace_test_producer" --threads 2 --events 300 </dev/null >/dev/null ||
+        { echo "run_fuzz.sh: cannot record kernel events ($k)" >&2; exit 1; }
+    done
+    cd "$work"
+    exec "$fuzzer" -runs="$runs" -rss_limit_mb=2048 -max_len=262144 -print_final_stats=1 corpus
+    ;;
   segment | file)
     pid=$(NANOTRACE_KEEP=1 NANOTRACE_THREADS=2 NANOTRACE_BUFFER=64K \
           "$bin/nanotrace_test_producer" --threads 2 --events 300 --hold </dev/null |
