@@ -122,9 +122,7 @@ Status parse_field_line(std::string_view line, FtraceField* f) {
   return Status::Ok();
 }
 
-Status corrupt_format(const std::string& what) {
-  return Status::Corrupt("ftrace format: " + what);
-}
+Status corrupt_format(const std::string& what) { return Status::Corrupt("ftrace format: " + what); }
 
 }  // namespace
 

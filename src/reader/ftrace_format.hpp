@@ -25,9 +25,9 @@ struct FtraceField {
   uint32_t offset = 0;
   uint32_t size = 0;
   bool is_signed = false;
-  bool is_array = false;    // "name[N]", or "[]" in the type
-  bool is_pointer = false;  // the type ends with '*'
-  bool is_dynamic = false;  // __data_loc or __rel_loc: a 32-bit (length << 16 | offset) word
+  bool is_array = false;     // "name[N]", or "[]" in the type
+  bool is_pointer = false;   // the type ends with '*'
+  bool is_dynamic = false;   // __data_loc or __rel_loc: a 32-bit (length << 16 | offset) word
   bool is_relative = false;  // __rel_loc: the offset counts from the end of the field
   // A char array or dynamic char[]: text, shown up to its first NUL.
   bool is_text() const;
@@ -35,7 +35,7 @@ struct FtraceField {
 
 struct FtraceFormat {
   std::string name;
-  uint32_t id = 0;  // the event's common_type, at most 65535
+  uint32_t id = 0;                         // the event's common_type, at most 65535
   std::vector<FtraceField> common_fields;  // before the format's first blank line
   std::vector<FtraceField> fields;         // the event's own
 };

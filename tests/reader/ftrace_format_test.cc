@@ -160,10 +160,9 @@ TEST(FtraceFormatTest, WhatFollowsTheFieldsIsNotRead) {
 // page: what the recorder stores is what the reader reads.
 TEST(FtraceFormatTest, EveryFormatOfTheRunningKernelParses) {
   const std::filesystem::path events = "/sys/kernel/tracing/events";
-  NANOTRACE_REQUIRE(
-      std::filesystem::exists(events / "header_page") ||
-          std::system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") == 0,
-      "no tracefs at /sys/kernel/tracing");
+  NANOTRACE_REQUIRE(std::filesystem::exists(events / "header_page") ||
+                        std::system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") == 0,
+                    "no tracefs at /sys/kernel/tracing");
   size_t parsed = 0;
   std::string failures;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(events)) {
