@@ -48,6 +48,7 @@ struct IoStages {
   uint64_t user_data = 0;  // iograph's node (= the io_uring request's user_data)
   uint64_t sector = 0;     // where it starts: the node_submit's offset / 512
   uint64_t dev = 0;        // the block request's device (dev_t as the kernel logs it; 0: none)
+  uint64_t ring = 0;       // the io_uring context (ctx) its submit named; 0: none
   uint32_t thread = 0;     // the user submit record's thread stream (RecordSource::threads())
   uint64_t ticks[kIoTimes] = {};  // each time's clock value (Record::ticks); 0: not found
   uint64_t ns[kIoTimes] = {};     // and its Record::time_ns

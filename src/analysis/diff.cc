@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -172,6 +173,7 @@ void stage_samples(Side& a, Side& b, std::vector<SubjectSamples>* subjects,
     return;
   }
   std::vector<SubjectSamples> stages;
+  std::vector<std::array<bool, 2>> missing;  // by stage: whether a run of A, of B holds none
   for (Side* side : {&a, &b}) {
     for (auto& trace : side->traces) {
       std::vector<std::vector<uint64_t>> latencies;
@@ -184,6 +186,7 @@ void stage_samples(Side& a, Side& b, std::vector<SubjectSamples>* subjects,
       const size_t n = breakdown->stages.size() - 1;
       if (stages.empty()) {
         stages.resize(n);
+        missing.assign(n, {false, false});
         for (size_t s = 0; s < n; ++s) {
           stages[s].kind = "stage";
           stages[s].name = breakdown->stages[s].name;
@@ -191,10 +194,25 @@ void stage_samples(Side& a, Side& b, std::vector<SubjectSamples>* subjects,
       }
       for (size_t s = 0; s < n; ++s) {
         (side == &a ? stages[s].a : stages[s].b).add_run(latencies[s]);
+        if (latencies[s].empty()) missing[s][side == &a ? 0 : 1] = true;
       }
     }
   }
-  for (SubjectSamples& s : stages) subjects->push_back(std::move(s));
+  // A run that joined no I/O through a stage (its program did no I/O while the kernel was
+  // traced, or none of its I/O joined) is no measurement of it: compared, that stage would
+  // read as "nothing changed".
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const auto [in_a, in_b] = missing[s];
+    if (in_a || in_b) {
+      notes->push_back(fmt::format("I/O stage {} not compared: a run of {} holds no I/O through it",
+                                   stages[s].name,
+                                   in_a && in_b ? "each side"
+                                   : in_a       ? "A"
+                                                : "B"));
+      continue;
+    }
+    subjects->push_back(std::move(stages[s]));
+  }
 }
 
 Result<DiffReport> diff_traces(const std::vector<std::string>& a_paths,

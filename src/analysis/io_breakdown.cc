@@ -3,9 +3,20 @@
 // (node = io_uring user_data, sector, device and sector of the block request), each key
 // within its machine: a merged file holds several machines' I/Os and kernel events, whose
 // user_data, sectors and devices are not each other's.
+//
+// The kernel's io_uring and block events are every process's: another program on the machine
+// (two iograph runs number their nodes alike) submits the same user_data and reads the same
+// sectors. An io_uring submit counts only when the I/O's own thread made it, or it names a
+// ring (ctx) such a submit named before (an SQPOLL ring's thread submits for it); a
+// completion only when it names the I/O's ring. A bio queued by the I/O's own thread, or by
+// one of its process's io_uring workers (named iou-wrk-PID or iou-sqp-PID), names its device;
+// a block request on another device does not join it, nor, once the process's devices are
+// known that way, one on a device that is not among them.
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <set>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -29,12 +40,21 @@ uint64_t field(const Record& r, int i) {
   return i >= 0 && static_cast<uint32_t>(i) < r.field_count ? r.values[i].bits : 0;
 }
 
-enum class Kind { kNone, kUserSubmit, kUserComplete, kUringSubmit, kUringComplete, kIssue, kDone };
+enum class Kind {
+  kNone,
+  kUserSubmit,
+  kUserComplete,
+  kUringSubmit,
+  kUringComplete,
+  kBioQueue,
+  kIssue,
+  kDone
+};
 
 struct Binding {
   Kind kind = Kind::kNone;
-  int a = -1, b = -1, c = -1;  // field indices: node/user_data, offset/dev, sector, nr_sector
-  int d = -1;
+  int a = -1, b = -1, c = -1;  // field indices: node/user_data, offset/dev/ctx, sector/sq_thread
+  int d = -1;                  // nr_sector
 };
 
 BreakdownStage summarize(std::string name, std::vector<uint64_t> v) {
@@ -81,9 +101,13 @@ std::vector<Binding> bind_kernel_events(const Trace& trace) {
   for (const EventInfo& e : trace.kernel_events()) {
     const std::string n = e.full_name();
     if (n == "io_uring:io_uring_submit_req" || n == "io_uring:io_uring_submit_sqe") {
-      kernel[e.id] = {Kind::kUringSubmit, field_index(e, "user_data")};
+      kernel[e.id] = {Kind::kUringSubmit, field_index(e, "user_data"), field_index(e, "ctx"),
+                      field_index(e, "sq_thread")};
     } else if (n == "io_uring:io_uring_complete") {
-      kernel[e.id] = {Kind::kUringComplete, field_index(e, "user_data")};
+      kernel[e.id] = {Kind::kUringComplete, field_index(e, "user_data"), field_index(e, "ctx")};
+    } else if (n == "block:block_bio_queue") {
+      kernel[e.id] = {Kind::kBioQueue, field_index(e, "dev"), field_index(e, "sector"),
+                      field_index(e, "nr_sector"), field_index(e, "comm")};
     } else if (n == "block:block_rq_issue") {
       kernel[e.id] = {Kind::kIssue, field_index(e, "dev"), field_index(e, "sector"),
                       field_index(e, "nr_sector")};
@@ -98,9 +122,14 @@ std::vector<Binding> bind_kernel_events(const Trace& trace) {
 // events carry.
 class StageTracker {
  public:
-  // thread_node: the machine (Trace::nodes() index) of each Record::thread.
-  StageTracker(uint64_t kernel_start_ticks, std::vector<uint32_t> thread_node)
-      : kernel_start_(kernel_start_ticks), thread_node_(std::move(thread_node)) {}
+  // thread_node: the machine (Trace::nodes() index) of each Record::thread; thread_tid and
+  // thread_pid: the thread and process ids of each user-space one.
+  StageTracker(uint64_t kernel_start_ticks, std::vector<uint32_t> thread_node,
+               std::vector<uint32_t> thread_tid, std::vector<uint32_t> thread_pid)
+      : kernel_start_(kernel_start_ticks),
+        thread_node_(std::move(thread_node)),
+        thread_tid_(std::move(thread_tid)),
+        thread_pid_(std::move(thread_pid)) {}
   void add(const Record& r, const Binding& b);
   // The I/Os that completed, and the per-stage figures of those joined with every stage; each
   // stage's latencies too, if asked (one vector per stage, in completion order).
@@ -110,6 +139,7 @@ class StageTracker {
  private:
   void user_submit(const Record& r, const Binding& b);
   void uring_submit(const Record& r, const Binding& b);
+  void bio_queue(const Record& r, const Binding& b);
   void block_issue(const Record& r, const Binding& b);
   void block_complete(const Record& r, const Binding& b);
   void uring_complete(const Record& r, const Binding& b);
@@ -120,12 +150,29 @@ class StageTracker {
   uint32_t node_of(const Record& r) const {
     return r.thread < thread_node_.size() ? thread_node_[r.thread] : 0;
   }
-  using Key = std::pair<uint32_t, uint64_t>;  // (machine, user_data or sector)
+  // Whether a kernel record was written in the context of I/O i's own thread.
+  bool by_thread_of(const Record& r, size_t i) const {
+    const uint32_t t = ios_[i].thread;
+    return r.task != 0 && t < thread_tid_.size() && thread_tid_[t] == r.task;
+  }
+  // Whether a block record's comm names an io_uring worker of I/O i's process.
+  bool by_worker_of(std::string_view comm, size_t i) const {
+    const uint32_t t = ios_[i].thread;
+    if (t >= thread_pid_.size()) return false;
+    const std::string pid = std::to_string(thread_pid_[t]);
+    return comm == "iou-wrk-" + pid || comm == "iou-sqp-" + pid;
+  }
+  using Key = std::pair<uint32_t, uint64_t>;  // (machine, user_data, sector or ctx)
 
   const uint64_t kernel_start_;
   const std::vector<uint32_t> thread_node_;
+  const std::vector<uint32_t> thread_tid_;
+  const std::vector<uint32_t> thread_pid_;
   std::vector<Io> ios_;
-  std::map<Key, size_t> by_node_;              // open I/Os by node (= user_data)
+  std::vector<uint64_t> bio_dev_;  // by I/O: the device its own thread queued a bio on, or 0
+  std::set<Key> own_rings_;        // (machine, ctx) of rings the traced threads submitted to
+  std::set<Key> own_devices_;      // (machine, dev) the traced threads queued bios on
+  std::map<Key, size_t> by_node_;  // open I/Os by node (= user_data)
   std::multimap<Key, size_t> awaiting_block_;  // by start sector, after io_uring submit
   // By (machine, dev, sector) of their block request.
   std::map<std::tuple<uint32_t, uint64_t, uint64_t>, std::vector<size_t>> in_block_;
@@ -149,6 +196,9 @@ void StageTracker::add(const Record& r, const Binding& b) {
     case Kind::kUringSubmit:
       uring_submit(r, b);
       break;
+    case Kind::kBioQueue:
+      bio_queue(r, b);
+      break;
     case Kind::kIssue:
       block_issue(r, b);
       break;
@@ -167,6 +217,7 @@ void StageTracker::add(const Record& r, const Binding& b) {
 void StageTracker::user_submit(const Record& r, const Binding& b) {
   if (r.ticks < kernel_start_) return;  // before kernel capture: nothing to join
   ios_.push_back({});
+  bio_dev_.push_back(0);
   stamp(ios_.size() - 1, 0, r);
   ios_.back().user_data = field(r, b.a);
   ios_.back().sector = field(r, b.b) / 512;
@@ -178,8 +229,28 @@ void StageTracker::uring_submit(const Record& r, const Binding& b) {
   const uint32_t machine = node_of(r);
   auto it = by_node_.find({machine, field(r, b.a)});
   if (it == by_node_.end() || ios_[it->second].ticks[1] != 0) return;
+  const Key ring{machine, field(r, b.b)};
+  const bool own_thread = by_thread_of(r, it->second);
+  const bool sq_thread = b.c >= 0 && field(r, b.c) != 0;
+  if (!own_thread && !own_rings_.count(ring) && !(sq_thread && own_rings_.empty())) return;
+  if (own_thread || sq_thread) own_rings_.insert(ring);
   stamp(it->second, 1, r);
+  ios_[it->second].ring = ring.second;
   awaiting_block_.emplace(Key{machine, ios_[it->second].sector}, it->second);
+}
+
+void StageTracker::bio_queue(const Record& r, const Binding& b) {
+  const uint32_t machine = node_of(r);
+  const uint64_t sector = field(r, b.b);
+  const uint64_t end = sector + std::max<uint64_t>(field(r, b.c), 1);
+  const std::string_view comm =
+      b.d >= 0 && static_cast<uint32_t>(b.d) < r.field_count ? r.values[b.d].text : "";
+  for (auto it = awaiting_block_.lower_bound({machine, sector});
+       it != awaiting_block_.end() && it->first.first == machine && it->first.second < end; ++it) {
+    if (!by_thread_of(r, it->second) && !by_worker_of(comm, it->second)) continue;
+    bio_dev_[it->second] = field(r, b.a);
+    own_devices_.insert({machine, field(r, b.a)});
+  }
 }
 
 void StageTracker::block_issue(const Record& r, const Binding& b) {
@@ -188,6 +259,12 @@ void StageTracker::block_issue(const Record& r, const Binding& b) {
   const uint64_t end = sector + std::max<uint64_t>(field(r, b.c), 1);
   auto it = awaiting_block_.lower_bound({machine, sector});
   while (it != awaiting_block_.end() && it->first.first == machine && it->first.second < end) {
+    const uint64_t own = bio_dev_[it->second];
+    if ((own != 0 && own != dev) ||
+        (own == 0 && !own_devices_.empty() && !own_devices_.count({machine, dev}))) {
+      ++it;  // another device's request at the same sectors
+      continue;
+    }
     stamp(it->second, 2, r);
     ios_[it->second].dev = dev;
     in_block_[{machine, dev, sector}].push_back(it->second);
@@ -204,7 +281,9 @@ void StageTracker::block_complete(const Record& r, const Binding& b) {
 
 void StageTracker::uring_complete(const Record& r, const Binding& b) {
   auto it = by_node_.find({node_of(r), field(r, b.a)});
-  if (it != by_node_.end()) stamp(it->second, 4, r);
+  if (it == by_node_.end() || !ios_[it->second].found(1)) return;
+  if (b.b >= 0 && field(r, b.b) != ios_[it->second].ring) return;  // another ring's request
+  stamp(it->second, 4, r);
 }
 
 void StageTracker::user_complete(const Record& r, const Binding& b) {
@@ -288,16 +367,19 @@ Result<std::unique_ptr<IoStageTracker>> IoStageTracker::create(const Trace& trac
   t->impl_->kernel = bind_kernel_events(trace);
   // Each record's machine, by Record::thread: the user-space threads, then the kernel CPUs
   // (Trace::read_all_with_kernel's order).
-  std::vector<uint32_t> thread_node;
+  std::vector<uint32_t> thread_node, thread_tid, thread_pid;
   for (const ThreadInfo& th : trace.threads()) {
-    thread_node.push_back(th.process < trace.processes().size() ? trace.processes()[th.process].node
-                                                                : 0);
+    const bool known = th.process < trace.processes().size();
+    thread_node.push_back(known ? trace.processes()[th.process].node : 0);
+    thread_pid.push_back(known ? trace.processes()[th.process].pid : 0);
+    thread_tid.push_back(th.tid);
   }
   for (uint32_t c = 0; c < trace.kernel_cpu_count(); ++c) {
     thread_node.push_back(reader::TraceInternals::kernel_cpu_node(trace, c));
   }
   t->impl_->tracker =
-      std::make_unique<StageTracker>(trace.kernel_start_ticks(), std::move(thread_node));
+      std::make_unique<StageTracker>(trace.kernel_start_ticks(), std::move(thread_node),
+                                     std::move(thread_tid), std::move(thread_pid));
   return t;
 }
 

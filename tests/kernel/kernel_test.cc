@@ -1,7 +1,8 @@
 // Kernel events in trace files, against the real kernel (root, tracefs): iograph on a loop
 // device recorded with --kernel io_uring,block, joined by `breakdown` (each I/O's six times in
 // stage order), shown by dump and stats; our tracefs instance removed after the recording,
-// after SIGINT, and by `clean` after SIGKILL; damaged kernel chunks read back with a warning,
+// after SIGINT, and by `clean` after SIGKILL; another program's I/O beside it never joined to
+// the traced one's; damaged kernel chunks read back with a warning,
 // never a crash.
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -25,6 +27,7 @@
 #include "common/child_process.hpp"
 #include "export/protobuf_decode.hpp"
 #include "kernel/kernel_fixture.hpp"
+#include "nanotrace/breakdown.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace {
@@ -102,6 +105,51 @@ TEST(KernelTest, IoStagesOfALoopDeviceAreInOrderOnOneClock) {
 // A buffer of one page per CPU overflows: every event the kernel logged is either in the
 // file or counted lost, exactly (the program makes a known number of system calls, all
 // inside the capture).
+// The kernel's io_uring and block events are every program's: another iograph on another
+// loop device submits the same user_data (node numbers) and reads the same sectors at the same
+// time. None of its events may join the traced program's I/Os.
+TEST(KernelTest, AnotherProgramsIoIsNotJoinedToTheTracedOnes) {
+  SKIP_WITHOUT_KERNEL_TRACING();
+  LoopWorkload other;  // until killed: it runs through the whole recording
+  ASSERT_TRUE(other.ready());
+  LoopWorkload w("block", 150);
+  ASSERT_TRUE(w.ready());
+  const std::string file = temp_file("other");
+  int code = 0;
+  const std::string out = w.record("--kernel io_uring,block", file, &code);
+  ASSERT_EQ(code, 0) << out;
+  auto trace = Trace::open(file);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  auto tracker = IoStageTracker::create(**trace);
+  ASSERT_TRUE(tracker.ok()) << tracker.status().message();
+  std::vector<uint32_t> tids;
+  for (const ThreadInfo& t : (*trace)->threads()) tids.push_back(t.tid);
+  auto records = (*trace)->read_all_with_kernel();
+  Record r;
+  uint64_t foreign_submits = 0;
+  while (records->next(&r)) {
+    (*tracker)->add(r);
+    if (r.event->full_name() == "io_uring:io_uring_submit_req" &&
+        std::find(tids.begin(), tids.end(), r.task) == tids.end()) {
+      ++foreign_submits;
+    }
+  }
+  EXPECT_GT(foreign_submits, 0u) << "the other program's I/O was not in the kernel's events";
+  std::set<uint64_t> rings, devices;
+  size_t joined = 0, ordered = 0;
+  for (const IoStages& io : (*tracker)->completed()) {
+    if (io.found(1)) rings.insert(io.ring);
+    if (io.found(2)) devices.insert(io.dev);
+    joined += io.joined() ? 1 : 0;
+    ordered += io.ordered() ? 1 : 0;
+  }
+  EXPECT_EQ(rings.size(), 1u);
+  EXPECT_EQ(devices.size(), 1u);
+  EXPECT_GE(joined, 100u);
+  EXPECT_GE(ordered * 1000, joined * 999) << ordered << " of " << joined << " in stage order";
+  ::unlink(file.c_str());
+}
+
 TEST(KernelTest, TinyPerCpuBufferLosesEventsAndCountsEachOne) {
   SKIP_WITHOUT_KERNEL_TRACING();
   constexpr uint64_t kCalls = 1000000;
