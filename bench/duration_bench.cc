@@ -22,6 +22,8 @@
 //                                       middle, no trigger (for `record` then `latency`)
 //   duration_bench --named-loop N       N pairs with the trigger armed, nothing else (for a
 //                                       profiler)
+//   duration_bench --flow ROUNDS        the flow's CPU alone, ROUNDS of 0.5 s a side (for
+//                                       comparing builds: run two binaries in turn)
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -343,6 +345,12 @@ int main(int argc, char** argv) {
       const int reps = std::atoi(argv[++i]);
       (void)header();
       std::printf("%s\n", stuck_lateness(reps, 20).dump().c_str());
+      return 0;
+    }
+    if (std::strcmp(argv[i], "--flow") == 0 && i + 1 < argc) {
+      const int rounds = std::atoi(argv[++i]);
+      (void)header();
+      std::printf("%s\n", flow_cpu(rounds, 0.5, true).dump().c_str());
       return 0;
     }
     if (std::strcmp(argv[i], "--workload") == 0 && i + 1 < argc) {
