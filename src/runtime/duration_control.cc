@@ -94,7 +94,7 @@ struct Scan {
 
 Scan scan_open(const DurationState& st, uint64_t now, uint64_t threshold) {
   Scan s;
-  st.table.for_each([&](size_t index, const pairing::OpenOp& op) {
+  st.for_each_open([&](size_t index, const pairing::OpenOp& op) {
     ++s.open;
     const uint64_t begin = op.begin_ticks();
     if (s.oldest_begin == 0 || begin < s.oldest_begin) s.oldest_begin = begin;
@@ -115,9 +115,9 @@ Scan scan_open(const DurationState& st, uint64_t now, uint64_t threshold) {
 
 // The operations open past the threshold are one incident: each is named once.
 void mark_stuck_reported(DurationState& st, uint64_t now, uint64_t threshold) {
-  st.table.for_each([&](size_t index, const pairing::OpenOp& op) {
+  st.for_each_open([&](size_t index, const pairing::OpenOp& op) {
     const uint64_t begin = op.begin_ticks();
-    if (!op.reported() && now > begin && now - begin > threshold) st.table.mark_reported(index, op);
+    if (!op.reported() && now > begin && now - begin > threshold) st.mark_reported(index, op);
   });
 }
 
@@ -164,7 +164,7 @@ void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState
   }
   const size_t index = st.watch_index.load(std::memory_order_relaxed);
   pairing::OpenOp op;
-  if (!st.table.get(index, &op) || op.begin_word != st.watch_word.load(std::memory_order_relaxed) ||
+  if (!st.get_open(index, &op) || op.begin_word != st.watch_word.load(std::memory_order_relaxed) ||
       op.reported()) {
     return;  // it ended, or the control thread watches another one now
   }
@@ -174,7 +174,7 @@ void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState
     return;
   }
   const bool admitted = st.limiter.admit(monotonic_ns());
-  st.table.mark_reported(index, op);
+  st.mark_reported(index, op);
   if (!admitted) {
     st.held_back.store(st.limiter.held_back(), std::memory_order_relaxed);
     give_back_fire_token();
@@ -245,6 +245,7 @@ bool age(const Runtime::ArmedTrigger& armed, DurationState& st, const Totals& t,
 DurationState::DurationState(const DurationRule& rule, abi::SegmentHeader* h,
                              const abi::ThreadSlot* base, uint32_t slot_count)
     : table(kOpenOperations),
+      own(slot_count),
       header(h),
       slot_base(base),
       slots(slot_count),
@@ -274,18 +275,30 @@ size_t DurationState::histogram_bytes() const {
 
 void DurationState::release_pages() {
   table.release_pages();
+  own.release_pages();
   // The counts and histograms stay: a retired trigger's are small, and a thread still in it
   // may count into them.
 }
 
 void DurationState::forget_open_operations() {
   table.clear();
+  own.clear();
   // The last firing's facts belong to the freeze being resumed: a freeze on request later
   // names no pair.
   store_fact(&header->duration.kind, 0);
   begins_at_scan = ~uint64_t{0};
   next_scan_ticks = 0;
   watch_deadline.store(~uint64_t{0}, std::memory_order_release);
+}
+
+bool DurationState::get_open(size_t index, pairing::OpenOp* op) const {
+  const size_t shared = table.capacity();
+  return index < shared ? table.get(index, op) : own.get(index - shared, op);
+}
+
+bool DurationState::mark_reported(size_t index, const pairing::OpenOp& op) {
+  const size_t shared = table.capacity();
+  return index < shared ? table.mark_reported(index, op) : own.mark_reported(index - shared, op);
 }
 
 void publish_match(DurationState& st, const DurationMatch& m) {
@@ -313,7 +326,7 @@ void publish_duration_counts_locked(Runtime& rt) {
   }
   DurationState& st = *armed->duration->state;
   const Scan scan = scan_open(st, detail::now_ticks(), ~uint64_t{0});
-  publish_counts(st, sum_counts(st, rt.slot_scan_limit()), &scan, st.table.capacity());
+  publish_counts(st, sum_counts(st, rt.slot_scan_limit()), &scan, st.capacity());
 }
 
 uint64_t duration_control_pass(Runtime& rt) {
@@ -356,7 +369,7 @@ uint64_t duration_control_pass(Runtime& rt) {
     scanned = true;
   }
   if (scanned) st.last_publish_ns = now_ns;
-  publish_counts(st, totals, scanned ? &scan : nullptr, st.table.capacity());
+  publish_counts(st, totals, scanned ? &scan : nullptr, st.capacity());
   return std::max(wait_ns, kShortestWaitNs);
 }
 

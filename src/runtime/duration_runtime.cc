@@ -91,6 +91,15 @@ void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& sit
   if (role->begin) {
     op = {key, record[0], pairing::OpenOp::where_of(index, slot->written), slot->tid};
     pairing::OpenOp dropped;
+    // This thread's own table first: no locked instruction, lines that stay in its cache.
+    using Own = pairing::ThreadOpenTables;
+    const Own::Begin own =
+        index < st.own.threads() ? st.own.begin(index, op, &dropped) : Own::Begin::kNotHere;
+    if (own != Own::Begin::kNotHere) {
+      if (own == Own::Begin::kReplaced) bump(counts.replaced);
+      bump(counts.begins);
+      return;
+    }
     switch (st.table.begin(op, &dropped)) {
       case pairing::OpenTable::Begin::kInserted:
         break;
@@ -107,15 +116,20 @@ void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& sit
     bump(counts.begins);
     return;
   }
-  switch (st.table.end(key, &op)) {
-    case pairing::OpenTable::End::kMatched:
-      break;
-    case pairing::OpenTable::End::kUnmatched:
-      bump(counts.unmatched_ends);
-      return;
-    case pairing::OpenTable::End::kBusy:
-      bump(counts.unseen);
-      return;
+  // Begun on this thread (most are), else in the shared table, else in another thread's own.
+  if (index >= st.own.threads() || !st.own.end_own(index, key, &op)) {
+    switch (st.table.end(key, &op)) {
+      case pairing::OpenTable::End::kMatched:
+        break;
+      case pairing::OpenTable::End::kUnmatched:
+        if (st.own.end_other(index, key, &op)) break;
+        bump(counts.unmatched_ends);
+        return;
+      case pairing::OpenTable::End::kBusy:  // not known to be there: perhaps elsewhere
+        if (st.own.end_other(index, key, &op)) break;
+        bump(counts.unseen);
+        return;
+    }
   }
   bump(counts.pairs);
   const uint64_t end_ticks = record[0] >> 16;

@@ -1,13 +1,14 @@
-// The mutable state of an armed duration trigger in the traced process: the table of open
-// operations, each writer's counts and histogram, the threshold, the fire limits, and what the
-// control thread keeps between its passes. Internal header (duration_runtime.cc,
-// duration_control.cc).
+// The mutable state of an armed duration trigger in the traced process: the tables of open
+// operations (each writer thread's own, in front of a shared one), each writer's counts and
+// histogram, the threshold, the fire limits, and what the control thread keeps between its passes.
+// Internal header (duration_runtime.cc, duration_control.cc).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 
+#include "base/thread_open_tables.hpp"
 #include "base/trigger_pairing.hpp"
 #include "nanotrace/abi.hpp"
 #include "nanotrace/trigger.hpp"
@@ -32,12 +33,23 @@ struct DurationState {
   DurationState(const DurationRule& rule, abi::SegmentHeader* header,
                 const abi::ThreadSlot* slot_base, uint32_t slots);
   ~DurationState();
-  bool ok() const { return table.ok() && counts != nullptr; }
+  bool ok() const { return table.ok() && own.ok() && counts != nullptr; }
   void release_pages();
-  // Empties the table (a resume): what was open at the freeze is forgotten.
+  // Empties the tables (a resume): what was open at the freeze is forgotten.
   void forget_open_operations();
 
+  // Every operation open, in the shared table or a writer's own: visit(index, op), index
+  // below capacity() (the shared table's first).
+  template <class Visit>
+  void for_each_open(Visit&& visit) const;
+  bool get_open(size_t index, pairing::OpenOp* op) const;
+  bool mark_reported(size_t index, const pairing::OpenOp& op);
+  size_t capacity() const { return table.capacity() + own.capacity(); }
+
+  // An operation begun and ended on one thread stays in that thread's table; the shared one
+  // takes the others (ended on another thread, or its thread's entry taken).
   pairing::OpenTable table;
+  pairing::ThreadOpenTables own;
   abi::SegmentHeader* header;
   const abi::ThreadSlot* slot_base;
   uint32_t slots;
@@ -75,6 +87,13 @@ struct DurationState {
   size_t counts_bytes() const;
   size_t histogram_bytes() const;
 };
+
+template <class Visit>
+void DurationState::for_each_open(Visit&& visit) const {
+  table.for_each(visit);
+  const size_t shared = table.capacity();
+  own.for_each([&](size_t index, const pairing::OpenOp& op) { visit(shared + index, op); });
+}
 
 // The facts of a firing (abi::DurationFacts).
 struct DurationMatch {

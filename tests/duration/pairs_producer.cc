@@ -10,6 +10,8 @@
 //                         prints "drifted", reads a number of microseconds from stdin and,
 //                         if over 0, writes one pair that long (key N)
 //   threads T N US        T threads, each N pairs of US (keys by thread)
+//   handoff T N EVERY     T threads, each N begins (keys interleaved); one in EVERY of them is
+//                         ended by another thread, the others by the thread that began them
 //   strings N             N pairs of str:begin / str:end keyed by a string name ("op-I") and a
 //                         number (shard), the pair N/2 taking 30 ms
 //   serve FILE            pairs of 50 us every millisecond until stdin closes; once FILE
@@ -25,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <nanotrace/control.hpp>
 #include <nanotrace/nanotrace.hpp>
 #include <string>
@@ -130,6 +133,53 @@ int main(int argc, char** argv) {
         for (uint64_t i = 0; i < n; ++i) pair((static_cast<uint64_t>(k) << 32) | i, us);
       });
     }
+    for (auto& th : threads) th.join();
+  } else if (scenario == "handoff") {
+    const int t = static_cast<int>(arg(argv, argc, a + 1));
+    const auto n = static_cast<uint64_t>(arg(argv, argc, a + 2));
+    const auto every = static_cast<uint64_t>(arg(argv, argc, a + 3));
+    std::mutex mu;
+    std::vector<uint64_t> handed;
+    std::atomic<int> done{0};
+    // At most 256 handed over and not yet ended (the ending thread may get the CPU less often
+    // than the others): the table's bounds are not what this tests.
+    std::atomic<uint64_t> waiting{0};
+    std::vector<std::thread> threads;
+    for (int k = 0; k < t; ++k) {
+      threads.emplace_back([&, k] {
+        for (uint64_t i = 0; i < n; ++i) {
+          // The threads' keys interleaved: those in flight are close together, as request
+          // numbers from one counter are (keys by thread in the high bits would share the
+          // shared table's buckets thread by thread).
+          const uint64_t req = i * static_cast<uint64_t>(t) + static_cast<uint64_t>(k);
+          if (i % every == 0) {
+            while (waiting.load() >= 256) std::this_thread::yield();
+          }
+          NANOTRACE(dur, begin, "req={} len={}", req, uint32_t{4096});
+          if (i % every == 0) {
+            waiting.fetch_add(1);
+            std::lock_guard lock(mu);
+            handed.push_back(req);
+          } else {
+            NANOTRACE(dur, end, "req={} result={}", req, int32_t{0});
+          }
+        }
+        done.fetch_add(1);
+      });
+    }
+    threads.emplace_back([&] {
+      for (;;) {
+        const bool last = done.load() == t;
+        std::vector<uint64_t> reqs;
+        {
+          std::lock_guard lock(mu);
+          reqs.swap(handed);
+        }
+        for (uint64_t req : reqs) NANOTRACE(dur, end, "req={} result={}", req, int32_t{0});
+        waiting.fetch_sub(reqs.size());
+        if (last && reqs.empty()) break;
+      }
+    });
     for (auto& th : threads) th.join();
   } else if (scenario == "strings") {
     const auto n = static_cast<uint64_t>(arg(argv, argc, a + 1));

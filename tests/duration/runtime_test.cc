@@ -206,6 +206,30 @@ TEST(DurationRuntimeTest, ThreadsPairWithoutLoss) {
   EXPECT_LT(t.duration.unseen, 100u);
 }
 
+// Operations begun on one thread and ended on another pair as well: all of them (each
+// thread's own table gives its begins up to the shared one), or one in sixteen (found in the
+// beginning thread's own table); and none is left open. A slow trigger for the first (its
+// open operations are counted each second), a stuck one for the second (aged meanwhile).
+TEST(DurationRuntimeTest, OperationsEndedOnAnotherThreadPairWithoutLoss) {
+  for (const std::string every : {"1", "16"}) {
+    const std::string threshold = every == "1" ? "> 5s" : "open > 5s";
+    ProducerRun run({"handoff", "3", "50000", every}, "dur:begin..dur:end by req " + threshold);
+    run.ready();
+    TriggerInfo t = wait_for(
+        run.pid,
+        [](const TriggerInfo& i) { return i.duration.pairs + i.duration.unseen >= 150000; },
+        "150000 pairs");
+    EXPECT_EQ(t.state, abi::TriggerState::kArmed) << every;
+    EXPECT_EQ(t.duration.pairs + t.duration.unseen, 150000u) << every;
+    EXPECT_EQ(t.duration.unmatched_ends, 0u) << every;
+    EXPECT_EQ(t.duration.replaced + t.duration.evicted, 0u) << every;
+    EXPECT_LT(t.duration.unseen, 100u) << every;
+    t = wait_for(
+        run.pid, [](const TriggerInfo& i) { return i.duration.open == i.duration.unseen; },
+        "nothing open");
+  }
+}
+
 // A key that never closes, a million times: the table stays its size, the oldest are counted
 // as evicted, and the process's memory stays small.
 TEST(DurationRuntimeTest, BeginsWithoutEndsStayInBoundedMemory) {
