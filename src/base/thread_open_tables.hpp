@@ -91,6 +91,12 @@ class ThreadOpenTables {
     std::atomic<uint64_t> closed[kEntries];
   };
 
+  // A table whose operations ended on other threads this often (one in eight, after a few)
+  // sends its thread's begins to the shared table, where the threads that end them look
+  // first.
+  static bool crossing_often(uint64_t crossed, uint64_t begun) {
+    return crossed >= 4 && crossed * 8 > begun;
+  }
   static uint32_t entry_of(uint64_t key) {
     // Consecutive keys take consecutive entries; the higher bits are folded in so that
     // aligned pointers spread.
@@ -105,6 +111,52 @@ class ThreadOpenTables {
   uint32_t threads_ = 0;
   std::atomic<uint32_t> used_{0};
 };
+
+// The writer's part, inline: it runs on every begin and end record of the trigger's events.
+inline ThreadOpenTables::Begin ThreadOpenTables::begin(uint32_t t, const OpenOp& op,
+                                                       OpenOp* dropped) {
+  Table& table = tables_[t];
+  // Every begin of this thread counts, those that go to the shared table too: a table full of
+  // operations waiting for other threads must not turn itself off by taking no more.
+  const uint64_t begun = table.begun.load(std::memory_order_relaxed);
+  table.begun.store(begun + 1, std::memory_order_relaxed);
+  if (begun == 0) note_in_use(t);  // its first begin (since the last clear)
+  if (crossing_often(table.crossed.load(std::memory_order_relaxed), begun)) return Begin::kNotHere;
+  const uint32_t i = entry_of(op.key);
+  Entry& e = table.entries[i];
+  // Ours: only this thread writes the entry, so it is read without a second look.
+  const uint64_t word = e.word.load(std::memory_order_relaxed);
+  Begin result = Begin::kInserted;
+  if (word > 1 && table.closed[i].load(std::memory_order_acquire) != word) {
+    if (e.key.load(std::memory_order_relaxed) != op.key) return Begin::kNotHere;
+    *dropped = {op.key, word, e.where.load(std::memory_order_relaxed),
+                e.tid.load(std::memory_order_relaxed)};
+    result = Begin::kReplaced;
+  }
+  if (word != 0) {
+    // Readers that see the fields change see the word change first.
+    e.word.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+  e.key.store(op.key, std::memory_order_relaxed);
+  e.where.store(op.where, std::memory_order_relaxed);
+  e.tid.store(op.tid, std::memory_order_relaxed);
+  e.word.store(op.begin_word, std::memory_order_release);
+  return result;
+}
+
+inline bool ThreadOpenTables::end_own(uint32_t t, uint64_t key, OpenOp* begun) {
+  Table& table = tables_[t];
+  const uint32_t i = entry_of(key);
+  Entry& e = table.entries[i];
+  const uint64_t word = e.word.load(std::memory_order_relaxed);
+  if (word <= 1 || e.key.load(std::memory_order_relaxed) != key) return false;
+  if (table.closed[i].load(std::memory_order_acquire) == word) return false;  // ended elsewhere
+  *begun = {key, word, e.where.load(std::memory_order_relaxed),
+            e.tid.load(std::memory_order_relaxed)};
+  e.word.store(0, std::memory_order_release);
+  return true;
+}
 
 template <class Visit>
 void ThreadOpenTables::for_each(Visit&& visit) const {

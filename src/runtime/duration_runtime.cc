@@ -21,8 +21,9 @@ void bump(std::atomic<uint64_t>& counter) {
 }
 
 // The key of a record whose key cannot be read as one word: a single scalar's bits, else a
-// hash of its fields (a string's length and bytes, a scalar's 8 bytes) in order.
-uint64_t decoded_key(const DurationPairing::Role& role, const uint64_t* record) {
+// hash of its fields (a string's length and bytes, a scalar's 8 bytes) in order. Not inlined:
+// its decoding buffers would make every record's frame large.
+[[gnu::noinline]] uint64_t decoded_key(const DurationPairing::Role& role, const uint64_t* record) {
   FieldValue values[abi::kMaxFields];
   const abi::RecordLayout layout(role.site->types, role.site->field_count);
   layout.decode(
@@ -60,12 +61,7 @@ void fire_slow(const Runtime::ArmedTrigger& armed, DurationState& st, const deta
 
 }  // namespace
 
-const DurationPairing::Role* DurationPairing::role_of(const detail::Site& site) const {
-  if (site.id < role_by_id.size() && role_by_id[site.id] != 0) {
-    const Role& r = roles[role_by_id[site.id] - 1];
-    if (r.site == &site) return &r;
-  }
-  // Not by its id (ids are given again when the segment is rebuilt): in order.
+const DurationPairing::Role* DurationPairing::role_in_order(const detail::Site& site) const {
   for (const Role& r : roles) {
     if (r.site == &site) return &r;
   }
