@@ -91,7 +91,7 @@ void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& sit
     using Own = pairing::ThreadOpenTables;
     const Own::Begin own =
         index < st.own.threads() ? st.own.begin(index, op, &dropped) : Own::Begin::kNotHere;
-    if (own != Own::Begin::kNotHere) {
+    if (own != Own::Begin::kNotHere) [[likely]] {
       if (own == Own::Begin::kReplaced) bump(counts.replaced);
       bump(counts.begins);
       return;
@@ -113,7 +113,7 @@ void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& sit
     return;
   }
   // Begun on this thread (most are), else in the shared table, else in another thread's own.
-  if (index >= st.own.threads() || !st.own.end_own(index, key, &op)) {
+  if (index >= st.own.threads() || !st.own.end_own(index, key, &op)) [[unlikely]] {
     switch (st.table.end(key, &op)) {
       case pairing::OpenTable::End::kMatched:
         break;

@@ -646,21 +646,13 @@ void Runtime::process_trigger_request_locked() {
 }  // namespace nanotrace::runtime
 
 namespace nanotrace::detail {
+namespace {
 
-bool special_event(const Site& site, uint64_t* record) noexcept {
+// A record trigger's test of a record of one of its sites, armed in `state`. Not inlined into
+// special_event: its decoding buffers and saved registers would be every duration trigger's
+// record's cost too.
+[[gnu::noinline]] void match_record(const Site& site, uint64_t* record, uint64_t state) noexcept {
   using runtime::Runtime;
-  if (const runtime::RuntimeApi* owner = runtime::g_forward) {
-    return owner->special_event(site, record);
-  }
-  const uint64_t state = runtime::g_state.load(std::memory_order_acquire);
-  // After the trigger fired, the slow path accounts for every record; this one was
-  // reserved (inside the window, or just before the switch) and is published.
-  if (runtime::phase_of(state) != runtime::kArmedPhase) return true;
-  if (const Runtime::ArmedTrigger* armed = runtime::g_armed.load(std::memory_order_acquire);
-      armed != nullptr && armed->duration != nullptr) {
-    runtime::duration_record(*armed, site, record, state);  // pairs it; may fire
-    return true;
-  }
   // Decode the record just written (it is not published yet) and test the expression. It is
   // this thread's own record, of the site's layout: its bytes are trusted.
   FieldValue values[abi::kMaxFields];
@@ -677,12 +669,31 @@ bool special_event(const Site& site, uint64_t* record) noexcept {
         values[f].text = text;
       });
   const Runtime::ArmedTrigger* armed = runtime::g_armed.load(std::memory_order_acquire);
-  if (armed == nullptr) return true;
+  if (armed == nullptr) return;
   auto it = armed->fields.find(&site);
-  if (it == armed->fields.end() || !armed->expression.matches(it->second, values)) return true;
-  if (!runtime::take_fire_token(state)) return true;  // another fired, or the trigger changed
+  if (it == armed->fields.end() || !armed->expression.matches(it->second, values)) return;
+  if (!runtime::take_fire_token(state)) return;  // another fired, or the trigger changed
   runtime::fire(Runtime::instance(), *armed, site, record, state);
-  return true;  // the matching record itself is kept
+}
+
+}  // namespace
+
+bool special_event(const Site& site, uint64_t* record) noexcept {
+  using runtime::Runtime;
+  if (const runtime::RuntimeApi* owner = runtime::g_forward) {
+    return owner->special_event(site, record);
+  }
+  const uint64_t state = runtime::g_state.load(std::memory_order_acquire);
+  // After the trigger fired, the slow path accounts for every record; this one was
+  // reserved (inside the window, or just before the switch) and is published.
+  if (runtime::phase_of(state) != runtime::kArmedPhase) return true;
+  if (const Runtime::ArmedTrigger* armed = runtime::g_armed.load(std::memory_order_acquire);
+      armed != nullptr && armed->duration != nullptr) {
+    runtime::duration_record(*armed, site, record, state);  // pairs it; may fire
+  } else {
+    match_record(site, record, state);  // may fire
+  }
+  return true;  // the record itself is kept (a match's too)
 }
 
 }  // namespace nanotrace::detail
