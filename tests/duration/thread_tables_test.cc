@@ -61,12 +61,36 @@ TEST(DurationThreadTablesTest, ABeginOfItsOwnOpenKeyReplacesIt) {
 TEST(DurationThreadTablesTest, AnEntryTakenByAnotherKeyLeavesTheBeginToTheSharedTable) {
   Tables tables(1);
   OpenOp dropped, begun;
-  // 0x101 folds onto 0's entry (1 ^ 1).
+  // 0x1ff folds onto 0's entry (0x1ff + 1).
   ASSERT_EQ(tables.begin(0, own_op(0, 100), &dropped), Tables::Begin::kInserted);
-  EXPECT_EQ(tables.begin(0, own_op(0x101, 110), &dropped), Tables::Begin::kNotHere);
-  EXPECT_FALSE(tables.end_own(0, 0x101, &begun));
+  EXPECT_EQ(tables.begin(0, own_op(0x1ff, 110), &dropped), Tables::Begin::kNotHere);
+  EXPECT_FALSE(tables.end_own(0, 0x1ff, &begun));
   ASSERT_TRUE(tables.end_own(0, 0, &begun));
-  EXPECT_EQ(tables.begin(0, own_op(0x101, 120), &dropped), Tables::Begin::kInserted);
+  EXPECT_EQ(tables.begin(0, own_op(0x1ff, 120), &dropped), Tables::Begin::kInserted);
+}
+
+// Request numbers from a counter, up to 200 in flight, never share an entry; pointers into
+// an array of 64-byte or 4 KiB structures, 64 in flight, rarely.
+TEST(DurationThreadTablesTest, KeysInFlightSpreadOverTheEntries) {
+  struct Flow {
+    uint64_t first, stride, in_flight;
+  };
+  for (const Flow flow : {Flow{0, 1, 200}, Flow{0xfff0, 1, 200}, Flow{0x7f1234560000, 64, 64},
+                          Flow{0x7f1234560000, 4096, 64}}) {
+    Tables tables(1);
+    OpenOp dropped, begun;
+    uint64_t elsewhere = 0;
+    for (uint64_t i = 0; i < 100000; ++i) {
+      const uint64_t key = flow.first + i * flow.stride;
+      if (tables.begin(0, own_op(key, 1 + i), &dropped) == Tables::Begin::kNotHere) ++elsewhere;
+      if (i >= flow.in_flight) tables.end_own(0, key - flow.in_flight * flow.stride, &begun);
+    }
+    if (flow.stride == 1) {
+      EXPECT_EQ(elsewhere, 0u) << flow.first;
+    } else {
+      EXPECT_LT(elsewhere, 100000u / 20) << flow.stride;
+    }
+  }
 }
 
 TEST(DurationThreadTablesTest, AnotherThreadClosesAnOperationAndItsEntryIsFreeAgain) {
