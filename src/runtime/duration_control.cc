@@ -45,6 +45,7 @@ uint64_t ticks_to_ns(uint64_t ticks, uint64_t tps) {
 
 struct Totals {
   uint64_t begins = 0, pairs = 0, unmatched_ends = 0, replaced = 0, evicted = 0, unseen = 0;
+  uint64_t shared_begins = 0;
 };
 
 Totals sum_counts(const DurationState& st, uint32_t slots_used) {
@@ -57,6 +58,7 @@ Totals sum_counts(const DurationState& st, uint32_t slots_used) {
     t.replaced += c.replaced.load(std::memory_order_relaxed);
     t.evicted += c.evicted.load(std::memory_order_relaxed);
     t.unseen += c.unseen.load(std::memory_order_relaxed);
+    t.shared_begins += c.shared_begins.load(std::memory_order_acquire);
   }
   return t;
 }
@@ -83,6 +85,7 @@ void close_epoch_if_due(DurationState& st, uint32_t slots_used, uint64_t now_ns)
 
 struct Scan {
   uint64_t open = 0;
+  uint64_t shared_open = 0;   // of them, in the shared table
   uint64_t oldest_begin = 0;  // 0: none open
   uint64_t stuck = 0;         // not reported yet, open past the threshold
   size_t stuck_index = 0;
@@ -92,24 +95,34 @@ struct Scan {
   uint64_t next_word = 0;
 };
 
-Scan scan_open(const DurationState& st, uint64_t now, uint64_t threshold) {
+// Scans the open operations; `t`: the counts read before. The shared table is skipped when
+// nothing began there since a scan found it empty (a begin is counted after it is stored).
+Scan scan_open(DurationState& st, const Totals& t, uint64_t now, uint64_t threshold) {
   Scan s;
-  st.for_each_open([&](size_t index, const pairing::OpenOp& op) {
-    ++s.open;
-    const uint64_t begin = op.begin_ticks();
-    if (s.oldest_begin == 0 || begin < s.oldest_begin) s.oldest_begin = begin;
-    if (op.reported()) return;
-    if (now > begin && now - begin > threshold) {
-      if (s.stuck++ == 0 || begin < s.stuck_op.begin_ticks()) {
-        s.stuck_index = index;
-        s.stuck_op = op;
-      }
-    } else if (threshold < ~uint64_t{0} - begin && begin + threshold + 1 < s.next_deadline) {
-      s.next_deadline = begin + threshold + 1;
-      s.next_index = index;
-      s.next_word = op.begin_word;
-    }
-  });
+  const bool shared = t.shared_begins != st.shared_begins_at_scan || st.shared_open_at_scan != 0;
+  st.for_each_open(
+      [&](size_t index, const pairing::OpenOp& op) {
+        ++s.open;
+        if (st.in_shared_table(index)) ++s.shared_open;
+        const uint64_t begin = op.begin_ticks();
+        if (s.oldest_begin == 0 || begin < s.oldest_begin) s.oldest_begin = begin;
+        if (op.reported()) return;
+        if (now > begin && now - begin > threshold) {
+          if (s.stuck++ == 0 || begin < s.stuck_op.begin_ticks()) {
+            s.stuck_index = index;
+            s.stuck_op = op;
+          }
+        } else if (threshold < ~uint64_t{0} - begin && begin + threshold + 1 < s.next_deadline) {
+          s.next_deadline = begin + threshold + 1;
+          s.next_index = index;
+          s.next_word = op.begin_word;
+        }
+      },
+      shared);
+  if (shared) {
+    st.shared_begins_at_scan = t.shared_begins;
+    st.shared_open_at_scan = s.shared_open;
+  }
   return s;
 }
 
@@ -219,7 +232,7 @@ bool age(const Runtime::ArmedTrigger& armed, DurationState& st, const Totals& t,
     return false;
   }
   if (now < st.next_scan_ticks) return false;
-  *s = scan_open(st, now, threshold);
+  *s = scan_open(st, t, now, threshold);
   st.begins_at_scan = t.begins;
   st.open_at_scan = s->open;
   // A begin after this scan is stamped after `now`, unless its thread was descheduled
@@ -287,6 +300,7 @@ void DurationState::forget_open_operations() {
   // names no pair.
   store_fact(&header->duration.kind, 0);
   begins_at_scan = ~uint64_t{0};
+  shared_begins_at_scan = ~uint64_t{0};
   next_scan_ticks = 0;
   watch_deadline.store(~uint64_t{0}, std::memory_order_release);
 }
@@ -325,8 +339,9 @@ void publish_duration_counts_locked(Runtime& rt) {
     return;
   }
   DurationState& st = *armed->duration->state;
-  const Scan scan = scan_open(st, detail::now_ticks(), ~uint64_t{0});
-  publish_counts(st, sum_counts(st, rt.slot_scan_limit()), &scan, st.capacity());
+  const Totals totals = sum_counts(st, rt.slot_scan_limit());
+  const Scan scan = scan_open(st, totals, detail::now_ticks(), ~uint64_t{0});
+  publish_counts(st, totals, &scan, st.capacity());
 }
 
 uint64_t duration_control_pass(Runtime& rt) {
@@ -365,7 +380,7 @@ uint64_t duration_control_pass(Runtime& rt) {
     wait_ns = std::min(wait_ns, kFrozenWaitNs);
   }
   if (!scanned && now_ns - st.last_publish_ns >= kSlowScanNs) {
-    scan = scan_open(st, now, ~uint64_t{0});  // open operations and the oldest, for status
+    scan = scan_open(st, totals, now, ~uint64_t{0});  // open operations and the oldest, for status
     scanned = true;
   }
   if (scanned) st.last_publish_ns = now_ns;

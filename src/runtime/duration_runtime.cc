@@ -109,6 +109,9 @@ void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& sit
         bump(counts.unseen);
         break;
     }
+    // After the table's stores, and a release: a scan that counted this begin sees them.
+    counts.shared_begins.store(counts.shared_begins.load(std::memory_order_relaxed) + 1,
+                               std::memory_order_release);
     bump(counts.begins);
     return;
   }

@@ -27,6 +27,7 @@ struct alignas(64) SlotCounts {
   std::atomic<uint64_t> replaced{0};
   std::atomic<uint64_t> evicted{0};
   std::atomic<uint64_t> unseen{0};
+  std::atomic<uint64_t> shared_begins{0};  // of the begins, those the shared table took
 };
 
 struct DurationState {
@@ -38,10 +39,11 @@ struct DurationState {
   // Empties the tables (a resume): what was open at the freeze is forgotten.
   void forget_open_operations();
 
-  // Every operation open, in the shared table or a writer's own: visit(index, op), index
-  // below capacity() (the shared table's first).
+  // Every operation open, in the shared table (unless `shared` is false) or a writer's own:
+  // visit(index, op), index below capacity() (the shared table's first).
   template <class Visit>
-  void for_each_open(Visit&& visit) const;
+  void for_each_open(Visit&& visit, bool shared = true) const;
+  bool in_shared_table(size_t index) const { return index < table.capacity(); }
   bool get_open(size_t index, pairing::OpenOp* op) const;
   bool mark_reported(size_t index, const pairing::OpenOp& op);
   size_t capacity() const { return table.capacity() + own.capacity(); }
@@ -81,6 +83,10 @@ struct DurationState {
   uint64_t next_scan_ticks = 0;  // the earliest an open operation can pass the threshold
   uint64_t begins_at_scan = ~uint64_t{0};
   uint64_t open_at_scan = 0;
+  // The same for the shared table alone: while nothing begins there (the threads' own tables
+  // take their operations), a scan skips its 512 KiB.
+  uint64_t shared_begins_at_scan = ~uint64_t{0};
+  uint64_t shared_open_at_scan = 0;
   uint64_t last_publish_ns = 0;
 
  private:
@@ -89,10 +95,10 @@ struct DurationState {
 };
 
 template <class Visit>
-void DurationState::for_each_open(Visit&& visit) const {
-  table.for_each(visit);
-  const size_t shared = table.capacity();
-  own.for_each([&](size_t index, const pairing::OpenOp& op) { visit(shared + index, op); });
+void DurationState::for_each_open(Visit&& visit, bool shared) const {
+  if (shared) table.for_each(visit);
+  const size_t first = table.capacity();
+  own.for_each([&](size_t index, const pairing::OpenOp& op) { visit(first + index, op); });
 }
 
 // The facts of a firing (abi::DurationFacts).

@@ -230,6 +230,21 @@ TEST(DurationRuntimeTest, OperationsEndedOnAnotherThreadPairWithoutLoss) {
   }
 }
 
+// A stuck operation in the shared table, begun after scans found that table empty (they
+// skip it while nothing begins there): named. Its thread's own table gave its begins up
+// when another thread ended them.
+TEST(DurationRuntimeTest, AStuckOperationOfTheSharedTableIsNamed) {
+  ProducerRun run({"handoff", "1", "16", "1", "777"}, "dur:begin..dur:end by req open > 30ms");
+  run.ready();  // the operation is open from here on, and never ends
+  TriggerInfo t = wait_for(
+      run.pid, [](const TriggerInfo& i) { return i.state == abi::TriggerState::kFrozen; },
+      "the stuck trigger to freeze");
+  EXPECT_EQ(t.duration.kind, 2u);
+  EXPECT_EQ(t.duration.key, 777u);
+  EXPECT_EQ(t.duration.pairs, 16u);
+  EXPECT_EQ(t.duration.stuck_count, 1u);
+}
+
 // A key that never closes, a million times: the table stays its size, the oldest are counted
 // as evicted, and the process's memory stays small.
 TEST(DurationRuntimeTest, BeginsWithoutEndsStayInBoundedMemory) {
