@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace nanotrace::pairing {
 namespace {
@@ -27,8 +28,15 @@ ThreadOpenTables::~ThreadOpenTables() {
 }
 
 void ThreadOpenTables::clear() {
-  // Zero pages again: a table never used costs no memory after a resume either.
-  release_pages();
+  // The tables in use only, zeroed in place: given back instead, each would fault its pages
+  // in again on the next begin and end (a resume and the next slow pair: +1-2 us to the
+  // freeze), and one never used still costs no memory.
+  const uint32_t n = used();
+  for (uint32_t t = 0; t < n; ++t) {
+    if (tables_[t].in_use.load(std::memory_order_relaxed) != 0) {
+      std::memset(static_cast<void*>(&tables_[t]), 0, sizeof(Table));
+    }
+  }
 }
 
 void ThreadOpenTables::release_pages() {
