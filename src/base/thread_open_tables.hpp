@@ -29,7 +29,7 @@ namespace nanotrace::pairing {
 
 class ThreadOpenTables {
  public:
-  static constexpr uint32_t kEntries = 256;  // per thread: 10 KiB, under a fifth of an L1
+  static constexpr uint32_t kEntries = 256;  // per thread: 10 KiB, a third of a 32 KiB L1
   static constexpr uint32_t kThreads = 1024;
 
   enum class Begin {
