@@ -143,12 +143,12 @@ bench: deps build
 	./scripts/bench.sh
 
 format:
-	git ls-files '*.cc' '*.cpp' '*.hpp' '*.h' | xargs clang-format -i
+	git ls-files --cached --others --exclude-standard '*.cc' '*.cpp' '*.hpp' '*.h' | xargs clang-format -i
 
 format-check:
-	@bad=$$(git ls-files '*.cc' '*.cpp' '*.hpp' '*.h' | xargs clang-format --dry-run 2>&1 | grep -c warning); \
+	@bad=$$(git ls-files --cached --others --exclude-standard '*.cc' '*.cpp' '*.hpp' '*.h' | xargs clang-format --dry-run 2>&1 | grep -c warning); \
 	if [ "$$bad" != "0" ]; then echo "clang-format: $$bad issues; run 'make format'"; \
-	  git ls-files '*.cc' '*.cpp' '*.hpp' '*.h' | xargs clang-format --dry-run 2>&1 | grep warning | head; exit 1; fi; \
+	  git ls-files --cached --others --exclude-standard '*.cc' '*.cpp' '*.hpp' '*.h' | xargs clang-format --dry-run 2>&1 | grep warning | head; exit 1; fi; \
 	echo "format: ok"
 
 install: build

@@ -26,7 +26,7 @@ TEST(LatencyColumnsTest, SameAsRecordByRecordWithoutLoss) {
   ASSERT_TRUE(trace.ok()) << trace.status().message();
   std::vector<LatencyReport> reps = expect_same(**trace);
   // What the program did, so that the comparison is not between two empty reports.
-  EXPECT_EQ(reps[0].overall.count, 3u * 500 * 8);
+  EXPECT_EQ(reps[0].overall.count, 3u * 500 * 8 + 2);
   EXPECT_EQ(reps[0].unmatched_ends, 20u);
   EXPECT_EQ(reps[0].overall.unmatched_begins, 20u);
   EXPECT_EQ(reps[1].groups.size(), 3u);              // sda, sdb, nvme0n1

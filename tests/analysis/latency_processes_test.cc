@@ -28,7 +28,7 @@ TEST(LatencyProcessesTest, SameAsRecordByRecordAcrossProcesses) {
   ASSERT_TRUE(trace.ok()) << trace.status().message();
   ASSERT_GE((*trace)->processes().size(), 3u);  // the shell and both programs
   std::vector<LatencyReport> reps = expect_same(**trace);
-  EXPECT_EQ(reps[0].begins, (200u + 300u) * 3 * 8 + 2 * 20);
+  EXPECT_EQ(reps[0].begins, (200u + 300u) * 3 * 8 + 2 * (20 + 2));
   // The columns name each thread's own process, not the first process's.
   auto columns = read_columns(**trace);
   ASSERT_TRUE(columns.ok()) << columns.status().message();

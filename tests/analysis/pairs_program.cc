@@ -1,6 +1,7 @@
 // A traced program whose begin/end pairs exercise every case of the interval matcher: pairs
 // keyed by an integer and by strings of every length (empty, exactly 8 bytes, long), begins
-// and ends on different threads, repeated keys (a begin replacing an open one), ends without
+// and ends on different threads, repeated keys (a begin replacing an open one, on one thread
+// whatever the scheduling, and across threads as they interleave), ends without
 // a begin, one event name at several call sites (one of them with another field layout), a
 // key that is a string in the begin event and an integer in the end event, and records of
 // another event in between. Run with a small NANOTRACE_BUFFER to lose records.
@@ -93,6 +94,12 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (uint64_t t = 0; t < 3; ++t) threads.emplace_back(pairs, t * 10000000, rounds * 8);
   for (std::thread& t : threads) t.join();
+  // Two begins of one name (""), each ended by its id: by name the first is replaced, whatever
+  // the threads' interleaving did (their repeated names meet only when they run at once).
+  begin(70000008);
+  begin(70000020);
+  end(70000020);
+  end(70000008);
   for (uint64_t i = 0; i < 20; ++i) begin(90000000 + i);  // never ended
   for (uint64_t i = 0; i < 20; ++i) end(80000000 + i);    // never begun
   return 0;
