@@ -1,6 +1,8 @@
 // OpenOperations: the table of operations in flight, its order of age and its bounds.
 #include "live/open_operations.hpp"
 
+#include <algorithm>
+
 namespace nanotrace::live {
 
 uint32_t* OpenOperations::find(const OpKey& key) {
@@ -56,6 +58,7 @@ void OpenOperations::compact() {
 
 std::optional<uint64_t> OpenOperations::pair_with_kept(const OpKey& key, uint64_t begin_ticks) {
   for (int age = 0; age < 2; ++age) {
+    if (begin_ticks > kept_latest_[age]) continue;
     if (key.is_text) {
       auto& kept = kept_text_[age];
       if (kept.empty()) continue;
@@ -124,8 +127,10 @@ std::optional<uint64_t> OpenOperations::end(const OpKey& key, uint64_t end_ticks
     ++unmatched_ends_;  // more unpaired ends in one pass than operations kept: not waited for
   } else if (key.is_text) {
     kept_text_[0][std::string(key.text)] = Kept{end_ticks};
+    kept_latest_[0] = std::max(kept_latest_[0], end_ticks);
   } else {
     *kept_bits_[0].find_or_insert(key.bits).first = Kept{end_ticks};
+    kept_latest_[0] = std::max(kept_latest_[0], end_ticks);
   }
   return std::nullopt;
 }
@@ -136,6 +141,8 @@ void OpenOperations::end_pass() {
   kept_text_[1].clear();
   std::swap(kept_bits_[0], kept_bits_[1]);
   std::swap(kept_text_[0], kept_text_[1]);
+  kept_latest_[1] = kept_latest_[0];
+  kept_latest_[0] = 0;
 }
 
 std::vector<const OpenOperation*> OpenOperations::oldest(size_t n) {

@@ -115,9 +115,11 @@ class OpenOperations {
   std::vector<std::pair<uint32_t, uint64_t>> fresh_;  // (slot, serial) opened since take_fresh
   uint64_t next_serial_ = 1;
   size_t live_ = 0;
-  // Ends without a begin, this pass's and the last one's.
+  // Ends without a begin, this pass's and the last one's, and the latest end of each: a begin
+  // after it pairs with none of them, and most begins are (no lookup for those).
   analysis::FlatKeyMap<Kept> kept_bits_[2];
   std::unordered_map<std::string, Kept> kept_text_[2];
+  uint64_t kept_latest_[2] = {0, 0};
   uint64_t dropped_ = 0, replaced_ = 0, unmatched_ends_ = 0;
 };
 

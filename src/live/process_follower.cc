@@ -81,10 +81,18 @@ void ProcessFollower::resolve_rules(Totals* totals) {
   for (const EventInfo& e : events) {
     if (!e.is_guard) event_total_[e.id] = totals->event_index(e.full_name());
   }
-  for (uint32_t i = 0; i < rules_.size(); ++i) {
+  // Rule indexes are 16 bits in a pending record: rules past 65,535 are not followed.
+  for (uint32_t i = 0; i < rules_.size() && i <= 0xffff; ++i) {
     const ResolvedPair& rp = rules_[i].resolved;
     for (size_t id = 0; id < rp.role.size() && id < roles_.size(); ++id) {
-      if (rp.role[id] != 0) roles_[id].emplace_back(i, rp.role[id]);
+      const int key = rp.key_field[id];
+      if (rp.role[id] == 0 || key < 0) continue;
+      const EventInfo* e = trace_->event_by_id(static_cast<uint16_t>(id));
+      if (e == nullptr || static_cast<size_t>(key) >= e->fields.size()) continue;
+      const bool one_scalar =
+          rp.more_key_fields[id].empty() && e->fields[key].type != abi::FieldType::kString;
+      roles_[id].push_back(Role{static_cast<uint16_t>(i),
+                                static_cast<uint8_t>(rp.role[id] == 1 ? 0 : 1), one_scalar, key});
     }
   }
 }
@@ -171,7 +179,7 @@ void ProcessFollower::read_thread(const ThreadInfo& info, uint32_t thread, bool 
     if (now > overwritten && !(past && first)) {
       stats_.missed += now - overwritten;
       stats_.missed_interval += now - overwritten;
-      buf_->pending.push_back(PendingRecord{ticks, thread, 0, 2, false, 0, 0, 0, 0, 0});
+      buf_->pending.push_back(PendingRecord{ticks, 0, 0, 0, thread, 0, 2, false});
     }
     overwritten = now;
   };
@@ -238,25 +246,20 @@ void ProcessFollower::add_pending(const RecordSpan& span, uint32_t offset, uint3
   uint64_t w0;
   std::memcpy(&w0, span.data + offset, 8);
   const uint64_t ticks = abi::expand_ticks(span.base_ticks, w0 >> 16);
-  for (const auto& [rule, role] : roles_[id]) {
-    const ResolvedPair& rp = rules_[rule].resolved;
-    const int first = rp.key_field[id];
-    if (first < 0) continue;
+  for (const Role& role : roles_[id]) {
     // Filled where it stays: a copy from the stack, after stores of single bytes, stalled on
     // store forwarding (two thirds of this function's time in perf).
     PendingRecord& p = buf_->pending.emplace_back();
     p.ticks = ticks;
     p.thread = thread;
-    p.rule = rule;
-    p.kind = role == 1 ? 0 : 1;
-    p.text_key = false;
-    p.key_bits = 0;
-    p.key_at = p.key_len = p.raw_at = p.raw_len = 0;
-    const std::vector<int>& more = rp.more_key_fields[id];
-    if (more.empty() && e.fields[first].type != abi::FieldType::kString) {
-      p.key_bits = scalar(first);
+    p.rule = role.rule;
+    p.kind = role.kind;
+    p.text_key = !role.one_scalar;
+    p.raw_at = p.raw_len = 0;
+    if (role.one_scalar) {
+      p.key = scalar(role.key_field);
     } else {
-      p.key_at = static_cast<uint32_t>(buf_->arena.size());
+      const auto key_at = static_cast<uint32_t>(buf_->arena.size());
       auto append = [&](int f) {
         if (e.fields[f].type == abi::FieldType::kString) {
           buf_->arena.push_back(static_cast<char>(text[f].size));
@@ -266,10 +269,9 @@ void ProcessFollower::add_pending(const RecordSpan& span, uint32_t offset, uint3
           buf_->arena.append(reinterpret_cast<const char*>(&b), 8);
         }
       };
-      append(first);
-      for (int f : more) append(f);
-      p.key_len = static_cast<uint32_t>(buf_->arena.size() - p.key_at);
-      p.text_key = true;
+      append(role.key_field);
+      for (int f : rules_[role.rule].resolved.more_key_fields[id]) append(f);
+      p.key = uint64_t{key_at} << 32 | static_cast<uint32_t>(buf_->arena.size() - key_at);
     }
     if (p.kind == 0) {
       p.raw_at = static_cast<uint32_t>(buf_->arena.size());
@@ -318,9 +320,9 @@ void ProcessFollower::match_pending(Totals* totals, bool counting) {
     OpKey key;
     if (p.text_key) {
       key.is_text = true;
-      key.text = std::string_view(buf_->arena).substr(p.key_at, p.key_len);
+      key.text = std::string_view(buf_->arena).substr(p.key_at(), p.key_len());
     } else {
-      key.bits = p.key_bits;
+      key.bits = p.key;
     }
     PairTotals& of_rule = totals->pairs[rule.pair];
     if (p.kind == 0) {
@@ -334,7 +336,7 @@ void ProcessFollower::match_pending(Totals* totals, bool counting) {
         op->raw_at = p.raw_at;
         op->raw_len = p.raw_len;
         op->loss_mark = loss_count_;
-      } else if (auto [earlier, fresh] = rule.pass_begins.try_emplace(p.key_bits, {i, loss_count_});
+      } else if (auto [earlier, fresh] = rule.pass_begins.try_emplace(p.key, {i, loss_count_});
                  fresh) {
         rule.open->replace(key);  // one still open from an earlier pass
       } else {
@@ -344,7 +346,7 @@ void ProcessFollower::match_pending(Totals* totals, bool counting) {
       continue;
     }
     Rule::PassBegin begun;
-    if (!p.text_key && rule.pass_begins.take(p.key_bits, &begun)) {
+    if (!p.text_key && rule.pass_begins.take(p.key, &begun)) {
       add_latency(of_rule, pending[begun.index].ticks, p.ticks);
     } else if (auto begin = rule.open->end(key, p.ticks)) {
       add_latency(of_rule, *begin, p.ticks);
@@ -375,7 +377,7 @@ void ProcessFollower::open_pass_begins() {
     for (const Rule::PassBegin& b : left) {
       const PendingRecord& p = buf_->pending[b.index];
       OpKey key;
-      key.bits = p.key_bits;
+      key.bits = p.key;
       OpenOperation* op = nullptr;
       rule.open->open(key, p.ticks, &op);
       op->pass_thread = p.thread;
