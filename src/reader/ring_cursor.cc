@@ -74,8 +74,8 @@ LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, bool co
 }
 
 LiveThreadStream::LiveThreadStream(Trace& trace, const ThreadInfo& info, const RingPosition& from,
-                                   uint32_t index, uint32_t chunk_bytes)
-    : trace_(trace), sizer_(trace), index_(index), chunk_bytes_(chunk_bytes) {
+                                   uint32_t index, uint32_t chunk_bytes, ByteArena* keep)
+    : trace_(trace), sizer_(trace), index_(index), chunk_bytes_(chunk_bytes), keep_(keep) {
   attach(info);
   writable_slot_ = nullptr;
   pos_ = from.position;
@@ -118,24 +118,32 @@ void LiveThreadStream::start_at_safe_block(uint64_t consumed) {
 
 const uint8_t* LiveThreadStream::copy_block(uint64_t start, uint32_t len) {
   if (start >= copied_pos_ && start + len <= copied_pos_ + copied_len_) {
-    return buf_.data() + (start - copied_pos_);
+    return copied() + (start - copied_pos_);
   }
   // With the writer gone nothing moves, so several blocks are copied at once (up to the end
   // of the ring or of what was written).
   uint64_t offset = start & mask_;
   uint64_t want = writer_gone_ ? std::min({chunk_bytes_, ring_size_ - offset, end_ - start}) : len;
   if (want < len) want = len;
-  if (buf_.size() < want) buf_.resize(want);
-  uint64_t got =
-      sys::read_at(reader::TraceInternals::fd(trace_), buf_.data(), want, ring_offset_ + offset);
+  uint8_t* to;
+  if (keep_) {
+    copied_at_ = keep_->size();
+    to = keep_->append(want);
+  } else {
+    if (buf_.size() < want) buf_.resize(want);
+    to = buf_.data();
+  }
+  uint64_t got = sys::read_at(reader::TraceInternals::fd(trace_), to, want, ring_offset_ + offset);
+  if (keep_) keep_->shrink_by(want - got);
   if (got < len) {  // the segment file was truncated under us
     ++stats_.corrupt_blocks;
     done_ = true;
+    copied_len_ = 0;
     return nullptr;
   }
   copied_pos_ = start;
   copied_len_ = got;
-  return buf_.data();
+  return to;
 }
 
 bool LiveThreadStream::load_block() {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/byte_arena.hpp"
 #include "nanotrace/reader.hpp"
 #include "reader/record_walk.hpp"
 
@@ -51,9 +52,12 @@ class LiveThreadStream {
   // A reader that follows the ring without consuming it: starts at `from` (an earlier pass's
   // end(), or {0, 0} for everything the ring still holds). Records the writer overwrote
   // since are counted as overwritten, as for any reader that fell behind. The writer's drops
-  // are all counted (ThreadInfo::dropped), not those since `from`.
+  // are all counted (ThreadInfo::dropped), not those since `from`. keep: if not null, blocks
+  // are copied to its end and stay there after the stream moves on (spans point into it
+  // until it next grows: its user keeps their offsets), for a reader that reads several
+  // threads' records in time order once all are copied.
   LiveThreadStream(Trace& trace, const ThreadInfo& info, const RingPosition& from, uint32_t index,
-                   uint32_t chunk_bytes);
+                   uint32_t chunk_bytes, ByteArena* keep = nullptr);
   // Where the next pass starts: after the last record read (complete once next() or
   // next_span() returned false).
   RingPosition end() const { return {pos_, expected_seq_}; }
@@ -92,10 +96,13 @@ class LiveThreadStream {
   uint32_t index_;
   ThreadStats stats_;
   uint64_t chunk_bytes_;
-  std::vector<uint8_t> buf_;  // copied blocks
-  uint64_t copied_pos_ = 0;   // ring position of buf_[0]
-  uint64_t copied_len_ = 0;   // bytes copied into buf_
-  OpenBlock block_;           // in buf_
+  std::vector<uint8_t> buf_;  // copied blocks (without keep_)
+  ByteArena* keep_ = nullptr;
+  uint64_t copied_at_ = 0;   // where the last copy is in keep_
+  uint64_t copied_pos_ = 0;  // ring position of the last copy's first byte
+  uint64_t copied_len_ = 0;  // bytes in the last copy
+  const uint8_t* copied() const { return keep_ ? keep_->data() + copied_at_ : buf_.data(); }
+  OpenBlock block_;  // in buf_
   bool done_ = false;
 };
 
