@@ -143,6 +143,8 @@ LiveFrame LiveView::sample() {
     f.follower->stats().missed_interval = 0;
     if (!f.follower->pass(&m.totals, counting)) ++f.exited_frames;
   }
+  // The passes add to the interval's histograms only (one add a pair, not two).
+  for (PairTotals& p : m.totals.pairs) p.total.merge(p.last);
   LiveFrame frame = m.build_frame(interval);
   // Forgotten after being shown as exited for a few samples (the rules' totals stay).
   std::erase_if(m.followed,

@@ -56,7 +56,7 @@ void OpenOperations::compact() {
   order_.swap(kept);
 }
 
-std::optional<uint64_t> OpenOperations::pair_with_kept(const OpKey& key, uint64_t begin_ticks) {
+std::optional<uint64_t> OpenOperations::take_kept(const OpKey& key, uint64_t begin_ticks) {
   for (int age = 0; age < 2; ++age) {
     if (begin_ticks > kept_latest_[age]) continue;
     if (key.is_text) {
@@ -125,11 +125,20 @@ std::optional<uint64_t> OpenOperations::end(const OpKey& key, uint64_t end_ticks
   }
   if (kept_bits_[0].size() + kept_text_[0].size() >= capacity_) {
     ++unmatched_ends_;  // more unpaired ends in one pass than operations kept: not waited for
-  } else if (key.is_text) {
-    kept_text_[0][std::string(key.text)] = Kept{end_ticks};
-    kept_latest_[0] = std::max(kept_latest_[0], end_ticks);
   } else {
-    *kept_bits_[0].find_or_insert(key.bits).first = Kept{end_ticks};
+    // One end is kept per key, the latest: an earlier one of the key is unmatched for good
+    // (a begin read later pairs with one end at most).
+    bool fresh;
+    if (key.is_text) {
+      auto [it, inserted] = kept_text_[0].try_emplace(std::string(key.text), Kept{end_ticks});
+      if (!inserted) it->second = Kept{end_ticks};
+      fresh = inserted;
+    } else {
+      auto [kept, inserted] = kept_bits_[0].find_or_insert(key.bits);
+      *kept = Kept{end_ticks};
+      fresh = inserted;
+    }
+    if (!fresh) ++unmatched_ends_;
     kept_latest_[0] = std::max(kept_latest_[0], end_ticks);
   }
   return std::nullopt;

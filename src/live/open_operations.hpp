@@ -37,7 +37,8 @@ struct OpenOperation {
   // Where its details are during the pass that opened it (filled in at the end of the pass,
   // for those still open: most operations end within the pass they began in).
   uint32_t pass_thread = 0;
-  uint32_t raw_at = 0, raw_len = 0;
+  uint64_t raw_at = 0;
+  uint32_t raw_len = 0;
   uint32_t tid = 0;
   uint16_t event = 0;      // the begin record's event id
   uint64_t loss_mark = 0;  // the process's loss count when it began
@@ -61,7 +62,11 @@ class OpenOperations {
   // and opens only the begins left over: the end read before this begin that it pairs with,
   // if any (see above); then the operation open under the key is replaced, if any; then the
   // begin opens (past capacity the oldest is dropped; *slot as for begin()).
-  std::optional<uint64_t> pair_with_kept(const OpKey& key, uint64_t begin_ticks);
+  std::optional<uint64_t> pair_with_kept(const OpKey& key, uint64_t begin_ticks) {
+    // Most begins come after every end kept: no lookup.
+    if (begin_ticks > kept_latest_[0] && begin_ticks > kept_latest_[1]) return std::nullopt;
+    return take_kept(key, begin_ticks);
+  }
   void replace(const OpKey& key);
   void open(const OpKey& key, uint64_t begin_ticks, OpenOperation** slot);
   // A begin replaced by a later one of its key before it was opened.
@@ -99,6 +104,7 @@ class OpenOperations {
   struct Kept {
     uint64_t end_ticks = 0;
   };
+  std::optional<uint64_t> take_kept(const OpKey& key, uint64_t begin_ticks);
   uint32_t* find(const OpKey& key);
   void erase(uint32_t index);
   uint32_t allocate();

@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "base/byte_arena.hpp"
 #include "live/latency_histogram.hpp"
 #include "live/live_view.hpp"
 #include "live/open_operations.hpp"
 #include "nanotrace/reader.hpp"
+#include "reader/record_walk.hpp"
 #include "reader/thread_stream.hpp"
 
 namespace nanotrace::live {
@@ -30,32 +32,28 @@ struct EventTotals {
 struct PairTotals {
   PairRule rule;
   bool inferred = false;
-  LatencyHistogram last, total;
-  uint32_t processes = 0;  // following it now
+  LatencyHistogram last, total;  // a pass adds to last; the view merges it into total
+  uint32_t processes = 0;        // following it now
 };
-// One record of a rule, waiting to be matched in time order. 32 bytes (48 before): a frame at
-// 1 M records a second writes and reads a million of them.
-struct PendingRecord {
-  uint64_t ticks;
-  // A one-word key's 8 bytes, or where a text key is in PassBuffers::arena (key_at() and
-  // key_len()).
-  uint64_t key;
-  uint32_t raw_at, raw_len;  // a begin's bytes in PassBuffers::arena
-  uint32_t thread;           // index into this pass's threads
-  uint16_t rule;
-  uint8_t kind;   // 0 begin, 1 end, 2 loss before it
-  bool text_key;  // the key is in the arena
-  uint32_t key_at() const { return static_cast<uint32_t>(key >> 32); }
-  uint32_t key_len() const { return static_cast<uint32_t>(key); }
+// A run of one thread's records that a pass copied and the ring walk checked, where it lies
+// in PassBuffers::blocks.
+struct PassSpan {
+  uint64_t at;
+  uint32_t bytes, records;
+  uint64_t base_ticks;  // what the records' stamps are relative to (abi::expand_ticks)
+  bool loss_before;     // records were overwritten just before it: a loss at its first record
 };
-static_assert(sizeof(PendingRecord) == 32);
 
-// Scratch space of a pass, shared by every follower's passes: one buffer that stays in cache
-// rather than one per process (50 processes' pending records are megabytes).
+// Scratch space of a pass, shared by every follower's passes (one process at a time): the
+// blocks of every thread copied side by side, so that their records can be read in time
+// order across threads, and matched as they are read. It holds at most what one process's
+// rings hold (a thread's new blocks, and the block the last pass stopped in).
 struct PassBuffers {
-  std::vector<PendingRecord> pending;
-  std::vector<size_t> run_starts;  // where each thread's records begin in pending
-  std::string arena;               // text keys and begin records' bytes
+  ByteArena blocks;
+  std::vector<PassSpan> spans;         // every thread's, thread after thread
+  std::vector<uint32_t> thread_spans;  // where each thread's spans begin in spans, then the end
+  std::vector<uint32_t> lost_at_end;   // threads whose last records were overwritten unread
+  std::string key;                     // a key of text or several fields, being built
 };
 class Totals {
  public:
@@ -92,8 +90,12 @@ class ProcessFollower {
     // within one pass, and pair here without the table of operations in flight (its upkeep was 40 %
     // of a frame in perf).
     struct PassBegin {
-      uint32_t index = 0;      // in the pending records
+      uint64_t ticks = 0;
+      uint64_t raw_at = 0;     // the begin record, in PassBuffers::blocks
       uint64_t loss_mark = 0;  // the loss count when it began (OpenOperation::loss_mark)
+      uint32_t raw_len = 0;
+      uint32_t thread = 0;  // index into this pass's threads
+      uint32_t order = 0;   // among this pass's begins, in time order
     };
     analysis::FlatKeyMap<PassBegin> pass_begins;
   };
@@ -106,6 +108,7 @@ class ProcessFollower {
   void describe(const Rule& rule, const OpenOperation& op, LiveWaiter* out) const;
 
  private:
+  // Where the last pass stopped in a thread slot's ring.
   struct Cursor {
     uint32_t generation = 0;
     bool known = false;
@@ -113,14 +116,47 @@ class ProcessFollower {
     uint64_t dropped = 0;       // the writer's drops counted so far
     reader::RingPosition position;
   };
+  // What a record of an event needs, by event id: looked up for every record read.
+  struct EventFacts {
+    uint64_t count = 0;       // records in this pass
+    uint32_t fixed_size = 0;  // the size of each of its records, or 0: sized by its layout
+    uint32_t roles_at = 0;    // its roles in roles_ (a begin or end of a rule)
+    uint32_t roles = 0;
+    const EventInfo* info = nullptr;
+  };
+  // A begin or end of a rule, with what reading its key needs.
+  struct Role {
+    uint16_t rule;
+    bool is_begin;
+    bool one_scalar;  // the key is one field that is not a string: its 8 bytes
+    int key_field;    // the key's (first) field
+  };
+  // Where the time-ordered scan of one thread's records is (pass_scan.cc): the item it stopped
+  // at, a record of a rule or a loss before a span.
+  struct ThreadRun {
+    uint32_t thread = 0;
+    uint32_t span = 0, span_end = 0;  // the next span to enter, in PassBuffers::spans
+    uint64_t data_at = 0;             // the current span, in PassBuffers::blocks
+    const uint8_t* data = nullptr;
+    uint32_t bytes = 0, offset = 0, left = 0;  // of the current span
+    uint64_t base_ticks = 0;
+    bool loss = false;  // the item: a loss, or the record at `at`
+    uint64_t ticks = 0;
+    uint32_t at = 0, size = 0;
+    uint16_t id = 0;
+  };
+
   void resolve_rules(Totals* totals);
   void read_thread(const ThreadInfo& info, uint32_t thread, bool counting);
-  void scan_span(const RecordSpan& span, uint32_t thread);
-  void add_pending(const RecordSpan& span, uint32_t offset, uint32_t size, uint16_t id,
-                   uint32_t thread);
-  void match_pending(Totals* totals, bool counting);
-  void merge_pending_runs();
+  // pass_scan.cc: every thread's records of the pass in time order, counted and matched.
+  void scan_in_time_order();
+  bool advance(ThreadRun* run);
+  void match_record(const ThreadRun& run);
+  void on_begin(Rule& rule, const OpKey& key, const ThreadRun& run);
+  void on_end(Rule& rule, const OpKey& key, uint64_t ticks);
+  void add_latency(const Rule& rule, uint64_t begin_ticks, uint64_t end_ticks);
   void open_pass_begins();
+  void keep_fresh_details();
   void note_ring_losses();
 
   std::unique_ptr<Trace> trace_;
@@ -128,21 +164,20 @@ class ProcessFollower {
   uint32_t max_open_;
   size_t known_events_ = 0;            // events() size when the tables below were made
   std::vector<uint32_t> event_total_;  // by event id: index into Totals::events
-  // The rules an event belongs to (by event id), with what reading its key needs: looked up
-  // for every record, so kept beside the id rather than in the rule.
-  struct Role {
-    uint16_t rule;
-    uint8_t kind;     // PendingRecord::kind: 0 begin, 1 end
-    bool one_scalar;  // the key is one field that is not a string: its 8 bytes
-    int key_field;    // the key's (first) field
-  };
-  std::vector<std::vector<Role>> roles_;
+  std::vector<EventFacts> events_;     // by event id
+  std::vector<Role> roles_;            // by event, in the order of events_
+  reader::RecordSizer sizer_;          // records of events without a fixed size
   std::vector<Rule> rules_;
   std::vector<Cursor> cursors_;      // by slot
-  std::vector<uint64_t> counts_;     // records per event id in this pass
   std::vector<ThreadInfo> threads_;  // this pass's
-  PassBuffers* buf_ = nullptr;       // the view's, during a pass
-  uint64_t loss_count_ = 0;          // every loss seen, for OpenOperation::loss_mark
+  // During a pass: the view's buffers, and the rules' latencies of this interval by rule
+  // (null for a pass that does not count).
+  PassBuffers* buf_ = nullptr;
+  std::vector<LatencyHistogram*> latencies_;
+  std::vector<ThreadRun> runs_;
+  std::vector<ThreadRun*> run_heap_;
+  uint32_t begin_order_ = 0;
+  uint64_t loss_count_ = 0;  // every loss seen, for OpenOperation::loss_mark
   uint64_t ring_losses_seen_ = 0;
   LiveProcess stats_;
   bool exited_ = false;

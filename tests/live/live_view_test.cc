@@ -6,11 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
 
 #include "common/child_process.hpp"
+#include "nanotrace/analysis.hpp"
 #include "nanotrace/reader.hpp"
 
 namespace nanotrace::live {
@@ -199,6 +201,112 @@ TEST(LiveViewTest, AnExitedProcessIsShownThenForgotten) {
   const LivePair* io = find_pair(f, "io:submit");
   ASSERT_NE(io, nullptr);
   EXPECT_EQ(io->total.count, 5u);  // since start, the process gone
+}
+
+// What `nanotrace latency` makes of the same records: the reference for the live view.
+LatencyReport offline_latency(int pid, const PairRule& rule) {
+  auto trace = Trace::open_pid(pid);
+  EXPECT_TRUE(trace.ok());
+  auto matcher = PairMatcher::create(**trace, rule, "", 0);
+  EXPECT_TRUE(matcher.ok()) << matcher.status().message();
+  (*matcher)->add_all(**trace);
+  return (*matcher)->finish();
+}
+
+const LivePair* find_rule(const LiveFrame& f, const PairRule& rule) {
+  for (const LivePair& p : f.pairs) {
+    if (p.rule.label() == rule.label()) return &p;
+  }
+  return nullptr;
+}
+
+std::vector<PairRule> mix_rules() {
+  return {*parse_pair_rule("mix:op_begin,mix:op_end,id"),
+          *parse_pair_rule("mix:lock_begin,mix:lock_end,name")};
+}
+
+// Operations begun on one thread and ended on another, while a third thread reuses their
+// keys: the live view reads each thread's ring in turn, yet matches in time order across
+// threads as the latency analysis does. All of it is read in one pass: counts, replaced
+// begins, ends without a begin and operations left open are the analysis's exactly.
+TEST(LiveViewTest, PairsAcrossThreadsAsTheLatencyAnalysisDoes) {
+  Program program({}, "NANOTRACE_BUFFER=4M");
+  LiveOptions options;
+  options.sources = {std::to_string(program.pid)};
+  options.rules = mix_rules();
+  auto view = LiveView::create(options);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  (*view)->sample();
+  program.command("mix 20000 61");
+  const LiveFrame read = (*view)->sample();
+  // Two more passes: an end without a begin is waited for one pass, then unmatched.
+  (*view)->sample();
+  const LiveFrame settled = (*view)->sample();
+  ASSERT_EQ(read.processes.size(), 1u);
+  EXPECT_EQ(read.processes[0].missed, 0u);
+  uint64_t anomalies = 0;
+  for (const PairRule& rule : mix_rules()) {
+    SCOPED_TRACE(rule.label());
+    const LatencyReport want = offline_latency(program.pid, rule);
+    const LivePair* in_pass = find_rule(read, rule);
+    const LivePair* got = find_rule(settled, rule);
+    ASSERT_TRUE(in_pass && got);
+    EXPECT_EQ(in_pass->last.count, want.overall.count);
+    EXPECT_EQ(got->total.count, want.overall.count);
+    EXPECT_EQ(got->replaced + got->open, want.overall.unmatched_begins);
+    EXPECT_EQ(got->unmatched_ends, want.unmatched_ends);
+    // The two read the clock rate from the segment at different times: ppm apart.
+    EXPECT_NEAR(static_cast<double>(got->total.max_ns), static_cast<double>(want.overall.max_ns),
+                1e-3 * static_cast<double>(want.overall.max_ns) + 1);
+    EXPECT_NEAR(static_cast<double>(got->total.p50_ns), static_cast<double>(want.overall.p50_ns),
+                static_cast<double>(want.overall.p50_ns) / 32 + 1);
+    anomalies += want.overall.unmatched_begins + want.unmatched_ends;
+  }
+  EXPECT_GT(anomalies, 0u) << "the keys did not collide: the test proves less than it says";
+}
+
+// The same with every key new, sampled while the three threads run: a pass can read an end
+// whose begin, on a thread read earlier, was written just after that thread was read. That
+// end is kept for the next pass, where its begin pairs with it: every operation pairs once,
+// whatever the passes cut.
+TEST(LiveViewTest, PairsAcrossThreadsWhilePassesCutThem) {
+  Program program({}, "NANOTRACE_BUFFER=4M");
+  LiveOptions options;
+  options.sources = {std::to_string(program.pid)};
+  options.rules = mix_rules();
+  auto view = LiveView::create(options);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  (*view)->sample();
+  std::atomic<bool> done{false};
+  uint64_t passes = 0;
+  std::thread sampler([&] {
+    while (!done.load()) {
+      (*view)->sample();
+      ++passes;
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  });
+  program.command("mix 40000 0");
+  done = true;
+  sampler.join();
+  LiveFrame f;
+  for (int i = 0; i < 3; ++i) f = (*view)->sample();
+  EXPECT_GT(passes, 2u);
+  ASSERT_EQ(f.processes.size(), 1u);
+  EXPECT_EQ(f.processes[0].missed, 0u);
+  for (const PairRule& rule : mix_rules()) {
+    SCOPED_TRACE(rule.label());
+    const LatencyReport want = offline_latency(program.pid, rule);
+    // Operations: the submit thread's and the local thread's; locks: the submit thread's.
+    EXPECT_EQ(want.overall.count, rule.begin == "mix:op_begin" ? 80000u : 40000u);
+    EXPECT_EQ(want.overall.unmatched_begins + want.unmatched_ends, 0u);
+    const LivePair* got = find_rule(f, rule);
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(got->total.count, want.overall.count);
+    EXPECT_EQ(got->open, 0u);
+    EXPECT_EQ(got->replaced, 0u);
+    EXPECT_EQ(got->unmatched_ends, 0u);
+  }
 }
 
 }  // namespace

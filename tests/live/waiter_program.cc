@@ -10,10 +10,17 @@
 //   flood N  N records noise:tick on the thread "flood", as fast as it can: with a small
 //            ring (NANOTRACE_BUFFER) they wrap it
 //   end      ends the stuck operation
+//   mix N M  three threads at once: "mix-submit" begins N operations mix:op_begin (key id) and
+//            mix:lock_begin (key name), "mix-complete" ends each as soon as it begun
+//            (mix:op_end, mix:lock_end: every pair crosses threads), "mix-local" begins and
+//            ends N of its own. With M > 0 the keys are taken modulo M, so both threads'
+//            keys collide (begins replaced, ends without a begin); with M = 0 every key is new
+//            and the run lasts at least 1 ms per 1,000 operations
 // and prints "done" after each. Exits when stdin closes.
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +28,7 @@
 #include <nanotrace/nanotrace.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -30,6 +38,45 @@ void run_named(const char* name, auto&& body) {
     body();
   });
   t.join();
+}
+
+// The mix command (see the top of the file): keys from `base` on, modulo m unless m is 0.
+void mix(uint64_t n, uint64_t m, uint64_t base) {
+  auto key = [&](uint64_t i) { return m == 0 ? base + i : i % m; };
+  auto lock_name = [&](uint64_t k) { return "lock" + std::to_string(m == 0 ? k : k % 13); };
+  std::vector<std::atomic<uint64_t>> begun(n);  // key + 1 once its begin is written
+  std::thread submit([&] {
+    pthread_setname_np(pthread_self(), "mix-submit");
+    for (uint64_t i = 0; i < n; ++i) {
+      NANOTRACE(mix, op_begin, "id={} len={}", key(i), uint64_t{512});
+      const std::string name = lock_name(key(i));
+      NANOTRACE(mix, lock_begin, "name={} id={}", name.c_str(), key(i));
+      begun[i].store(key(i) + 1, std::memory_order_release);
+      // New keys are for passes that cut the run: it lasts 1 ms per 1,000 operations.
+      if (m == 0 && i % 1000 == 999) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  std::thread complete([&] {
+    pthread_setname_np(pthread_self(), "mix-complete");
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t k;
+      while ((k = begun[i].load(std::memory_order_acquire)) == 0) std::this_thread::yield();
+      NANOTRACE(mix, op_end, "id={} status={}", k - 1, 0);
+      const std::string name = lock_name(k - 1);
+      NANOTRACE(mix, lock_end, "name={}", name.c_str());
+    }
+  });
+  std::thread local([&] {
+    pthread_setname_np(pthread_self(), "mix-local");
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t k = m == 0 ? base + n + i : (i * 7) % m;
+      NANOTRACE(mix, op_begin, "id={} len={}", k, uint64_t{4096});
+      NANOTRACE(mix, op_end, "id={} status={}", k, 1);
+    }
+  });
+  submit.join();
+  complete.join();
+  local.join();
 }
 
 }  // namespace
@@ -72,6 +119,13 @@ int main(int argc, char** argv) {
       run_named("flood", [&] {
         for (uint64_t i = 0; i < n; ++i) NANOTRACE(noise, tick, "n={}", i);
       });
+    } else if (line.rfind("mix ", 0) == 0) {
+      char* rest = nullptr;
+      n = std::strtoull(line.c_str() + 4, &rest, 10);
+      const uint64_t m = std::strtoull(rest, nullptr, 10);
+      static uint64_t base = 1000000;  // keys of each unique mix follow the last one's
+      mix(n, m, base);
+      base += 2 * n;
     } else if (line == "end") {
       run_named("ender", [&] { NANOTRACE(io, complete, "req={} status={}", stuck, 0); });
     }
