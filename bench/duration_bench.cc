@@ -17,7 +17,11 @@
 //          (a begin and an end) with it armed against none.
 // Prints one JSON document (--json FILE also writes it).
 //   duration_bench [--quick] [--json FILE]
-//   duration_bench --stuck REPS   the stuck lateness alone (nothing else flowing), REPS runs
+//   duration_bench --stuck REPS [--samples]   the stuck lateness alone (nothing else
+//                                       flowing), REPS runs; --samples: each one's, with the
+//                                       control thread's run delay (samples_ms: late, run
+//                                       delay from the deadline, from the begin, its CPU and
+//                                       runs from the deadline, how late the bench looked)
 //   duration_bench --workload SECONDS   2 M pairs/s for SECONDS with one pair of 10 ms in the
 //                                       middle, no trigger (for `record` then `latency`)
 //   duration_bench --named-loop N       N pairs with the trigger armed, nothing else (for a
@@ -155,9 +159,39 @@ void stop_hogs(const std::vector<pid_t>& pids) {
   for (pid_t p : pids) waitpid(p, nullptr, 0);
 }
 
+// This process's control thread (nanotrace-ctl), from its schedstat: the CPU time it ran and
+// the time it waited runnable for a CPU (run delay), in ns.
+struct ControlThreadTimes {
+  double cpu_ns = 0;
+  double run_delay_ns = 0;
+  double runs = 0;  // times it was given a CPU
+};
+ControlThreadTimes control_thread_times() {
+  ControlThreadTimes out;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return out;
+  while (dirent* d = readdir(dir)) {
+    if (d->d_name[0] == '.') continue;
+    const std::string task = std::string("/proc/self/task/") + d->d_name;
+    std::ifstream comm(task + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "nanotrace-ctl") continue;
+    std::ifstream stat(task + "/schedstat");
+    stat >> out.cpu_ns >> out.run_delay_ns >> out.runs;
+  }
+  closedir(dir);
+  return out;
+}
+double control_thread_cpu_ns() { return control_thread_times().cpu_ns; }
+
 // How late each stuck operation is named past its threshold, in ns. flowing: another thread
-// writes a pair every 100 us meanwhile (its writers may name the stuck one).
-json stuck_lateness(int reps, uint64_t threshold_ms, bool flowing = false) {
+// writes a pair every 100 us meanwhile (its writers may name the stuck one). samples: each
+// operation's lateness beside the time the control thread waited for a CPU meanwhile (its
+// run delay from the first look past the deadline to the freeze), in ms, so that a tail can
+// be told apart: the scheduler's (the control thread runnable and waiting) or the aging's
+// (it was not).
+json stuck_lateness(int reps, uint64_t threshold_ms, bool flowing = false, bool samples = false) {
   std::atomic<bool> stop{false};
   std::thread flow_thread;
   if (flowing) {
@@ -172,12 +206,24 @@ json stuck_lateness(int reps, uint64_t threshold_ms, bool flowing = false) {
   }
   arm("bench:begin..bench:end by req open > " + std::to_string(threshold_ms) + "ms");
   std::vector<double> late;
+  json each = json::array();
   int missed = 0;
   for (int i = 0; i < reps; ++i) {
     const uint64_t req = 1000000 + static_cast<uint64_t>(i);
+    const ControlThreadTimes at_begin = samples ? control_thread_times() : ControlThreadTimes{};
+    ControlThreadTimes at_due = at_begin;
     NANOTRACE(bench, begin, "req={}", req);
+    const uint64_t due = now_ns() + threshold_ms * 1000000;
+    uint64_t due_seen_ns = due;
+    bool due_seen = !samples;
     const uint64_t deadline = now_ns() + threshold_ms * 1000000 * 4 + 500000000;
     while (!nanotrace::frozen() && now_ns() < deadline) {
+      if (!due_seen && now_ns() >= due) {
+        due_seen = true;
+        due_seen_ns = now_ns();
+        at_due = control_thread_times();
+        continue;
+      }
       timespec ts{0, 200000};
       nanosleep(&ts, nullptr);
     }
@@ -188,6 +234,15 @@ json stuck_lateness(int reps, uint64_t threshold_ms, bool flowing = false) {
       const int64_t age =
           static_cast<int64_t>(__atomic_load_n(&d.duration_ticks, __ATOMIC_RELAXED));
       late.push_back(ticks_to_ns(age) - static_cast<double>(threshold_ms) * 1e6);
+      if (samples) {
+        // ms: late; the control thread's run delay from the due look, and from the begin; its
+        // CPU and its runs from the due look; how late the bench looked past the deadline.
+        const ControlThreadTimes at_end = control_thread_times();
+        each.push_back({late.back() / 1e6, (at_end.run_delay_ns - at_due.run_delay_ns) / 1e6,
+                        (at_end.run_delay_ns - at_begin.run_delay_ns) / 1e6,
+                        (at_end.cpu_ns - at_due.cpu_ns) / 1e6, at_end.runs - at_due.runs,
+                        static_cast<double>(due_seen_ns - due) / 1e6});
+      }
       (void)nanotrace::resume();
     }
     NANOTRACE(bench, end, "req={}", req);  // after the resume: an end without a begin
@@ -198,6 +253,8 @@ json stuck_lateness(int reps, uint64_t threshold_ms, bool flowing = false) {
   json out = summary(late);
   out["missed"] = missed;
   out["threshold_ms"] = threshold_ms;
+  out["over_5ms"] = std::count_if(late.begin(), late.end(), [](double ns) { return ns > 5e6; });
+  if (samples) out["samples_ms"] = each;
   return out;
 }
 
@@ -227,25 +284,6 @@ uint64_t flow(double seconds, uint64_t* next_req, uint64_t slow_at_ns = 0) {
     }
   }
   return pairs;
-}
-
-// The CPU time (ns) of this process's control thread (nanotrace-ctl), from its schedstat.
-double control_thread_cpu_ns() {
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return 0;
-  double ns = 0;
-  while (dirent* d = readdir(dir)) {
-    if (d->d_name[0] == '.') continue;
-    const std::string task = std::string("/proc/self/task/") + d->d_name;
-    std::ifstream comm(task + "/comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name != "nanotrace-ctl") continue;
-    std::ifstream stat(task + "/schedstat");
-    stat >> ns;
-  }
-  closedir(dir);
-  return ns;
 }
 
 // CPU % of one core over rounds, A (a record trigger on an event that never occurs) and B
@@ -343,8 +381,9 @@ int main(int argc, char** argv) {
     }
     if (std::strcmp(argv[i], "--stuck") == 0 && i + 1 < argc) {  // stuck lateness alone
       const int reps = std::atoi(argv[++i]);
+      const bool samples = i + 1 < argc && std::strcmp(argv[i + 1], "--samples") == 0;
       (void)header();
-      std::printf("%s\n", stuck_lateness(reps, 20).dump().c_str());
+      std::printf("%s\n", stuck_lateness(reps, 20, false, samples).dump().c_str());
       return 0;
     }
     if (std::strcmp(argv[i], "--flow") == 0 && i + 1 < argc) {
