@@ -31,11 +31,19 @@ void ThreadOpenTables::clear() {
   // The tables in use only, zeroed in place: given back instead, each would fault its pages
   // in again on the next begin and end (a resume and the next slow pair: +1-2 us to the
   // freeze), and one never used still costs no memory.
+  //
+  // A table in use stays marked so: its thread marks it on its first begin only (a count of
+  // 0), and a thread inside a begin meanwhile, which read its count before the clear, stores
+  // it after it, not 0. Cleared whole, that table was then left out of every scan and every
+  // other thread's end for as long as the trigger stayed armed: its stuck operations never named.
   const uint32_t n = used();
   for (uint32_t t = 0; t < n; ++t) {
-    if (tables_[t].in_use.load(std::memory_order_relaxed) != 0) {
-      std::memset(static_cast<void*>(&tables_[t]), 0, sizeof(Table));
-    }
+    Table& table = tables_[t];
+    if (table.in_use.load(std::memory_order_relaxed) == 0) continue;
+    table.begun.store(0, std::memory_order_relaxed);
+    table.crossed.store(0, std::memory_order_relaxed);
+    std::memset(static_cast<void*>(table.entries), 0, sizeof(table.entries));
+    std::memset(static_cast<void*>(table.closed), 0, sizeof(table.closed));
   }
 }
 

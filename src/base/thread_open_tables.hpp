@@ -69,7 +69,9 @@ class ThreadOpenTables {
   bool get(size_t index, OpenOp* op) const;
   // Marks the operation at `index` reported, if it is still `op`. True if marked.
   bool mark_reported(size_t index, const OpenOp& op);
-  // Empties every table; REQUIRES: no thread uses them meanwhile.
+  // Empties every table (a resume). A thread may still be in a begin of the round before
+  // (its record's pairing straddles the freeze): its stores after the clear may leave that one
+  // operation open, but never hide its table from the scans.
   void clear();
   // Gives the pages back; any later use finds empty tables.
   void release_pages();
@@ -81,8 +83,9 @@ class ThreadOpenTables {
     std::atomic<uint64_t> where;
     std::atomic<uint64_t> tid;
   };
+  friend struct ThreadOpenTablesTesting;  // tests: a begin's count stored across a clear
   struct alignas(64) Table {
-    std::atomic<uint32_t> in_use;   // set once by the owner
+    std::atomic<uint32_t> in_use;   // set once by the owner, kept by clear()
     std::atomic<uint64_t> begun;    // the owner's begins here
     std::atomic<uint64_t> crossed;  // of them, closed by other threads
     alignas(64) Entry entries[kEntries];
@@ -122,7 +125,7 @@ inline ThreadOpenTables::Begin ThreadOpenTables::begin(uint32_t t, const OpenOp&
   // operations waiting for other threads must not turn itself off by taking no more.
   const uint64_t begun = table.begun.load(std::memory_order_relaxed);
   table.begun.store(begun + 1, std::memory_order_relaxed);
-  if (begun == 0) note_in_use(t);  // its first begin (since the last clear)
+  if (begun == 0) note_in_use(t);  // its first begin (after a clear: already marked)
   if (crossing_often(table.crossed.load(std::memory_order_relaxed), begun)) return Begin::kNotHere;
   const uint32_t i = entry_of(op.key);
   Entry& e = table.entries[i];

@@ -14,6 +14,15 @@
 #include "base/trigger_pairing.hpp"
 
 namespace nanotrace::pairing {
+
+// What a writer inside a begin leaves when a resume clears the tables between its load of
+// the table's count of begins and its store of it: the count it read, plus one.
+struct ThreadOpenTablesTesting {
+  static void store_begun(ThreadOpenTables& tables, uint32_t t, uint64_t begun) {
+    tables.tables_[t].begun.store(begun, std::memory_order_relaxed);
+  }
+};
+
 namespace {
 
 using Tables = ThreadOpenTables;
@@ -163,6 +172,30 @@ TEST(DurationThreadTablesTest, TheControlThreadReadsAndMarksEveryOpenOperation) 
   tables.clear();
   EXPECT_EQ(open_count(tables), 0u);
   EXPECT_EQ(tables.begin(0, own_op(1, 400), &dropped), Tables::Begin::kInserted);
+}
+
+// A resume clears the tables while a writer of the round before may still be in a begin
+// (descheduled between its trigger check and its table's stores): the count of begins it
+// read before the clear is stored after it. Its table must still be read by the control
+// thread's scans (else its stuck operations are never named) and probed by the other threads'
+// ends.
+TEST(DurationThreadTablesTest, ATableClearedWhileItsThreadIsInABeginIsStillRead) {
+  Tables tables(2);
+  OpenOp dropped, begun;
+  ASSERT_EQ(tables.begin(1, own_op(5, 100, 1, 1), &dropped), Tables::Begin::kInserted);
+  tables.clear();
+  ThreadOpenTablesTesting::store_begun(tables, 1, 2);  // the straddling begin's count
+  EXPECT_EQ(open_count(tables), 0u);
+  ASSERT_EQ(tables.begin(1, own_op(6, 200, 1, 2), &dropped), Tables::Begin::kInserted);
+  std::vector<uint64_t> keys;
+  tables.for_each([&](size_t, const OpenOp& op) { keys.push_back(op.key); });
+  EXPECT_EQ(keys, std::vector<uint64_t>{6});
+  ASSERT_TRUE(tables.end_other(0, 6, &begun));
+  EXPECT_EQ(begun.begin_ticks(), 200u);
+  // Cleared again, the table is still read.
+  tables.clear();
+  ASSERT_EQ(tables.begin(1, own_op(7, 300, 1, 3), &dropped), Tables::Begin::kInserted);
+  EXPECT_EQ(open_count(tables), 1u);
 }
 
 TEST(DurationThreadTablesTest, ReleasedPagesReadAsEmptyTables) {
