@@ -22,6 +22,8 @@
 //                                       control thread's run delay (samples_ms: late, run
 //                                       delay from the deadline, from the begin, its CPU and
 //                                       runs from the deadline, how late the bench looked)
+//   duration_bench --stuck-flowing REPS [--samples]   the same while another thread writes a
+//                                       pair every 100 us
 //   duration_bench --workload SECONDS   2 M pairs/s for SECONDS with one pair of 10 ms in the
 //                                       middle, no trigger (for `record` then `latency`)
 //   duration_bench --named-loop N       N pairs with the trigger armed, nothing else (for a
@@ -379,11 +381,13 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    if (std::strcmp(argv[i], "--stuck") == 0 && i + 1 < argc) {  // stuck lateness alone
+    if ((std::strcmp(argv[i], "--stuck") == 0 || std::strcmp(argv[i], "--stuck-flowing") == 0) &&
+        i + 1 < argc) {  // stuck lateness alone, or among flowing operations
+      const bool flowing = std::strcmp(argv[i], "--stuck-flowing") == 0;
       const int reps = std::atoi(argv[++i]);
       const bool samples = i + 1 < argc && std::strcmp(argv[i + 1], "--samples") == 0;
       (void)header();
-      std::printf("%s\n", stuck_lateness(reps, 20, false, samples).dump().c_str());
+      std::printf("%s\n", stuck_lateness(reps, 20, flowing, samples).dump().c_str());
       return 0;
     }
     if (std::strcmp(argv[i], "--flow") == 0 && i + 1 < argc) {
