@@ -125,9 +125,7 @@ bool ProcessFollower::pass(Totals* totals, bool counting) {
   threads_ = trace_->threads();
   for (EventFacts& e : events_) e.count = 0;
   begin_order_ = 0;
-  latencies_.clear();
-  for (const Rule& r : rules_)
-    latencies_.push_back(counting ? &totals->pairs[r.pair].last : nullptr);
+  for (Rule& r : rules_) r.latencies = counting ? &totals->pairs[r.pair].last : nullptr;
   buf_->blocks.clear();
   buf_->spans.clear();
   buf_->thread_spans.clear();

@@ -98,6 +98,7 @@ class ProcessFollower {
       uint32_t order = 0;   // among this pass's begins, in time order
     };
     analysis::FlatKeyMap<PassBegin> pass_begins;
+    LatencyHistogram* latencies = nullptr;  // this pass's: the interval's (null: not counting)
   };
   std::vector<Rule>& rules() { return rules_; }
   // The process's current clock value (its records' clock).
@@ -170,10 +171,7 @@ class ProcessFollower {
   std::vector<Rule> rules_;
   std::vector<Cursor> cursors_;      // by slot
   std::vector<ThreadInfo> threads_;  // this pass's
-  // During a pass: the view's buffers, and the rules' latencies of this interval by rule
-  // (null for a pass that does not count).
-  PassBuffers* buf_ = nullptr;
-  std::vector<LatencyHistogram*> latencies_;
+  PassBuffers* buf_ = nullptr;       // the view's, during a pass
   std::vector<ThreadRun> runs_;
   std::vector<ThreadRun*> run_heap_;
   uint32_t begin_order_ = 0;
