@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <queue>
 #include <unordered_map>
 
@@ -487,51 +486,6 @@ Result<LatencyReport> analyze_latency(Trace& trace, const LatencyOptions& option
         options.rule.begin, options.rule.end, options.rule.key, rep.begins, rep.ends, rep.records));
   }
   return rep;
-}
-
-std::vector<PairRule> infer_pairs(const Trace& trace) {
-  static const std::pair<const char*, const char*> kSuffixes[] = {
-      {"_start", "_end"}, {"_begin", "_end"}, {"_start", "_stop"}};
-  static const std::pair<const char*, const char*> kNames[] = {
-      {"start", "stop"}, {"begin", "end"}, {"submit", "complete"}, {"start", "end"}};
-  std::vector<PairRule> rules;
-  const std::vector<EventInfo>& events = trace.events();
-  auto find = [&](const std::string& group, const std::string& name) -> const EventInfo* {
-    for (const EventInfo& e : events) {
-      if (!e.is_guard && e.group == group && e.name == name) return &e;
-    }
-    return nullptr;
-  };
-  auto add = [&](const EventInfo& b, const EventInfo& e) {
-    for (const FieldInfo& f : b.fields) {
-      for (const FieldInfo& g : e.fields) {
-        if (f.name != g.name) continue;
-        PairRule rule{b.full_name(), e.full_name(), f.name};
-        for (const PairRule& r : rules) {
-          if (r.begin == rule.begin && r.end == rule.end) return;
-        }
-        rules.push_back(rule);
-        return;
-      }
-    }
-  };
-  for (const EventInfo& b : events) {
-    if (b.is_guard) continue;
-    for (const auto& [bs, es] : kSuffixes) {
-      size_t n = std::strlen(bs);
-      if (b.name.size() > n && b.name.compare(b.name.size() - n, n, bs) == 0) {
-        const EventInfo* e = find(b.group, b.name.substr(0, b.name.size() - n) + es);
-        if (e) add(b, *e);
-      }
-    }
-    for (const auto& [bn, en] : kNames) {
-      if (b.name == bn) {
-        const EventInfo* e = find(b.group, en);
-        if (e) add(b, *e);
-      }
-    }
-  }
-  return rules;
 }
 
 }  // namespace nanotrace

@@ -1,8 +1,10 @@
-// Pair rules: parsing "BEGIN,END,KEY" and resolving a rule's event names and key field
-// against a trace's event table. Shared by the analyses and the exporters' slices.
+// Pair rules: parsing "BEGIN,END,KEY", resolving a rule's event names and key field against a
+// trace's event table, and the rules found from event names or known by name. Shared by the
+// analyses, the exporters' slices and the live view.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "nanotrace/analysis.hpp"
 
@@ -153,6 +155,51 @@ Result<ResolvedPair> resolve_pair(const Trace& trace, const PairRule& rule) {
 
 Result<ResolvedPair> resolve_pair_with_kernel(const Trace& trace, const PairRule& rule) {
   return resolve(trace, rule, true);
+}
+
+std::vector<PairRule> infer_pairs(const Trace& trace) {
+  static const std::pair<const char*, const char*> kSuffixes[] = {
+      {"_start", "_end"}, {"_begin", "_end"}, {"_start", "_stop"}};
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"start", "stop"}, {"begin", "end"}, {"submit", "complete"}, {"start", "end"}};
+  std::vector<PairRule> rules;
+  const std::vector<EventInfo>& events = trace.events();
+  auto find = [&](const std::string& group, const std::string& name) -> const EventInfo* {
+    for (const EventInfo& e : events) {
+      if (!e.is_guard && e.group == group && e.name == name) return &e;
+    }
+    return nullptr;
+  };
+  auto add = [&](const EventInfo& b, const EventInfo& e) {
+    for (const FieldInfo& f : b.fields) {
+      for (const FieldInfo& g : e.fields) {
+        if (f.name != g.name) continue;
+        PairRule rule{b.full_name(), e.full_name(), f.name};
+        for (const PairRule& r : rules) {
+          if (r.begin == rule.begin && r.end == rule.end) return;
+        }
+        rules.push_back(rule);
+        return;
+      }
+    }
+  };
+  for (const EventInfo& b : events) {
+    if (b.is_guard) continue;
+    for (const auto& [bs, es] : kSuffixes) {
+      size_t n = std::strlen(bs);
+      if (b.name.size() > n && b.name.compare(b.name.size() - n, n, bs) == 0) {
+        const EventInfo* e = find(b.group, b.name.substr(0, b.name.size() - n) + es);
+        if (e) add(b, *e);
+      }
+    }
+    for (const auto& [bn, en] : kNames) {
+      if (b.name == bn) {
+        const EventInfo* e = find(b.group, en);
+        if (e) add(b, *e);
+      }
+    }
+  }
+  return rules;
 }
 
 std::vector<PairRule> known_pair_rules() {
