@@ -165,14 +165,19 @@ inline void ProcessFollower::on_end(Rule& rule, const OpKey& key, uint64_t ticks
 // (a string, or several fields) as bytes in PassBuffers::key.
 void ProcessFollower::match_record(const ThreadRun& run) {
   const EventFacts& facts = events_[run.id];
+  if (facts.info == nullptr) return;  // not an event now (the walk would not have passed it)
   const EventInfo& e = *facts.info;
   const uint8_t* record = run.data + run.at;
   // Most keys are one scalar of a record without strings: read at its slot, nothing decoded.
   // Otherwise every field is decoded (the key's may follow a string).
   const bool fixed = facts.fixed_size != 0;
+  // The roles were found in the event table of an earlier pass: a key field the record does
+  // not have now is not read.
+  const uint32_t fields = e.layout.field_count();
   if (fixed && facts.roles == 1 && roles_[facts.roles_at].one_scalar) {
     // Most rule records: one role, its key one scalar at its slot.
     const Role& role = roles_[facts.roles_at];
+    if (static_cast<uint32_t>(role.key_field) >= fields) return;
     OpKey key;
     std::memcpy(&key.bits, record + abi::kWord0Bytes + abi::kScalarSlotBytes * role.key_field, 8);
     if (role.is_begin) {
@@ -188,12 +193,12 @@ void ProcessFollower::match_record(const ThreadRun& run) {
     const char* data;
     size_t size;
   } text[abi::kMaxFields];
-  if (!fixed) {
-    e.layout.decode(
-        record, 0, run.size, [&](uint32_t f, uint64_t b) { bits[f] = b; },
-        [&](uint32_t f, std::string_view t) {
-          text[f] = {t.data(), t.size()};
-        });
+  if (!fixed && e.layout.decode(
+                    record, 0, run.size, [&](uint32_t f, uint64_t b) { bits[f] = b; },
+                    [&](uint32_t f, std::string_view t) {
+                      text[f] = {t.data(), t.size()};
+                    }) == 0) {
+    return;  // not a record of this layout (the walk passed it: cannot happen)
   }
   auto scalar = [&](int f) {
     if (!fixed) return bits[f];
@@ -204,14 +209,18 @@ void ProcessFollower::match_record(const ThreadRun& run) {
   for (uint32_t i = 0; i < facts.roles; ++i) {
     const Role& role = roles_[facts.roles_at + i];
     Rule& rule = rules_[role.rule];
+    const std::vector<int>& more = rule.resolved.more_key_fields[run.id];
+    bool present = static_cast<uint32_t>(role.key_field) < fields;
+    for (int f : more) present = present && static_cast<uint32_t>(f) < fields;
+    if (!present) continue;
     OpKey key;
-    if (role.one_scalar) {
+    if (role.one_scalar && e.layout.type(role.key_field) != abi::FieldType::kString) {
       key.bits = scalar(role.key_field);
     } else {
       std::string& k = buf_->key;
       k.clear();
       auto append = [&](int f) {
-        if (e.fields[f].type == abi::FieldType::kString) {
+        if (e.layout.type(f) == abi::FieldType::kString) {
           k.push_back(static_cast<char>(text[f].size));
           k.append(text[f].data, text[f].size);
         } else {
@@ -220,7 +229,7 @@ void ProcessFollower::match_record(const ThreadRun& run) {
         }
       };
       append(role.key_field);
-      for (int f : rule.resolved.more_key_fields[run.id]) append(f);
+      for (int f : more) append(f);
       key.is_text = true;
       key.text = k;
     }

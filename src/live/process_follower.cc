@@ -77,14 +77,11 @@ void ProcessFollower::resolve_rules(Totals* totals) {
   }
   const std::vector<EventInfo>& events = trace_->events();
   known_events_ = events.size();
-  sizer_ = reader::RecordSizer(events);
   event_total_.assign(events.size() + 1, 0);
   events_.assign(events.size() + 1, {});
+  bind_events();
   for (const EventInfo& e : events) {
-    if (e.is_guard || trace_->event_by_id(e.id) != &e) continue;
-    event_total_[e.id] = totals->event_index(e.full_name());
-    events_[e.id].fixed_size = e.layout.fixed_size();
-    events_[e.id].info = &e;
+    if (events_[e.id].info == &e) event_total_[e.id] = totals->event_index(e.full_name());
   }
   roles_.clear();
   for (size_t id = 0; id < events_.size(); ++id) {
@@ -104,6 +101,19 @@ void ProcessFollower::resolve_rules(Totals* totals) {
   }
 }
 
+// The event table is read again at every refresh (a hostile writer may even change an
+// event's fields under the same count): what a record's reading takes from it is taken again
+// for every pass, as the ring walk's own table is.
+void ProcessFollower::bind_events() {
+  sizer_ = reader::RecordSizer(trace_->events());
+  for (size_t id = 0; id < events_.size(); ++id) {
+    const EventInfo* e = trace_->event_by_id(static_cast<uint16_t>(id));
+    if (e != nullptr && e->is_guard) e = nullptr;
+    events_[id].info = e;
+    events_[id].fixed_size = e != nullptr ? e->layout.fixed_size() : 0;
+  }
+}
+
 bool ProcessFollower::pass(Totals* totals, bool counting) {
   if (exited_) {
     stats_.records = 0;
@@ -118,7 +128,11 @@ bool ProcessFollower::pass(Totals* totals, bool counting) {
   }
   buf_ = &totals->buffers;
   const ProcessInfo& p = trace_->process();
-  if (rules_.empty() || trace_->events().size() != known_events_) resolve_rules(totals);
+  if (rules_.empty() || trace_->events().size() != known_events_) {
+    resolve_rules(totals);
+  } else {
+    bind_events();
+  }
   // Whether the process was still running before its rings were read: if not, this pass
   // reads its last records.
   const bool alive = p.alive;

@@ -148,6 +148,7 @@ class ProcessFollower {
   };
 
   void resolve_rules(Totals* totals);
+  void bind_events();
   void read_thread(const ThreadInfo& info, uint32_t thread, bool counting);
   // pass_scan.cc: every thread's records of the pass in time order, counted and matched.
   void scan_in_time_order();

@@ -3,10 +3,12 @@
 // Built twice, with the same code: FUZZ_SEGMENT=0 seeded with real trace files (the trace file
 // parser; merged files of several nodes among them), and FUZZ_SEGMENT=1 seeded with a real
 // segment (the segment parser). Any crash, out-of-bounds access (ASan) or leak fails the run.
-// A third build, FUZZ_REPAIR_CHECKSUMS=1, seeded with real files holding kernel events,
-// recomputes every chunk's checksums before the read: a mutated payload would otherwise fail
-// its CRC and never reach the decoders behind it (the kernel's ftrace sub-buffers, a THREAD
-// or LOSS chunk's fields), which is where a damaged file that passes its checks goes.
+// FUZZ_LIVE=1 (with FUZZ_SEGMENT=1), seeded with segments whose records pair, reads the
+// segment only as the live view's follower does. A fourth build, FUZZ_REPAIR_CHECKSUMS=1, seeded
+// with real files holding kernel events, recomputes every chunk's checksums before the read: a
+// mutated payload would otherwise fail its CRC and never reach the decoders behind it (the kernel's
+// ftrace sub-buffers, a THREAD or LOSS chunk's fields), which is where a damaged file that passes
+// its checks goes.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -17,6 +19,9 @@
 #include <string>
 
 #include "base/file_format.hpp"
+#if FUZZ_LIVE
+#include "live/process_follower.hpp"
+#endif
 #include "nanotrace/columns.hpp"
 #include "nanotrace/reader.hpp"
 
@@ -51,6 +56,25 @@ void repair_checksums(std::string& bytes) {
   }
 }
 
+#if FUZZ_LIVE
+// `top` and the fleet agent follow a segment's rings as a live process's: two passes (the
+// rings' past, then one that counts), and the operations left open described.
+void follow(const std::string& path) {
+  auto trace = nanotrace::Trace::open_path(path);
+  if (!trace.ok()) return;
+  nanotrace::live::ProcessFollower follower(std::move(*trace), {}, 64);
+  nanotrace::live::Totals totals;
+  follower.pass(&totals, false);
+  follower.pass(&totals, true);
+  for (nanotrace::live::ProcessFollower::Rule& rule : follower.rules()) {
+    for (const nanotrace::live::OpenOperation* op : rule.open->oldest(8)) {
+      nanotrace::live::LiveWaiter waiter;
+      follower.describe(rule, *op, &waiter);
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -69,6 +93,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     done += static_cast<size_t>(n);
   }
   ::close(fd);
+#if FUZZ_LIVE
+  follow(path);
+  return 0;
+#endif
   auto trace = nanotrace::Trace::open_path(path);
   if (!trace.ok()) return 0;
   nanotrace::Trace& t = **trace;

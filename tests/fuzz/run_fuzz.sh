@@ -2,11 +2,12 @@
 # Runs one fuzzer for a fixed number of inputs (a ctest test, tests/fuzz/CMakeLists.txt) from
 # a seed corpus: a committed directory of small inputs (and DIR.dict, a libFuzzer dictionary,
 # beside it if there is one), or for the reader's fuzzers one built from a real traced
-# process (`segment`: its segment, kept on exit; `file`: trace files recovered from it;
+# process (`segment`: its segment, kept on exit; `pairs`: segments of a program whose records
+# pair, for the live view's follower; `file`: trace files recovered from it;
 # `kernel`: trace files recorded with kernel events, which needs root and tracefs: without
 # them the test fails, it does not pass having fuzzed nothing).
 # The seed is random and printed ("Seed: N"): -seed=N reproduces a run.
-# Usage: run_fuzz.sh FUZZER BIN_DIR WORK_DIR segment|file|SEED_DIR RUNS [MAX_LEN]
+# Usage: run_fuzz.sh FUZZER BIN_DIR WORK_DIR segment|pairs|file|kernel|SEED_DIR RUNS [MAX_LEN]
 # Exit status: the fuzzer's (non-zero when it found a crash; the crashing input is kept in
 # WORK_DIR).
 set -eu
@@ -22,6 +23,19 @@ case $seed in
     done
     cd "$work"
     exec "$fuzzer" -runs="$runs" -rss_limit_mb=2048 -max_len=262144 -print_final_stats=1 corpus
+    ;;
+  pairs)
+    # Segments whose records pair: a key of one number with pairs crossing threads, and a key
+    # of a string and a number.
+    for scenario in "handoff 2 100 3" "strings 60"; do
+      # shellcheck disable=SC2086  # the scenario's words are its arguments
+      pid=$(NANOTRACE_KEEP=1 NANOTRACE_THREADS=4 NANOTRACE_BUFFER=64K \
+              "$bin/nanotrace_pairs_producer" $scenario </dev/null | head -1 | cut -d' ' -f2)
+      mv "/dev/shm/nanotrace-$pid" "$work/corpus/${scenario%% *}"
+    done
+    cd "$work"
+    exec "$fuzzer" -runs="$runs" -rss_limit_mb=2048 -max_len=1048576 \
+      -print_final_stats=1 corpus
     ;;
   segment | file)
     pid=$(NANOTRACE_KEEP=1 NANOTRACE_THREADS=2 NANOTRACE_BUFFER=64K \
