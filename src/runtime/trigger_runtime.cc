@@ -1,8 +1,8 @@
 // In-process triggers: freeze the flight recorder exactly at the event that matters.
 //
 // Arming marks the matching call sites' enable byte 2, so the hot path calls
-// special_event() for them alone (other sites pay nothing). When a record of an armed site
-// satisfies the expression, its thread fires the trigger without taking any lock: it
+// special_event() (trigger_match.cc) for them alone (other sites pay nothing). When a record of an
+// armed site satisfies the expression, its thread fires the trigger without taking any lock: it
 // publishes which record matched and enters the "firing" phase; then whoever completes the
 // firing first (that thread, or any writer that reaches its slow path meanwhile: the firing
 // thread may be descheduled at any point) zeroes the `check` of every thread slot, so every
@@ -37,39 +37,25 @@
 
 #include "base/process.hpp"
 #include "nanotrace/control.hpp"
-#include "nanotrace/detail/record_layout.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/duration_runtime.hpp"
 #include "runtime/runtime.hpp"
+#include "runtime/trigger_state.hpp"
 
 namespace nanotrace::runtime {
+
+// The state word and the armed trigger (trigger_state.hpp).
+std::atomic<uint64_t> g_state{0};
+std::atomic<const Runtime::ArmedTrigger*> g_armed{nullptr};
+
 namespace {
 
 using abi::TriggerState;
 
-// TriggerState values, plus kFiring from the match until a thread takes the firing's
-// completion (the switch of every writer), and kCompleting until it is done.
-constexpr uint32_t kFiring = 4;
-constexpr uint32_t kCompleting = 5;
-constexpr uint32_t kNonePhase = static_cast<uint32_t>(TriggerState::kNone);
-constexpr uint32_t kArmedPhase = static_cast<uint32_t>(TriggerState::kArmed);
-constexpr uint32_t kFiredPhase = static_cast<uint32_t>(TriggerState::kFired);
-constexpr uint32_t kFrozenPhase = static_cast<uint32_t>(TriggerState::kFrozen);
-// The round (bumped by each arm, disarm and resume) in the high half, the phase in the low
-// half: the low half is also a futex word (little-endian), waited on during a completion.
-std::atomic<uint64_t> g_state{0};
-constexpr uint32_t phase_of(uint64_t state) { return static_cast<uint32_t>(state); }
-constexpr uint64_t with_phase(uint64_t state, uint32_t phase) {
-  return (state & ~uint64_t{0xffffffff}) | phase;
-}
 uint32_t* phase_word() { return reinterpret_cast<uint32_t*>(&g_state); }
-uint32_t current_phase(std::memory_order order = std::memory_order_acquire) {
-  return phase_of(g_state.load(order));
-}
 std::atomic<int64_t> g_remaining{0};
 std::atomic<uint64_t> g_deadline{0};  // clock value; 0 = count events
-std::atomic<const Runtime::ArmedTrigger*> g_armed{nullptr};
-std::atomic<bool> g_firing{false};  // the token: the first matching thread takes it
+std::atomic<bool> g_firing{false};    // the token: the first matching thread takes it
 // The match being fired (valid in kFiring): its unpublished record and its thread's slot.
 std::atomic<uint64_t*> g_fire_record{nullptr};
 std::atomic<abi::ThreadSlot*> g_fire_slot{nullptr};
@@ -324,8 +310,8 @@ void announce_firing(Runtime& rt, uint64_t armed_state) {
   (void)complete_fire(rt);
 }
 
-// Fires the trigger for `record` (written, not yet published) of the calling thread.
-// REQUIRES: the token taken by the caller in `armed_state` (so the state stays that).
+}  // namespace
+
 void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& site,
           uint64_t* record, uint64_t armed_state) {
   g_fire_record.store(record, std::memory_order_relaxed);
@@ -334,8 +320,6 @@ void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& s
   g_fire_id.store(site.id, std::memory_order_relaxed);
   announce_firing(rt, armed_state);
 }
-
-}  // namespace
 
 std::atomic<void (*)(TriggerHookPoint)> g_trigger_test_hook{nullptr};
 
@@ -644,59 +628,6 @@ void Runtime::process_trigger_request_locked() {
 }
 
 }  // namespace nanotrace::runtime
-
-namespace nanotrace::detail {
-namespace {
-
-// A record trigger's test of a record of one of its sites, armed in `state`. Not inlined into
-// special_event: its decoding buffers and saved registers would be every duration trigger's
-// record's cost too.
-[[gnu::noinline]] void match_record(const Site& site, uint64_t* record, uint64_t state) noexcept {
-  using runtime::Runtime;
-  // Decode the record just written (it is not published yet) and test the expression. It is
-  // this thread's own record, of the site's layout: its bytes are trusted.
-  FieldValue values[abi::kMaxFields];
-  const abi::RecordLayout layout(site.types, site.field_count);
-  layout.decode(
-      reinterpret_cast<const uint8_t*>(record), 0, abi::kMaxRecordBytes,
-      [&](uint32_t f, uint64_t bits) {
-        values[f].type = layout.type(f);
-        values[f].bits = bits;
-      },
-      [&](uint32_t f, std::string_view text) {
-        values[f].type = abi::FieldType::kString;
-        values[f].bits = text.size();
-        values[f].text = text;
-      });
-  const Runtime::ArmedTrigger* armed = runtime::g_armed.load(std::memory_order_acquire);
-  if (armed == nullptr) return;
-  auto it = armed->fields.find(&site);
-  if (it == armed->fields.end() || !armed->expression.matches(it->second, values)) return;
-  if (!runtime::take_fire_token(state)) return;  // another fired, or the trigger changed
-  runtime::fire(Runtime::instance(), *armed, site, record, state);
-}
-
-}  // namespace
-
-bool special_event(const Site& site, uint64_t* record) noexcept {
-  using runtime::Runtime;
-  if (const runtime::RuntimeApi* owner = runtime::g_forward) {
-    return owner->special_event(site, record);
-  }
-  const uint64_t state = runtime::g_state.load(std::memory_order_acquire);
-  // After the trigger fired, the slow path accounts for every record; this one was
-  // reserved (inside the window, or just before the switch) and is published.
-  if (runtime::phase_of(state) != runtime::kArmedPhase) return true;
-  if (const Runtime::ArmedTrigger* armed = runtime::g_armed.load(std::memory_order_acquire);
-      armed != nullptr && armed->duration != nullptr) {
-    runtime::duration_record(*armed, site, record, state);  // pairs it; may fire
-  } else {
-    match_record(site, record, state);  // may fire
-  }
-  return true;  // the record itself is kept (a match's too)
-}
-
-}  // namespace nanotrace::detail
 
 namespace nanotrace {
 
