@@ -206,7 +206,7 @@ class Runtime {
 
   void after_fork_in_child();
 
-  // Triggers (trigger_runtime.cc). REQUIRES: mu held.
+  // Triggers (trigger_control.cc, trigger_runtime.cc). REQUIRES: mu held.
   Status arm_locked(const std::string& expression, uint64_t after_events, uint64_t after_ns);
   // Arms NANOTRACE_TRIGGER if it is set and not armed yet: at start, and each time a module
   // registers its tracepoints (the event may be in one loaded later).

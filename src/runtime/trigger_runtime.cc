@@ -31,12 +31,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <cstring>
 #include <mutex>
 
 #include "base/process.hpp"
-#include "nanotrace/control.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/duration_runtime.hpp"
 #include "runtime/runtime.hpp"
@@ -44,9 +41,10 @@
 
 namespace nanotrace::runtime {
 
-// The state word and the armed trigger (trigger_state.hpp).
+// The state word, the armed trigger and the freeze requests answered (trigger_state.hpp).
 std::atomic<uint64_t> g_state{0};
 std::atomic<const Runtime::ArmedTrigger*> g_armed{nullptr};
+std::atomic<uint32_t> g_freeze_seen{0};
 
 namespace {
 
@@ -63,9 +61,6 @@ std::atomic<const Runtime::ArmedTrigger*> g_fire_armed{nullptr};
 std::atomic<uint16_t> g_fire_id{0};
 // A match published earlier (a duration trigger's open operation): g_fire_record is null.
 EarlierRecord g_fire_earlier;
-// The header's freeze_seq as of the last freeze on request (or resume): a writer that finds
-// it changed freezes the rings.
-std::atomic<uint32_t> g_freeze_seen{0};
 // The clock value of the last resume or arm (or the segment's start): a freeze_request_ticks
 // not after it belongs to a request already answered.
 std::atomic<uint64_t> g_requests_after{0};
@@ -102,9 +97,6 @@ bool is_firing_phase(uint32_t phase) { return phase == kFiring || phase == kComp
 void test_hook(TriggerHookPoint point) {
   if (auto* hook = g_trigger_test_hook.load(std::memory_order_relaxed)) hook(point);
 }
-
-// REQUIRES: mu held. Every site's enable byte from its group and the trigger phase.
-void reapply(Runtime& rt) { rt.apply_groups_locked(); }
 
 // The window of the firing seen in `fired` (a fired state) is over: the rings stop here (or at
 // `at`, a request's time, if not 0). Lock-free; the first caller wins. False if the state is no
@@ -239,14 +231,32 @@ void freeze_unmatched(Runtime& rt, uint64_t at = 0) {
   publish_state(h);
 }
 
-enum class Token { kOurs, kFiringDone, kStuck };
+// A writer's slow path found freeze_seq changed: it freezes the rings itself, without waiting
+// for the control thread to be scheduled, if it can take the runtime's lock at once (never
+// waiting: the control thread, or whoever holds it, then handles the request, and until then
+// this thread's records come here and are dropped: they began after the freeze was asked).
+// Under the lock a resume cannot slip in between: a request a resume already answered is not
+// taken again.
+void freeze_on_request(Runtime& rt, uint32_t wanted) {
+  std::unique_lock lock(rt.mu, std::try_to_lock);
+  if (!lock.owns_lock() || !rt.started.load(std::memory_order_acquire)) return;
+  if (__atomic_load_n(&rt.segment.header()->freeze_seq, __ATOMIC_ACQUIRE) != wanted ||
+      g_freeze_seen.load(std::memory_order_relaxed) == wanted) {
+    return;
+  }
+  (void)rt.freeze_locked();
+}
 
-// REQUIRES: mu held (so no other controller-side change runs). Takes the token before the
-// trigger changes. Held by a writer that matched: that firing is completed first (helped,
-// or waited for: a writer holds the token for a few stores, unless it is descheduled, or
-// gives it back if its round is over). kFiringDone: a firing holds it and is complete (the
-// phase is fired or frozen); the caller may change the phase. kStuck: a writer holding it
-// did not go on within about 2 s; nothing may change.
+// REQUIRES: the token taken by the caller in `armed_state`, the match's facts (g_fire_*)
+// stored. Enters the firing phase of that round (the facts published with it) and completes it.
+void announce_firing(Runtime& rt, uint64_t armed_state) {
+  g_state.store(with_phase(armed_state, kFiring), std::memory_order_seq_cst);
+  test_hook(TriggerHookPoint::kFiringAnnounced);
+  (void)complete_fire(rt);
+}
+
+}  // namespace
+
 Token take_token(Runtime& rt) {
   for (int i = 0; i < 20000; ++i) {
     if (!g_firing.exchange(true, std::memory_order_acq_rel)) return Token::kOurs;
@@ -267,8 +277,6 @@ Token take_token(Runtime& rt) {
 
 Status stuck_firing() { return Status::IoError("a firing in progress did not complete"); }
 
-// REQUIRES: the token taken. A new round in `phase`; the token is given back last, so a
-// writer that wins it next sees the new round.
 void start_round(abi::SegmentHeader* h, TriggerState phase) {
   g_requests_after.store(detail::now_ticks(), std::memory_order_relaxed);
   // A writer may end the last round's window meanwhile (a compare-and-swap from fired, which
@@ -278,39 +286,6 @@ void start_round(abi::SegmentHeader* h, TriggerState phase) {
   publish_state(h);
   g_firing.store(false, std::memory_order_release);
 }
-
-// A writer's slow path found freeze_seq changed: it freezes the rings itself, without waiting
-// for the control thread to be scheduled, if it can take the runtime's lock at once (never
-// waiting: the control thread, or whoever holds it, then handles the request, and until then
-// this thread's records come here and are dropped: they began after the freeze was asked).
-// Under the lock a resume cannot slip in between: a request a resume already answered is not
-// taken again.
-void freeze_on_request(Runtime& rt, uint32_t wanted) {
-  std::unique_lock lock(rt.mu, std::try_to_lock);
-  if (!lock.owns_lock() || !rt.started.load(std::memory_order_acquire)) return;
-  if (__atomic_load_n(&rt.segment.header()->freeze_seq, __ATOMIC_ACQUIRE) != wanted ||
-      g_freeze_seen.load(std::memory_order_relaxed) == wanted) {
-    return;
-  }
-  (void)rt.freeze_locked();
-}
-
-// REQUIRES: the token taken by the caller in `armed_state`, the match's facts (g_fire_*)
-// stored. Enters the firing phase of that round (the facts published with it) and completes it.
-// A duration trigger just armed (or resumed) is aged from now: the control thread, asleep
-// for up to its 100 ms period, is woken to set its first deadline. Without it the first stuck
-// operation after an arm was named up to 80 ms past a 20 ms threshold (duration_bench).
-void wake_for_aging(Runtime& rt) {
-  if (rt.armed != nullptr && rt.armed->duration != nullptr) rt.wake_control_thread();
-}
-
-void announce_firing(Runtime& rt, uint64_t armed_state) {
-  g_state.store(with_phase(armed_state, kFiring), std::memory_order_seq_cst);
-  test_hook(TriggerHookPoint::kFiringAnnounced);
-  (void)complete_fire(rt);
-}
-
-}  // namespace
 
 void fire(Runtime& rt, const Runtime::ArmedTrigger& armed, const detail::Site& site,
           uint64_t* record, uint64_t armed_state) {
@@ -418,130 +393,6 @@ void Runtime::reset_trigger_after_fork() {
   g_requests_after.store(0, std::memory_order_relaxed);
 }
 
-uint8_t Runtime::site_state_locked(const detail::Site* site, bool group_enabled) const {
-  auto phase = static_cast<TriggerState>(current_phase());
-  if (!group_enabled || site->id == 0) return 0;
-  if (phase != TriggerState::kNone && armed && armed->fields.count(site)) return 2;
-  return 1;
-}
-
-Result<const Runtime::ArmedTrigger*> Runtime::bind_trigger_locked(const std::string& expression,
-                                                                  uint64_t after_events,
-                                                                  uint64_t after_ns) {
-  auto parsed = Trigger::parse(expression);
-  if (!parsed.ok()) return parsed.status();
-  if (parsed->duration) {
-    return bind_duration_trigger_locked(*this, std::move(*parsed), after_events, after_ns);
-  }
-  std::unordered_map<const detail::Site*, std::vector<uint32_t>> fields;
-  Status last_error = Status::NotFound("no event " + parsed->group + ":" + parsed->event);
-  for (const detail::Site* site : sites) {
-    if (site->is_guard || parsed->group != site->group || parsed->event != site->name) continue;
-    std::vector<std::string> names;
-    std::vector<abi::FieldType> types;
-    auto* e = reinterpret_cast<abi::EventEntry*>(segment.base + segment.header()->events_offset) +
-              (site->id - 1);
-    const char* pool =
-        reinterpret_cast<const char*>(segment.base + segment.header()->strings_offset);
-    for (uint32_t f = 0; f < site->field_count; ++f) {
-      names.emplace_back(pool + e->field_names[f]);
-      types.push_back(site->types[f]);
-    }
-    auto bound = parsed->bind(names, types);
-    if (!bound.ok()) {
-      last_error = bound.status();
-      continue;
-    }
-    fields[site] = bound.value();
-  }
-  if (fields.empty()) return last_error;
-  return new ArmedTrigger{std::move(parsed.value()), std::move(fields), after_events, after_ns};
-}
-
-// A trigger a writer may still be testing is retired, never freed.
-void Runtime::replace_armed_locked(const ArmedTrigger* next) {
-  if (armed != nullptr) retire_duration_locked(*armed, next);
-  if (armed != nullptr) retired_triggers.push_back(armed);
-  armed = next;
-  g_armed.store(armed, std::memory_order_release);
-}
-
-Status Runtime::arm_locked(const std::string& expression, uint64_t after_events,
-                           uint64_t after_ns) {
-  if (!started) return Status::NotFound("tracing is not running");
-  auto bound = bind_trigger_locked(expression, after_events, after_ns);
-  if (!bound.ok()) return bound.status();
-  if (take_token(*this) == Token::kStuck) {
-    delete *bound;
-    return stuck_firing();
-  }
-  replace_armed_locked(*bound);
-  abi::SegmentHeader* h = segment.header();
-  std::memset(h->trigger_expr, 0, sizeof(h->trigger_expr));
-  std::strncpy(h->trigger_expr, armed->expression.text.c_str(), sizeof(h->trigger_expr) - 1);
-  h->trigger_after_events = after_events;
-  h->trigger_after_ns = after_ns;
-  std::memset(&h->duration, 0, sizeof(h->duration));  // a duration trigger's facts and counts
-  start_round(h, TriggerState::kArmed);
-  reapply(*this);
-  wake_for_aging(*this);
-  return Status::Ok();
-}
-
-void Runtime::rebind_trigger_locked() {
-  if (!started || armed == nullptr) return;
-  auto bound = bind_trigger_locked(armed->expression.text, armed->after_events, armed->after_ns);
-  if (!bound.ok()) return;  // it bound before; the new module's sites cannot unbind it
-  adopt_duration_state_locked(*armed, **bound);
-  replace_armed_locked(*bound);
-  reapply(*this);
-}
-
-void Runtime::arm_from_environment_locked() {
-  if (config.trigger.empty() || armed != nullptr) return;
-  Status s = arm_locked(config.trigger, config.trigger_after_events, config.trigger_after_ns);
-  // Said once, and only once some module's tracepoints were there to look in: the runtime
-  // may start from a library without tracepoints of its own, before the program's register.
-  if (s.ok() || sites.empty() || environment_trigger_warned) return;
-  environment_trigger_warned = true;
-  std::fprintf(stderr, "nanotrace: NANOTRACE_TRIGGER: %s%s\n", s.message().c_str(),
-               s.code() == StatusCode::kNotFound ? " (armed if a module loaded later has it)" : "");
-}
-
-Status Runtime::disarm_locked() {
-  if (!started) {
-    replace_armed_locked(nullptr);
-    g_state.store(with_phase(g_state.load(std::memory_order_relaxed), kNonePhase),
-                  std::memory_order_release);
-    return Status::Ok();
-  }
-  if (take_token(*this) == Token::kStuck) return stuck_firing();
-  replace_armed_locked(nullptr);
-  abi::SegmentHeader* h = segment.header();
-  std::memset(h->trigger_expr, 0, sizeof(h->trigger_expr));
-  start_round(h, TriggerState::kNone);
-  reapply(*this);
-  return Status::Ok();
-}
-
-Status Runtime::resume_locked() {
-  auto phase = static_cast<TriggerState>(current_phase());
-  if (phase != TriggerState::kFrozen && phase != TriggerState::kFired) {
-    return Status::Invalid("the trigger has not fired");
-  }
-  // The firing holds the token; it is taken for the new round only once complete.
-  if (take_token(*this) == Token::kStuck) return stuck_firing();
-  // Unfreeze, keeping the same trigger armed for the next occurrence; the freeze requests
-  // made so far are answered.
-  g_freeze_seen.store(__atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE),
-                      std::memory_order_relaxed);
-  if (armed != nullptr) restart_duration_locked(*this, *armed);
-  start_round(segment.header(), armed ? TriggerState::kArmed : TriggerState::kNone);
-  reapply(*this);
-  wake_for_aging(*this);
-  return Status::Ok();
-}
-
 void Runtime::forget_freeze_requests() {
   g_freeze_seen.store(__atomic_load_n(&segment.header()->freeze_seq, __ATOMIC_ACQUIRE),
                       std::memory_order_relaxed);
@@ -599,56 +450,4 @@ uint64_t Runtime::end_time_window_locked() {
   return static_cast<uint64_t>(static_cast<double>(deadline - now) * 1e9 / hz) + 1000;
 }
 
-void Runtime::process_trigger_request_locked() {
-  abi::SegmentHeader* h = segment.header();
-  uint32_t seq = __atomic_load_n(&h->trigger_request_seq, __ATOMIC_ACQUIRE);
-  if (seq == trigger_requests_seen) return;
-  trigger_requests_seen = seq;
-  char request[sizeof(h->trigger_request) + 1] = {};
-  std::memcpy(request, h->trigger_request, sizeof(h->trigger_request));
-  std::string text = request;
-  Status s;
-  if (text.rfind("arm ", 0) == 0) {
-    s = arm_locked(text.substr(4), h->trigger_after_events, h->trigger_after_ns);
-  } else if (text == "disarm") {
-    s = disarm_locked();
-  } else if (text == "resume") {
-    s = resume_locked();
-  } else if (text == "freeze") {
-    s = freeze_locked();
-  } else {
-    s = Status::Invalid("unknown request '" + text + "'");
-  }
-  if (!s.ok()) {
-    std::memset(h->trigger_error, 0, sizeof(h->trigger_error));
-    std::strncpy(h->trigger_error, s.message().c_str(), sizeof(h->trigger_error) - 1);
-    __atomic_store_n(&h->trigger_error_seq, seq, __ATOMIC_RELEASE);
-  }
-  __atomic_store_n(&h->trigger_done_seq, seq, __ATOMIC_RELEASE);
-}
-
 }  // namespace nanotrace::runtime
-
-namespace nanotrace {
-
-Status arm_trigger(std::string_view expression, const TriggerWindow& window) {
-  runtime::Runtime& rt = runtime::Runtime::instance();
-  std::lock_guard lock(rt.mu);
-  return rt.arm_locked(std::string(expression), window.after_events, window.after_ns);
-}
-
-Status disarm_trigger() {
-  runtime::Runtime& rt = runtime::Runtime::instance();
-  std::lock_guard lock(rt.mu);
-  return rt.disarm_locked();
-}
-
-Status resume() {
-  runtime::Runtime& rt = runtime::Runtime::instance();
-  std::lock_guard lock(rt.mu);
-  return rt.resume_locked();
-}
-
-bool frozen() { return runtime::current_phase() == runtime::kFrozenPhase; }
-
-}  // namespace nanotrace

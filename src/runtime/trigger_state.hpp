@@ -1,8 +1,9 @@
 // The trigger's state as its files share it: the state word (round and phase), the armed
-// trigger and the firing. trigger_runtime.cc defines them and runs the firing protocol (its
-// opening comment describes it); trigger_match.cc is the writers' check of each record of an
-// armed call site. Hidden: special_event() reaches them with direct loads and calls (no GOT,
-// no PLT), as when they were one file's. Internal header.
+// trigger, the token and the firing. trigger_runtime.cc defines them and runs the firing
+// protocol (its opening comment describes it); trigger_match.cc is the writers' check of each
+// record of an armed call site; trigger_control.cc arms, disarms and resumes. Hidden:
+// special_event() reaches them with direct loads and calls (no GOT, no PLT), as when they
+// were one file's. Internal header.
 #pragma once
 
 #include <atomic>
@@ -35,6 +36,26 @@ inline uint32_t current_phase(std::memory_order order = std::memory_order_acquir
 
 // The armed trigger as writers see it (Runtime::armed, published).
 [[gnu::visibility("hidden")]] extern std::atomic<const Runtime::ArmedTrigger*> g_armed;
+
+// The header's freeze_seq as of the last freeze on request (or resume): a writer that finds
+// it changed freezes the rings.
+[[gnu::visibility("hidden")]] extern std::atomic<uint32_t> g_freeze_seen;
+
+// The right to fire is one token: a matching writer takes it, and so does the control side
+// before it changes the trigger.
+enum class Token { kOurs, kFiringDone, kStuck };
+// REQUIRES: mu held (so no other controller-side change runs). Takes the token before the
+// trigger changes. Held by a writer that matched: that firing is completed first (helped,
+// or waited for: a writer holds the token for a few stores, unless it is descheduled, or
+// gives it back if its round is over). kFiringDone: a firing holds it and is complete (the
+// phase is fired or frozen); the caller may change the phase. kStuck: a writer holding it
+// did not go on within about 2 s; nothing may change.
+[[gnu::visibility("hidden")]] Token take_token(Runtime& rt);
+// What a change refused for kStuck returns.
+[[gnu::visibility("hidden")]] Status stuck_firing();
+// REQUIRES: the token taken. A new round in `phase`; the token is given back last, so a
+// writer that wins it next sees the new round.
+[[gnu::visibility("hidden")]] void start_round(abi::SegmentHeader* h, abi::TriggerState phase);
 
 // Fires the trigger for `record` (written, not yet published) of the calling thread.
 // REQUIRES: the token taken by the caller in `armed_state` (so the state stays that).
