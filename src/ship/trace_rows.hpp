@@ -128,4 +128,10 @@ class TraceRows {
 // A block whose columns are table's.
 NativeBlock block_for(const TableDef& table);
 
+// The date of a realtime clock value (ns), as every table's date column holds it: days since
+// 1970-01-01, UTC. Inline: every events row has one.
+inline uint16_t day_of(uint64_t realtime_ns) {
+  return static_cast<uint16_t>(realtime_ns / (86400ull * 1000000000ull));
+}
+
 }  // namespace nanotrace::ship
