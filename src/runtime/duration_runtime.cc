@@ -11,6 +11,7 @@
 #include "nanotrace/detail/record_layout.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/duration_state.hpp"
+#include "runtime/own_record.hpp"
 
 namespace nanotrace::runtime {
 namespace {
@@ -25,17 +26,7 @@ void bump(std::atomic<uint64_t>& counter) {
 // its decoding buffers would make every record's frame large.
 [[gnu::noinline]] uint64_t decoded_key(const DurationPairing::Role& role, const uint64_t* record) {
   FieldValue values[abi::kMaxFields];
-  const abi::RecordLayout layout(role.site->types, role.site->field_count);
-  layout.decode(
-      reinterpret_cast<const uint8_t*>(record), 0, abi::kMaxRecordBytes,
-      [&](uint32_t f, uint64_t bits) {
-        values[f].type = layout.type(f);
-        values[f].bits = bits;
-      },
-      [&](uint32_t f, std::string_view text) {
-        values[f].type = abi::FieldType::kString;
-        values[f].text = text;
-      });
+  decode_own_record(*role.site, record, values);
   if (!role.key_hashed) return values[role.key_fields[0]].bits;
   return pairing::hash_key_fields(values, role.key_fields);
 }

@@ -8,6 +8,7 @@
 #include "nanotrace/detail/record_layout.hpp"
 #include "nanotrace/nanotrace.hpp"
 #include "runtime/duration_runtime.hpp"
+#include "runtime/own_record.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/trigger_state.hpp"
 
@@ -22,18 +23,7 @@ namespace {
   // Decode the record just written (it is not published yet) and test the expression. It is
   // this thread's own record, of the site's layout: its bytes are trusted.
   FieldValue values[abi::kMaxFields];
-  const abi::RecordLayout layout(site.types, site.field_count);
-  layout.decode(
-      reinterpret_cast<const uint8_t*>(record), 0, abi::kMaxRecordBytes,
-      [&](uint32_t f, uint64_t bits) {
-        values[f].type = layout.type(f);
-        values[f].bits = bits;
-      },
-      [&](uint32_t f, std::string_view text) {
-        values[f].type = abi::FieldType::kString;
-        values[f].bits = text.size();
-        values[f].text = text;
-      });
+  runtime::decode_own_record(site, record, values);
   const Runtime::ArmedTrigger* armed = runtime::g_armed.load(std::memory_order_acquire);
   if (armed == nullptr) return;
   auto it = armed->fields.find(&site);
