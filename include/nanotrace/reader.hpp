@@ -61,6 +61,13 @@ struct EventInfo {
   // How its records are sized and decoded (invalid for a guard and a kernel event).
   abi::RecordLayout layout;
   std::string full_name() const { return group + ":" + name; }
+  // Whether an event filter names it: its group ("io") or its full name ("io:submit"), as the
+  // tools' --events and ColumnOptions::events take them.
+  bool named_by(std::string_view filter) const {
+    if (filter == group) return true;
+    return filter.size() == group.size() + 1 + name.size() && filter.starts_with(group) &&
+           filter[group.size()] == ':' && filter.ends_with(name);
+  }
 };
 
 struct GroupInfo {

@@ -19,7 +19,7 @@ namespace {
 bool selected(const std::vector<std::string>& filters, const EventInfo& e) {
   if (filters.empty()) return true;
   for (const std::string& f : filters) {
-    if (f == e.group || f == e.full_name()) return true;
+    if (e.named_by(f)) return true;
   }
   return false;
 }
@@ -30,7 +30,7 @@ Status ColumnReader::check_events(const Trace& trace, const ColumnOptions& optio
   for (const std::string& f : options.events) {
     bool known = false;
     for (const EventInfo& e : trace.events()) {
-      known = known || (!e.is_guard && (f == e.group || f == e.full_name()));
+      known = known || (!e.is_guard && e.named_by(f));
     }
     if (!known) return Status::NotFound(fmt::format("no event or group '{}' in this trace", f));
   }

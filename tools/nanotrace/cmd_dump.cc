@@ -17,7 +17,7 @@ namespace {
 bool selected(const std::vector<std::string>& filters, const EventInfo& e) {
   if (filters.empty()) return true;
   for (const std::string& f : filters) {
-    if (f == e.group || f == e.full_name()) return true;
+    if (e.named_by(f)) return true;
   }
   return false;
 }
@@ -26,10 +26,8 @@ bool selected(const std::vector<std::string>& filters, const EventInfo& e) {
 Status check_filters(Trace& trace, const std::vector<std::string>& filters) {
   for (const std::string& f : filters) {
     bool known = false;
-    for (const EventInfo& e : trace.events()) known = known || f == e.group || f == e.full_name();
-    for (const EventInfo& e : trace.kernel_events()) {
-      known = known || f == e.group || f == e.full_name();
-    }
+    for (const EventInfo& e : trace.events()) known = known || e.named_by(f);
+    for (const EventInfo& e : trace.kernel_events()) known = known || e.named_by(f);
     if (!known) return Status::NotFound("no event or group '" + f + "' in this trace");
   }
   return Status::Ok();
