@@ -14,10 +14,13 @@
 //            mix:lock_begin (key name), "mix-complete" ends each as soon as it begun
 //            (mix:op_end, mix:lock_end: every pair crosses threads), "mix-local" begins and
 //            ends N of its own. With M > 0 the keys are taken modulo M, so both threads'
-//            keys collide (begins replaced, ends without a begin); with M = 0 every key is new
-//            and the run lasts at least 1 ms per 1,000 operations
+//            keys collide (begins replaced, ends without a begin); with M = 0 every key is new,
+//            the run lasts at least 1 ms per 1,000 operations, and after every 10,000 it waits
+//            until the program has had two SIGUSR1 (the test sends one after each pass of its
+//            view), so that whole passes cut the run however slowly they go
 // and prints "done" after each. Exits when stdin closes.
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -31,6 +34,19 @@
 #include <vector>
 
 namespace {
+
+std::atomic<uint64_t> g_passes_seen{0};  // SIGUSR1s: passes the test's view has finished
+
+void on_pass_signal(int) { g_passes_seen.fetch_add(1, std::memory_order_relaxed); }
+
+// Waits until two more passes have finished: the second began after this call. Gives up after
+// 30 s, so that a test that sends no signal fails on its own checks rather than hangs.
+void wait_for_a_whole_pass() {
+  const uint64_t want = g_passes_seen.load() + 2;
+  for (int waited_ms = 0; g_passes_seen.load() < want && waited_ms < 30000; ++waited_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 void run_named(const char* name, auto&& body) {
   std::thread t([&] {
@@ -54,6 +70,7 @@ void mix(uint64_t n, uint64_t m, uint64_t base) {
       begun[i].store(key(i) + 1, std::memory_order_release);
       // New keys are for passes that cut the run: it lasts 1 ms per 1,000 operations.
       if (m == 0 && i % 1000 == 999) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (m == 0 && i % 10000 == 9999 && i + 1 < n) wait_for_a_whole_pass();
     }
   });
   std::thread complete([&] {
@@ -88,6 +105,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--stuck") == 0) stuck = std::strtoull(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--stuck-text") == 0) stuck_text = argv[i + 1];
   }
+  struct sigaction pass_signal = {};
+  pass_signal.sa_handler = on_pass_signal;
+  pass_signal.sa_flags = SA_RESTART;  // stdin's read goes on across a signal
+  sigaction(SIGUSR1, &pass_signal, nullptr);
   std::printf("pid %d\n", getpid());
   std::fflush(stdout);
   run_named("stuck-worker", [&] {
