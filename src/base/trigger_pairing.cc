@@ -49,7 +49,7 @@ OpenTable::Begin OpenTable::begin(const OpenOp& op, OpenOp* dropped) {
     // The entry to take: one open under the same key (replaced), else a free one, else the
     // oldest operation of the bucket (evicted).
     int same = -1, free = -1, oldest = -1;
-    uint64_t same_state = 0, oldest_state = ~uint64_t{0};
+    uint64_t same_state = 0, oldest_state = 0, oldest_age = 0;
     for (uint32_t i = 0; i < kWays; ++i) {
       const uint64_t s = b.state[i].load(std::memory_order_acquire);
       if (s == kFree) {
@@ -59,9 +59,12 @@ OpenTable::Begin OpenTable::begin(const OpenOp& op, OpenOp* dropped) {
           same = static_cast<int>(i);
           same_state = s;
         }
-        if ((s >> 16) < (oldest_state >> 16)) {
+        // Ages, not stamps: the 48-bit stamps wrap (every 39 hours of a 2 GHz TSC).
+        const uint64_t age = stamp_ticks_between(s >> 16, op.begin_ticks());
+        if (oldest < 0 || age > oldest_age) {
           oldest = static_cast<int>(i);
           oldest_state = s;
+          oldest_age = age;
         }
       }
     }

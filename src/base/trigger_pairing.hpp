@@ -15,17 +15,32 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "nanotrace/abi.hpp"
 #include "nanotrace/field_value.hpp"
 
 namespace nanotrace::pairing {
 
+// A record's first word holds the low 48 bits of its clock value (abi.hpp): past 2^48 ticks
+// (39 hours of a 2 GHz TSC, 78 of CLOCK_MONOTONIC ns) a stamp is no longer the clock value.
+// Stamps are therefore compared as 48-bit differences, and a full clock value is the one
+// nearest a full clock value known to be near (ages and durations under 2^47 ticks).
+
+// end - begin of two 48-bit stamps, 0 if end comes first (another core's clock a little
+// behind).
+inline uint64_t stamp_ticks_between(uint64_t begin48, uint64_t end48) {
+  const uint64_t delta = (end48 - begin48) & abi::kTsc48Mask;
+  return (delta & (uint64_t{1} << 47)) != 0 ? 0 : delta;
+}
+
 // One open operation: its begin record and the key it is open under.
 struct OpenOp {
   uint64_t key = 0;
-  uint64_t begin_word = 0;  // the begin record's first word: ticks << 16 | event id
+  uint64_t begin_word = 0;  // the begin record's first word: 48-bit stamp << 16 | event id
   uint64_t where = 0;       // where_of(slot, seq), plus kReported once a stuck firing named it
   uint64_t tid = 0;         // the thread that wrote the begin record
-  uint64_t begin_ticks() const { return begin_word >> 16; }
+  uint64_t begin_ticks() const { return begin_word >> 16; }  // the 48-bit stamp
+  // The begin's full clock value, given a full clock value `near` it (now, when aging).
+  uint64_t begin_full(uint64_t near) const { return abi::expand_ticks(near, begin_ticks()); }
   uint16_t event() const { return static_cast<uint16_t>(begin_word & 0xffff); }
   uint32_t slot() const { return static_cast<uint32_t>((where >> 48) & 0x7fff); }
   uint64_t seq() const { return where & ((uint64_t{1} << 48) - 1); }

@@ -144,7 +144,8 @@ bool DurationWatch::on_record(const Record& r, const StreamState& st) {
     return false;
   }
   ++pairs_;
-  const uint64_t ticks = r.ticks > begun.begin_ticks() ? r.ticks - begun.begin_ticks() : 0;
+  const uint64_t begin = begun.begin_full(r.ticks);
+  const uint64_t ticks = r.ticks > begin ? r.ticks - begin : 0;
   if (sliding_) ++histogram_[pairing::DurationHistogram::bucket(ticks)];
   if (rule_->open) return false;
   const uint64_t threshold = threshold_ticks();
@@ -165,8 +166,9 @@ bool DurationWatch::age(uint64_t now) {
   pairing::OpenOp oldest;
   uint64_t stuck = 0;
   table_->for_each([&](size_t i, const pairing::OpenOp& op) {
-    if (op.reported() || now <= op.begin_ticks() || now - op.begin_ticks() <= threshold) return;
-    if (stuck++ == 0 || op.begin_ticks() < oldest.begin_ticks()) {
+    const uint64_t begin = op.begin_full(now);
+    if (op.reported() || now <= begin || now - begin <= threshold) return;
+    if (stuck++ == 0 || begin < oldest.begin_full(now)) {
       index = i;
       oldest = op;
     }
@@ -174,7 +176,8 @@ bool DurationWatch::age(uint64_t now) {
   if (stuck == 0) return false;
   // One incident: every operation open past the threshold now is named once.
   table_->for_each([&](size_t i, const pairing::OpenOp& op) {
-    if (!op.reported() && now > op.begin_ticks() && now - op.begin_ticks() > threshold) {
+    const uint64_t begin = op.begin_full(now);
+    if (!op.reported() && now > begin && now - begin > threshold) {
       table_->mark_reported(i, op);
     }
   });
@@ -184,7 +187,7 @@ bool DurationWatch::age(uint64_t now) {
   match_ =
       fmt::format("record {} ({}, {} {}) of thread {}, an operation open {:.3f} ms (> {:.3f} ms){}",
                   oldest.seq(), e ? e->full_name() : "?", rule_->key_text(), oldest.key, oldest.tid,
-                  ticks_ms(now - oldest.begin_ticks()), ticks_ms(threshold),
+                  ticks_ms(now - oldest.begin_full(now)), ticks_ms(threshold),
                   stuck > 1 ? fmt::format("; {} operations open past the threshold", stuck) : "");
   return true;
 }

@@ -104,11 +104,11 @@ Scan scan_open(DurationState& st, const Totals& t, uint64_t now, uint64_t thresh
       [&](size_t index, const pairing::OpenOp& op) {
         ++s.open;
         if (st.in_shared_table(index)) ++s.shared_open;
-        const uint64_t begin = op.begin_ticks();
+        const uint64_t begin = op.begin_full(now);
         if (s.oldest_begin == 0 || begin < s.oldest_begin) s.oldest_begin = begin;
         if (op.reported()) return;
         if (now > begin && now - begin > threshold) {
-          if (s.stuck++ == 0 || begin < s.stuck_op.begin_ticks()) {
+          if (s.stuck++ == 0 || begin < s.stuck_op.begin_full(now)) {
             s.stuck_index = index;
             s.stuck_op = op;
           }
@@ -129,19 +129,19 @@ Scan scan_open(DurationState& st, const Totals& t, uint64_t now, uint64_t thresh
 // The operations open past the threshold are one incident: each is named once.
 void mark_stuck_reported(DurationState& st, uint64_t now, uint64_t threshold) {
   st.for_each_open([&](size_t index, const pairing::OpenOp& op) {
-    const uint64_t begin = op.begin_ticks();
+    const uint64_t begin = op.begin_full(now);
     if (!op.reported() && now > begin && now - begin > threshold) st.mark_reported(index, op);
   });
 }
 
-// A stuck operation's begin record, as the firing names it.
-EarlierRecord earlier_record_of(const pairing::OpenOp& op) {
+// A stuck operation's begin record, as the firing names it (now: a full clock value).
+EarlierRecord earlier_record_of(const pairing::OpenOp& op, uint64_t now) {
   EarlierRecord match;
   match.event = op.event();
   match.tid = static_cast<uint32_t>(op.tid);
   match.slot = op.slot();
   match.seq = op.seq();
-  match.begin_ticks = op.begin_ticks();
+  match.begin_ticks = op.begin_full(now);
   return match;
 }
 
@@ -158,10 +158,10 @@ bool fire_stuck(const Runtime::ArmedTrigger& armed, DurationState& st, const Sca
   }
   st.fires.store(st.limiter.fired(), std::memory_order_relaxed);
   const pairing::OpenOp& op = s.stuck_op;
-  publish_match(st, DurationMatch{2, op, now - op.begin_ticks(), threshold,
+  publish_match(st, DurationMatch{2, op, now - op.begin_full(now), threshold,
                                   armed.duration->roles.front().key_hashed,
                                   static_cast<uint32_t>(std::min<uint64_t>(s.stuck, UINT32_MAX))});
-  fire_on_earlier_record(armed, earlier_record_of(op), armed_state);
+  fire_on_earlier_record(armed, earlier_record_of(op, now), armed_state);
   return true;
 }
 
@@ -171,8 +171,8 @@ void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState
                                uint64_t armed_state, uint64_t now) {
   uint64_t deadline = st.watch_deadline.load(std::memory_order_acquire);
   // One writer takes the watched operation; the others go on.
-  if (now < deadline || !st.watch_deadline.compare_exchange_strong(deadline, ~uint64_t{0},
-                                                                   std::memory_order_acq_rel)) {
+  if (now < deadline ||
+      !st.watch_deadline.compare_exchange_strong(deadline, kNoWatch, std::memory_order_acq_rel)) {
     return;
   }
   const size_t index = st.watch_index.load(std::memory_order_relaxed);
@@ -182,8 +182,9 @@ void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState
     return;  // it ended, or the control thread watches another one now
   }
   const uint64_t threshold = st.threshold_ticks.load(std::memory_order_relaxed);
-  if (threshold == pairing::SlidingPercentile::kWarmingUp || now <= op.begin_ticks() ||
-      now - op.begin_ticks() <= threshold || !take_fire_token(armed_state)) {
+  const uint64_t begin = op.begin_full(now);
+  if (threshold == pairing::SlidingPercentile::kWarmingUp || now <= begin ||
+      now - begin <= threshold || !take_fire_token(armed_state)) {
     return;
   }
   const bool admitted = st.limiter.admit(monotonic_ns());
@@ -196,9 +197,9 @@ void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState
   st.fires.store(st.limiter.fired(), std::memory_order_relaxed);
   // The writer cannot scan the table: the incident counts this operation (the control thread
   // counts every one past the threshold when it is the one that fires).
-  publish_match(st, DurationMatch{2, op, now - op.begin_ticks(), threshold,
+  publish_match(st, DurationMatch{2, op, now - op.begin_full(now), threshold,
                                   armed.duration->roles.front().key_hashed, 1});
-  fire_on_earlier_record(armed, earlier_record_of(op), armed_state);
+  fire_on_earlier_record(armed, earlier_record_of(op, now), armed_state);
 }
 
 namespace {
@@ -240,7 +241,7 @@ bool age(const Runtime::ArmedTrigger& armed, DurationState& st, const Totals& t,
   st.next_scan_ticks = std::min(s->next_deadline, now + threshold);
   // The writers watch the operation due first (the fields before the deadline that guards
   // them; a writer checks the entry itself before it fires).
-  st.watch_deadline.store(~uint64_t{0}, std::memory_order_release);
+  st.watch_deadline.store(kNoWatch, std::memory_order_release);
   st.watch_index.store(s->next_index, std::memory_order_relaxed);
   st.watch_word.store(s->next_word, std::memory_order_relaxed);
   st.watch_deadline.store(s->next_deadline, std::memory_order_release);
@@ -302,7 +303,7 @@ void DurationState::forget_open_operations() {
   begins_at_scan = ~uint64_t{0};
   shared_begins_at_scan = ~uint64_t{0};
   next_scan_ticks = 0;
-  watch_deadline.store(~uint64_t{0}, std::memory_order_release);
+  watch_deadline.store(kNoWatch, std::memory_order_release);
 }
 
 bool DurationState::get_open(size_t index, pairing::OpenOp* op) const {
@@ -322,7 +323,8 @@ void publish_match(DurationState& st, const DurationMatch& m) {
   store_fact(&f.begin_tid, static_cast<uint32_t>(m.begin.tid));
   store_fact(&f.begin_slot, m.begin.slot());
   store_fact(&f.begin_seq, m.begin.seq());
-  store_fact(&f.begin_ticks, m.begin.begin_ticks());
+  // A full clock value: the firing comes well within 2^47 ticks of the begin.
+  store_fact(&f.begin_ticks, m.begin.begin_full(detail::now_ticks()));
   store_fact(&f.duration_ticks, m.duration_ticks);
   store_fact(&f.threshold_ticks, m.threshold_ticks);
   store_fact(&f.key, m.begin.key);

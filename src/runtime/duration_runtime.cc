@@ -71,8 +71,12 @@ void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& sit
   if (index >= st.slots) return;  // cannot be: every writer's slot is in the segment
   SlotCounts& counts = st.counts[index];
   // A stuck trigger's watched operation is due: this writer names it, if it is still open.
-  if (d.rule.open && (record[0] >> 16) >= st.watch_deadline.load(std::memory_order_relaxed)) {
-    fire_stuck_seen_by_writer(armed, st, armed_state, record[0] >> 16);
+  if (d.rule.open) {
+    const uint64_t deadline = st.watch_deadline.load(std::memory_order_relaxed);
+    if (deadline != kNoWatch) {
+      const uint64_t now = abi::expand_ticks(deadline, record[0] >> 16);  // a full clock value
+      if (now >= deadline) fire_stuck_seen_by_writer(armed, st, armed_state, now);
+    }
   }
   pairing::OpenOp op;
   if (role->begin) {
@@ -122,8 +126,7 @@ void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& sit
     }
   }
   bump(counts.pairs);
-  const uint64_t end_ticks = record[0] >> 16;
-  const uint64_t ticks = end_ticks > op.begin_ticks() ? end_ticks - op.begin_ticks() : 0;
+  const uint64_t ticks = pairing::stamp_ticks_between(op.begin_ticks(), record[0] >> 16);
   if (st.histograms != nullptr) {
     std::atomic<uint32_t>& bucket = st.histograms[index * pairing::DurationHistogram::kBuckets +
                                                   pairing::DurationHistogram::bucket(ticks)];

@@ -16,6 +16,9 @@
 
 namespace nanotrace::runtime {
 
+// DurationState::watch_deadline when no operation is watched.
+inline constexpr uint64_t kNoWatch = ~uint64_t{0};
+
 // Operations a duration trigger's table holds open (32 bytes each: 512 KiB).
 inline constexpr size_t kOpenOperations = 16384;
 
@@ -65,8 +68,9 @@ struct DurationState {
 
   // A stuck trigger: the open operation whose deadline (begin + threshold) comes first, as of
   // the control thread's last scan, so that a writer whose record is stamped past it names
-  // it at once rather than wait for the control thread's turn. watch_deadline ~0: none.
-  std::atomic<uint64_t> watch_deadline{~uint64_t{0}};
+  // it at once rather than wait for the control thread's turn. A full clock value (a writer
+  // expands its record's 48-bit stamp near it), or kNoWatch.
+  std::atomic<uint64_t> watch_deadline{kNoWatch};
   std::atomic<uint64_t> watch_index{0};
   std::atomic<uint64_t> watch_word{0};
 
@@ -113,7 +117,8 @@ struct DurationMatch {
 // REQUIRES: the fire token. Publishes the match's facts before the firing publishes the state.
 void publish_match(DurationState& state, const DurationMatch& match);
 
-// A writer's record of a stuck trigger's event stamped `now`, past watch_deadline: if the
+// A writer's record of a stuck trigger's event stamped `now` (a full clock value), past
+// watch_deadline: if the
 // watched operation is still open past the threshold, the writer fires on it (duration_control.cc).
 void fire_stuck_seen_by_writer(const Runtime::ArmedTrigger& armed, DurationState& state,
                                uint64_t armed_state, uint64_t now);

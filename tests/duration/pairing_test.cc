@@ -35,6 +35,21 @@ TEST(OpenTableTest, PairsByKey) {
   EXPECT_EQ(table.end(8, &begun), OpenTable::End::kMatched);
 }
 
+// A record keeps 48 bits of its clock value: past 2^48 ticks (days of uptime) durations and
+// ages are 48-bit differences, and a begin's full value is the one nearest the clock now.
+TEST(OpenTableTest, StampsPastAndAcrossTwoToThe48thTickKeepTheirTime) {
+  constexpr uint64_t kWrap = uint64_t{1} << 48;
+  const uint64_t begin = 5 * kWrap - 1000;  // 1,000 ticks before a wrap of the stamps
+  const uint64_t end = begin + 3000;        // after it: the end's stamp is the smaller
+  const OpenOp begun = op(7, begin & abi::kTsc48Mask);
+  EXPECT_EQ(begun.begin_full(end), begin);
+  EXPECT_EQ(begun.begin_full(begin + 40 * kWrap / 100), begin);  // an age of hours
+  EXPECT_EQ(stamp_ticks_between(begun.begin_ticks(), end & abi::kTsc48Mask), 3000u);
+  // An end stamped a little before its begin (another core's clock behind): 0, not 2^48.
+  EXPECT_EQ(stamp_ticks_between(end & abi::kTsc48Mask, begun.begin_ticks()), 0u);
+  EXPECT_EQ(stamp_ticks_between(100, 100), 0u);
+}
+
 TEST(OpenTableTest, KeyZeroAndEveryBitPatternAreKeys) {
   OpenTable table(64);
   OpenOp dropped, begun;
