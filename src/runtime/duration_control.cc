@@ -102,9 +102,10 @@ Scan scan_open(DurationState& st, const Totals& t, uint64_t now, uint64_t thresh
   const bool shared = t.shared_begins != st.shared_begins_at_scan || st.shared_open_at_scan != 0;
   st.for_each_open(
       [&](size_t index, const pairing::OpenOp& op) {
+        const uint64_t begin = op.begin_full(now);
+        if (begin < st.round_start_ticks) return;  // of a forgotten round
         ++s.open;
         if (st.in_shared_table(index)) ++s.shared_open;
-        const uint64_t begin = op.begin_full(now);
         if (s.oldest_begin == 0 || begin < s.oldest_begin) s.oldest_begin = begin;
         if (op.reported()) return;
         if (now > begin && now - begin > threshold) {
@@ -130,6 +131,7 @@ Scan scan_open(DurationState& st, const Totals& t, uint64_t now, uint64_t thresh
 void mark_stuck_reported(DurationState& st, uint64_t now, uint64_t threshold) {
   st.for_each_open([&](size_t index, const pairing::OpenOp& op) {
     const uint64_t begin = op.begin_full(now);
+    if (begin < st.round_start_ticks) return;  // of a forgotten round
     if (!op.reported() && now > begin && now - begin > threshold) st.mark_reported(index, op);
   });
 }
@@ -303,6 +305,7 @@ void DurationState::forget_open_operations() {
   begins_at_scan = ~uint64_t{0};
   shared_begins_at_scan = ~uint64_t{0};
   next_scan_ticks = 0;
+  round_start_ticks = detail::now_ticks();  // before the new round's state is published
   watch_deadline.store(kNoWatch, std::memory_order_release);
 }
 

@@ -80,6 +80,9 @@ void duration_record(const Runtime::ArmedTrigger& armed, const detail::Site& sit
   }
   pairing::OpenOp op;
   if (role->begin) {
+    if (auto* hook = g_trigger_test_hook.load(std::memory_order_relaxed)) [[unlikely]] {
+      hook(TriggerHookPoint::kDurationBegin);  // a test pauses here: a descheduled writer
+    }
     op = {key, record[0], pairing::OpenOp::where_of(index, slot->written), slot->tid};
     pairing::OpenOp dropped;
     // This thread's own table first: no locked instruction, lines that stay in its cache.

@@ -85,6 +85,10 @@ struct DurationState {
   uint64_t epoch_ns = 0, next_epoch_ns = 0;
   uint64_t cumulative[pairing::DurationHistogram::kBuckets] = {};  // the writers' sum
   uint64_t next_scan_ticks = 0;  // the earliest an open operation can pass the threshold
+  // When the pairing last started afresh (a resume): an operation begun before it belongs to
+  // the round that froze, put in the table after it was emptied by a writer descheduled in
+  // its begin. Its end may have been dropped while frozen: it is never aged nor counted.
+  uint64_t round_start_ticks = 0;
   uint64_t begins_at_scan = ~uint64_t{0};
   uint64_t open_at_scan = 0;
   // The same for the shared table alone: while nothing begins there (the threads' own tables

@@ -314,6 +314,7 @@ enum class TriggerHookPoint : int {
   kGateEndsWindow,   // a writer's slow path found the window over, before freezing
   kMatchStamped,     // a completion stamped the matching record, before opening the window
   kSlowPairFound,    // a duration trigger's writer found a slow pair, before taking the token
+  kDurationBegin,    // a duration trigger's writer has a begin record, before opening it
   kCount
 };
 // Called at each of those points when set: null in a traced program, where it costs one load
