@@ -125,6 +125,14 @@ Config config_from_environment() {
       warn("NANOTRACE_BLOCK_TIMEOUT", v, "a time such as 100ms, 2s, 0 or inf", "100ms");
     }
   }
+  if (const char* v = std::getenv("NANOTRACE_BLOCK_MAX_AGE")) {
+    uint64_t ns = 0;
+    if (!parse_duration(v, &ns) || ns == 0 || ns == kWaitForever) {
+      warn("NANOTRACE_BLOCK_MAX_AGE", v, "a time such as 50ms or 3600s", "2^46 clock ticks");
+    } else {
+      c.block_max_age_ns = ns;
+    }
+  }
   if (const char* v = std::getenv("NANOTRACE_TRIGGER")) c.trigger = v;
   if (const char* v = std::getenv("NANOTRACE_TRIGGER_AFTER")) {
     if (!Trigger::parse_window(v, &c.trigger_after_events, &c.trigger_after_ns)) {

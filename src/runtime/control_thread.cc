@@ -91,6 +91,26 @@ bool prepare_free_slots(Runtime& rt) {
   return prepared;
 }
 
+// REQUIRES: rt.mu held. Sends every writer through the slow path at least every
+// kBlockRenewalNs (a quarter of a shorter NANOTRACE_BLOCK_MAX_AGE), where a block older than
+// the limit is ended (ring_writer.cc): an idle thread's next record then starts a new block.
+void renew_old_blocks(Runtime& rt, uint64_t* last_ns) {
+  uint64_t period_ns = kBlockRenewalNs;
+  if (const uint64_t max_age_ns = rt.config.block_max_age_ns; max_age_ns != 0) {
+    const double ticks = static_cast<double>(max_age_ns) / 1e9 *
+                         static_cast<double>(ticks_per_second_now(rt.segment.header()));
+    rt.block_max_age_ticks.store(ticks < static_cast<double>(kBlockMaxAgeTicks)
+                                     ? static_cast<uint64_t>(ticks)
+                                     : kBlockMaxAgeTicks,
+                                 std::memory_order_relaxed);
+    period_ns = std::min(period_ns, max_age_ns / 4);
+  }
+  const uint64_t now_ns = sys::monotonic_ns();
+  if (now_ns - *last_ns < period_ns) return;
+  *last_ns = now_ns;
+  zero_every_check(rt);
+}
+
 void* control_loop(void*) {
   pthread_setname_np(pthread_self(), "nanotrace-ctl");
   // SCHED_BATCH: its fair share of the CPU, but its wake-ups never preempt the program's
@@ -101,6 +121,7 @@ void* control_loop(void*) {
   detail::t_runtime_io = true;  // its /proc reads are not the program's I/O
   Runtime& rt = Runtime::instance();
   int wakeups = 0;
+  uint64_t last_renewal_ns = sys::monotonic_ns();
   bool more = false;
   uint64_t duration_wait_ns = kNoDurationWork;
   for (;;) {
@@ -130,6 +151,7 @@ void* control_loop(void*) {
       // (nor wait at exit for their allocation).
       more = wakeups > 0 && prepare_free_slots(rt);
       refresh_clock(h);
+      renew_old_blocks(rt, &last_renewal_ns);
     }
     // Catching up with a burst of new threads: more slots before the periodic work again
     // (the lock is let go between them, for a fork or a module being loaded).

@@ -339,6 +339,16 @@ bool claim_for_this_thread(Runtime& rt) {
   return false;
 }
 
+// Whether the block beginning at `start` has been open longer than rt.block_max_age_ticks
+// (kBlockMaxAgeTicks): its next record begins a new one, so that no record's 48-bit stamp is
+// read against a base hours older (an idle thread's).
+bool block_outlived(const Runtime& rt, const detail::Writer& w, uint64_t start) {
+  const auto* bh = reinterpret_cast<const abi::BlockHeader*>(w.data + (start & w.mask));
+  const uint64_t now = detail::now_ticks();
+  return now > bh->base_ticks &&
+         now - bh->base_ticks > rt.block_max_age_ticks.load(std::memory_order_relaxed);
+}
+
 // Whether the block starting at `next` may be written: always in overwrite mode; in the
 // other modes once the consumer has read the block one ring earlier, waiting for that in
 // block mode while the consumer lives, at most the block timeout (and not at all while a
@@ -480,7 +490,10 @@ uint64_t reserve_slow(uint32_t bytes, abi::ThreadSlot* slot) noexcept {
   uint64_t head = s->head;
   uint64_t in_block = head & (block - 1);
   uint64_t block_end;
-  if (in_block != 0 && in_block + bytes <= block) {
+  // A block too old for its records' stamps is ended as a full one is. Not looked at in a
+  // trigger's window, where every record comes this way.
+  if (in_block != 0 && in_block + bytes <= block &&
+      (gate != TriggerGate::kAllow || !runtime::block_outlived(rt, w, head - in_block))) {
     block_end = head - in_block + block;
   } else {
     uint64_t next = in_block == 0 ? head : head - in_block + block;

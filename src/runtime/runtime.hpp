@@ -48,12 +48,20 @@ struct Config {
   bool force_monotonic = false;
   bool crash_handler = false;
   uint64_t block_timeout_ns = 100'000'000;  // ~0: wait as long as the consumer lives
+  uint64_t block_max_age_ns = 0;            // 0: kBlockMaxAgeTicks (NANOTRACE_BLOCK_MAX_AGE)
   std::string trigger;                      // expression armed at start (NANOTRACE_TRIGGER)
   uint64_t trigger_after_events = 0;
   uint64_t trigger_after_ns = 0;
   uint64_t run_id = 0;  // NANOTRACE_RUN_ID, set by `nanotrace run`
 };
 inline constexpr uint64_t kWaitForever = ~uint64_t{0};
+// A record's first word keeps 48 bits of its clock value, read as a signed difference from
+// its block's base (abi::expand_ticks): a block stays open at most 2^46 ticks (at least 4
+// hours at 5 GHz), so that an idle thread's record written hours after its block began is
+// still placed in time. The control thread sends every writer through the slow path at
+// least this often, where a block older than that is ended.
+inline constexpr uint64_t kBlockMaxAgeTicks = uint64_t{1} << 46;
+inline constexpr uint64_t kBlockRenewalNs = 600'000'000'000;  // 10 minutes
 
 // Reads NANOTRACE_* variables over the defaults. A value that is not understood is reported
 // on stderr once, saying what is in effect instead (a traced program must not fail to start
@@ -198,6 +206,9 @@ class Runtime {
   void wake_control_thread();
   pthread_t control_thread{};
   bool control_thread_running = false;
+  // How old a ring block may grow before a record ends it (kBlockMaxAgeTicks, or
+  // NANOTRACE_BLOCK_MAX_AGE in ticks, set by the control thread).
+  std::atomic<uint64_t> block_max_age_ticks{kBlockMaxAgeTicks};
   SelfStat self_stat;  // the control thread's; closed in a fork child and at unload
   std::atomic<bool> control_stop{false};
   std::atomic<uint32_t> prepare_seq{0};  // futex word: bumped when a prepared ring is taken
@@ -303,6 +314,9 @@ TriggerGate trigger_gate() noexcept;
 // True while a trigger has fired or frozen the rings: a writer that just set its slot's
 // check must set it back to 0 (see ring_writer.cc).
 bool trigger_active() noexcept;
+// Sends every writer through the slow path for its next record (zeroes each active slot's
+// check): a trigger firing, and the control thread's renewal of old blocks.
+void zero_every_check(Runtime& rt);
 
 // Points of the firing protocol (trigger_runtime.cc) where a test pauses a thread, to force
 // the interleavings a descheduled thread makes (tests/runtime/trigger_race_test.cc,

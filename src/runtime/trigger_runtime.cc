@@ -122,7 +122,8 @@ bool freeze(Runtime& rt, uint64_t fired, uint64_t at = 0) {
   return true;
 }
 
-// Sends every writer through the slow path for its next record.
+}  // namespace
+
 void zero_every_check(Runtime& rt) {
   abi::SegmentHeader* h = rt.segment.header();
   for (uint32_t i = 0; i < h->max_threads; ++i) {
@@ -136,6 +137,8 @@ void zero_every_check(Runtime& rt) {
   }
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
+
+namespace {
 
 // Waits, a few hundred stores (or its rescheduling, bounded at about 2 s), while another
 // thread completes a firing. True if no firing is in progress any more.

@@ -34,6 +34,15 @@ TEST(ConfigTest, EnvironmentAndOptions) {
   unsetenv("NANOTRACE_BUFFER");
   unsetenv("NANOTRACE_GROUPS");
 
+  // A block's longest life: a time; 0, inf or nonsense keep the default (2^46 ticks).
+  for (const char* bad : {"0", "inf", "soon"}) {
+    setenv("NANOTRACE_BLOCK_MAX_AGE", bad, 1);
+    EXPECT_EQ(config_from_environment().block_max_age_ns, 0u) << bad;
+  }
+  setenv("NANOTRACE_BLOCK_MAX_AGE", "50ms", 1);
+  EXPECT_EQ(config_from_environment().block_max_age_ns, 50'000'000u);
+  unsetenv("NANOTRACE_BLOCK_MAX_AGE");
+
   Options o;
   o.buffer_bytes = 0;
   EXPECT_FALSE(apply_options(o, &d).ok());

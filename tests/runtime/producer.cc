@@ -11,6 +11,7 @@
 // --churn K: K short-lived threads write 3 records each instead.
 // --spawn K: K short-lived threads, at most A (default 2) alive at a time, each writing N
 // test:rec records numbered by its index.
+// --pace MS: each thread sleeps MS milliseconds after each record (an idle thread).
 // --hold: after producing, print "ready" and wait until stdin closes before exiting.
 // --crash: after producing, die of SIGSEGV.
 // --go: wait for a line on stdin before producing (lets a test attach as consumer first).
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +33,7 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
+uint64_t g_pace_ms = 0;
 
 uint64_t checksum(uint64_t thread, uint64_t seq, uint64_t value) {
   uint64_t x = thread * 0x9e3779b97f4a7c15ull ^ seq * 0xbf58476d1ce4e5b9ull ^ value;
@@ -44,6 +47,7 @@ uint64_t produce(uint64_t thread, uint64_t events, bool forever) {
     uint64_t value = seq * 7 + thread;
     NANOTRACE(test, rec, "thread={} seq={} value={} check={}", thread, seq, value,
               checksum(thread, seq, value));
+    if (g_pace_ms != 0) std::this_thread::sleep_for(std::chrono::milliseconds(g_pace_ms));
   }
   return seq;
 }
@@ -71,6 +75,8 @@ int main(int argc, char** argv) {
       spawn = arg();
     else if (!std::strcmp(argv[i], "--alive"))
       alive = arg();
+    else if (!std::strcmp(argv[i], "--pace"))
+      g_pace_ms = arg();
     else if (!std::strcmp(argv[i], "--forever"))
       forever = true;
     else if (!std::strcmp(argv[i], "--hold"))

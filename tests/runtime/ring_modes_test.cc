@@ -184,5 +184,42 @@ TEST(RingModesTest, MergeOrdersThreadsByTimeAndKeepsThreadOrder) {
   EXPECT_EQ(streams.size(), threads);
 }
 
+// A record keeps 48 bits of its clock value, read against its block's base: an idle thread's
+// block must not stay open longer than that can span (hours). With the limit made short
+// (NANOTRACE_BLOCK_MAX_AGE), records 300 ms apart start blocks of their own (each one the
+// control thread passed by in between: all of them unless a busy machine starves it), each
+// block based when its first record came; with the default they share one block. Every
+// record intact and in order either way.
+TEST(RingModesTest, AnIdleThreadsOldBlockIsEndedByItsNextRecord) {
+  for (const bool short_limit : {true, false}) {
+    SCOPED_TRACE(short_limit ? "NANOTRACE_BLOCK_MAX_AGE=50ms" : "the default limit");
+    std::vector<std::string> env;
+    if (short_limit) env.push_back("NANOTRACE_BLOCK_MAX_AGE=50ms");
+    HeldProducer p({kProducer, "--events", "4", "--pace", "300", "--hold"}, env);
+    auto trace = open_or_die(p.pid);
+    ASSERT_TRUE(trace);
+    auto spans = trace->read_spans();
+    ASSERT_EQ(spans.size(), 1u);
+    std::vector<RecordSpan> blocks;
+    for (RecordSpan span; spans[0]->next(&span);) blocks.push_back(span);
+    EXPECT_EQ(spans[0]->stats().overwritten, 0u);
+    const auto records = testing::read_test_records(*trace).records;
+    ASSERT_EQ(records.size(), 4u);
+    for (size_t i = 0; i < records.size(); ++i) EXPECT_EQ(records[i].seq, i);
+    if (!short_limit) {
+      EXPECT_EQ(blocks.size(), 1u);
+      continue;
+    }
+    ASSERT_GE(blocks.size(), 2u);
+    const double ticks_per_ms = static_cast<double>(trace->process().ticks_per_second) / 1e3;
+    for (const RecordSpan& block : blocks) {
+      ASSERT_LT(block.first_seq, records.size());
+      const uint64_t age = records[block.first_seq].ticks - block.base_ticks;
+      EXPECT_LT(static_cast<double>(age), 50 * ticks_per_ms)
+          << "block of record " << block.first_seq;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nanotrace
