@@ -103,7 +103,7 @@ Scan scan_open(DurationState& st, const Totals& t, uint64_t now, uint64_t thresh
   st.for_each_open(
       [&](size_t index, const pairing::OpenOp& op) {
         const uint64_t begin = op.begin_full(now);
-        if (begin < st.round_start_ticks) return;  // of a forgotten round
+        if (st.of_forgotten_round(begin)) return;
         ++s.open;
         if (st.in_shared_table(index)) ++s.shared_open;
         if (s.oldest_begin == 0 || begin < s.oldest_begin) s.oldest_begin = begin;
@@ -131,7 +131,7 @@ Scan scan_open(DurationState& st, const Totals& t, uint64_t now, uint64_t thresh
 void mark_stuck_reported(DurationState& st, uint64_t now, uint64_t threshold) {
   st.for_each_open([&](size_t index, const pairing::OpenOp& op) {
     const uint64_t begin = op.begin_full(now);
-    if (begin < st.round_start_ticks) return;  // of a forgotten round
+    if (st.of_forgotten_round(begin)) return;
     if (!op.reported() && now > begin && now - begin > threshold) st.mark_reported(index, op);
   });
 }

@@ -89,6 +89,7 @@ struct DurationState {
   // the round that froze, put in the table after it was emptied by a writer descheduled in
   // its begin. Its end may have been dropped while frozen: it is never aged nor counted.
   uint64_t round_start_ticks = 0;
+  bool of_forgotten_round(uint64_t begin_ticks) const { return begin_ticks < round_start_ticks; }
   uint64_t begins_at_scan = ~uint64_t{0};
   uint64_t open_at_scan = 0;
   // The same for the shared table alone: while nothing begins there (the threads' own tables
